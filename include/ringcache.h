@@ -1,0 +1,465 @@
+/* ringcache.h - the whole client API of ringcache.
+ *
+ * A process attaches to ringcached over its Unix socket and receives, by
+ * SCM_RIGHTS, one read-write "ring region" for its session and one read-only
+ * arena mapping per dataset it may read. Requests are 64-byte submission
+ * entries (SQEs) written into the SQ ring; results are 32-byte completion
+ * entries (CQEs) read from the CQ ring. A zero-copy READ completes with the
+ * arena offset of the bytes; they stay put (leased) until RELEASE.
+ *
+ * Ring region layout (offsets are in struct rc_ring_hdr, all 64-byte
+ * aligned; the daemon fills the header before handing the region over):
+ *
+ *   0            struct rc_ring_hdr          (one 4 KiB page)
+ *   sq_off       struct rc_sqe[sq_entries]   client writes, daemon reads
+ *   cq_off       struct rc_cqe[cq_entries]   daemon writes, client reads
+ *   arg_off      arg slots[arg_slots]        RC_ARG_SLOT_SIZE bytes each:
+ *                                            keys in, ETags/names out
+ *
+ * Ownership of the indices: the client owns sq_tail and cq_head, the daemon
+ * owns sq_head and cq_tail. Each side publishes with a release store and
+ * reads the other's with an acquire load. Doorbells: the daemon sets
+ * RC_SQ_NEED_WAKEUP in sq_flags before it sleeps; only then does a
+ * submitter write to the SQ eventfd. A client about to block sets
+ * RC_CQ_NEED_WAKEUP in cq_flags and sleeps on the CQ eventfd; the daemon
+ * writes it only when that flag is set. A busy client and a busy daemon so
+ * exchange work without a system call.
+ *
+ * Everything a client writes is validated by the daemon; a malformed entry
+ * fails alone (-EINVAL, -EBADF, ...), it never stops the session.
+ *
+ * rc_client is not thread-safe: use one per thread (they are cheap). The
+ * synchronous helpers (rc_open, rc_read, ...) wait for their own completion
+ * and must not be mixed with asynchronous submissions in flight on the same
+ * client.
+ *
+ * Only libc is needed: link with -lringcache (pkg-config ringcache).
+ */
+#ifndef RINGCACHE_H
+#define RINGCACHE_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RC_ABI_VERSION 1
+#define RC_MSG_MAGIC 0x52434331u /* "RCC1" */
+
+#define RC_ARG_SLOT_SIZE 2048u  /* holds an S3 key (<= 1024 bytes) and more */
+#define RC_MAX_KEY 1024u
+#define RC_MAX_ETAG 128u
+#define RC_MAX_DATASETS 128u
+#define RC_DATASET_NAME_MAX 64u
+#define RC_MAX_IO (1u << 30)    /* largest len of one READ_INTO */
+#define RC_NO_LEASE 0xffffffffu
+
+/* ---- Opcodes ------------------------------------------------------------
+ * Fields each opcode reads (all others must be zero, or -EINVAL):
+ *
+ * NOP        -                          res 0
+ * OPEN       dataset, arg, arg_len      key in arg slot; res = handle,
+ *                                       addr = object size, ETag written to
+ *                                       the arg slot as a NUL-terminated
+ *                                       string
+ * STAT       handle, arg                res 0, addr = size, ETag in arg slot
+ * LIST       dataset, arg, arg_len,     prefix (relative to the dataset) in
+ *            offset, buf_index,         the arg slot; writes rc_list_entry
+ *            buf_offset, len            records into the buffer starting at
+ *                                       entry number `offset`; res = number
+ *                                       of entries, RC_CQE_F_MORE if the
+ *                                       buffer filled before the end
+ * READ       handle, offset, len        zero-copy: res = bytes (short at a
+ *                                       block boundary, 0 at/after EOF),
+ *                                       arena + addr say where they lie,
+ *                                       lease must be RELEASEd
+ * READ_INTO  handle, offset, len,       copies [offset, offset+len) clamped
+ *            buf_index, buf_offset      to the object into the registered
+ *                                       buffer; res = bytes copied
+ * RELEASE    handle = lease id          res 0
+ * CLOSE      handle                     res 0
+ * Reserved for later issues, answered -EOPNOTSUPP for now:
+ * PREFETCH_PLAN  buf_index, buf_offset, len (array of rc_plan_entry)
+ * WRITE_OPEN dataset, arg (key)  WRITE handle, offset, len, buf_index,
+ * buf_offset  COMMIT/ABORT handle  RENAME handle, arg (new key)
+ * SYNC handle or dataset+arg (prefix)
+ */
+enum rc_op {
+	RC_OP_NOP = 0,
+	RC_OP_OPEN = 1,
+	RC_OP_STAT = 2,
+	RC_OP_LIST = 3,
+	RC_OP_READ = 4,
+	RC_OP_READ_INTO = 5,
+	RC_OP_RELEASE = 6,
+	RC_OP_CLOSE = 7,
+	RC_OP_PREFETCH_PLAN = 8,
+	RC_OP_WRITE_OPEN = 9,
+	RC_OP_WRITE = 10,
+	RC_OP_COMMIT = 11,
+	RC_OP_ABORT = 12,
+	RC_OP_RENAME = 13,
+	RC_OP_SYNC = 14,
+	RC_OP__COUNT
+};
+
+/* Submission entry: 64 bytes. */
+struct rc_sqe {
+	uint8_t opcode;      /* enum rc_op */
+	uint8_t flags;       /* none defined yet: must be 0 */
+	uint16_t arg;        /* arg slot index */
+	uint32_t handle;     /* object handle, or lease id for RELEASE */
+	uint64_t offset;     /* byte offset in the object (entry index: LIST) */
+	uint64_t len;        /* byte count */
+	uint64_t user_data;  /* echoed in the completion */
+	uint32_t buf_index;  /* registered buffer */
+	uint32_t dataset;    /* dataset id from the attach reply */
+	uint64_t buf_offset; /* byte offset in the registered buffer */
+	uint32_t arg_len;    /* bytes of input in the arg slot */
+	uint32_t reserved0;  /* must be 0 */
+	uint64_t reserved1;  /* must be 0 */
+};
+
+/* Completion entry: 32 bytes. */
+struct rc_cqe {
+	uint64_t user_data;
+	int32_t res;     /* >= 0 result, < 0 a negated errno */
+	uint32_t flags;  /* RC_CQE_F_* */
+	uint64_t addr;   /* READ: arena offset; OPEN/STAT: object size */
+	uint32_t lease;  /* READ: lease id, or RC_NO_LEASE */
+	uint32_t arena;  /* READ: dataset id of the arena holding the bytes */
+};
+
+#define RC_CQE_F_MORE 1u /* LIST: more entries follow */
+#define RC_CQE_F_HIT 2u  /* READ/READ_INTO: served without waiting for S3 */
+
+/* Errors (negated in res):
+ *   EINVAL   malformed entry (bad opcode, reserved field set, bad slot)
+ *   EBADF    unknown handle, lease or buffer index
+ *   EFAULT   buffer range outside the registered buffer
+ *   EACCES   dataset not readable by this peer (ACL)
+ *   ENOENT   no such object
+ *   ESTALE   the object changed in S3 after OPEN: open it again
+ *   EKEYREJECTED  S3 refused the daemon's credentials
+ *   EIO      S3 failed after all retries
+ *   ENOMEM   the cache has no evictable room (too many leases)
+ *   EMFILE   too many handles or leases in this session
+ *   EOPNOTSUPP  reserved opcode
+ */
+
+/* LIST output record, 8-byte aligned, followed by the name bytes. */
+struct rc_list_entry {
+	uint64_t size;      /* object size, 0 for a common prefix */
+	uint16_t name_len;  /* bytes of name after this struct, no NUL */
+	uint16_t is_prefix; /* 1 for a "directory" (common prefix) */
+	uint32_t rec_len;   /* bytes from this record to the next one */
+};
+
+/* Prefetch plan entry (reserved for the prefetch issue). */
+struct rc_plan_entry {
+	uint32_t handle;
+	uint32_t reserved;
+	uint64_t offset;
+	uint64_t len;
+};
+
+/* Ring region header. Each index lives on its own cache line. */
+struct rc_ring_hdr {
+	uint32_t magic, abi_version;
+	uint32_t sq_entries, cq_entries; /* powers of two */
+	uint32_t arg_slots, reserved;
+	uint64_t sq_off, cq_off, arg_off, region_size;
+	_Alignas(64) _Atomic uint32_t sq_head;  /* daemon */
+	_Alignas(64) _Atomic uint32_t sq_tail;  /* client */
+	_Alignas(64) _Atomic uint32_t sq_flags; /* RC_SQ_NEED_WAKEUP */
+	_Alignas(64) _Atomic uint32_t cq_head;  /* client */
+	_Alignas(64) _Atomic uint32_t cq_tail;  /* daemon */
+	_Alignas(64) _Atomic uint32_t cq_flags; /* RC_CQ_NEED_WAKEUP */
+	_Alignas(64) _Atomic uint32_t cq_overflow; /* CQEs waiting in the daemon */
+};
+#define RC_SQ_NEED_WAKEUP 1u
+#define RC_CQ_NEED_WAKEUP 1u
+
+/* ---- Socket protocol (SOCK_SEQPACKET, one message per request) --------- */
+enum rc_msg_type {
+	RC_MSG_ATTACH = 1,
+	RC_MSG_REGISTER_BUF = 2,   /* + 1 fd (memfd), reply: index */
+	RC_MSG_UNREGISTER_BUF = 3,
+	RC_MSG_STATS = 4,          /* reply: Prometheus text */
+	RC_MSG_REPLY = 0x80,
+};
+
+struct rc_msg_hdr {
+	uint32_t magic;   /* RC_MSG_MAGIC */
+	uint16_t version; /* RC_ABI_VERSION */
+	uint16_t type;    /* enum rc_msg_type */
+	uint32_t len;     /* bytes of the whole message */
+	int32_t status;   /* replies: 0 or a negated errno */
+};
+
+struct rc_attach_req {
+	struct rc_msg_hdr hdr;
+	int32_t gpu;        /* GPU index this process feeds, or -1 */
+	int32_t numa_node;  /* or -1: derived from gpu, else the first shard */
+	uint32_t sq_entries, cq_entries, arg_slots; /* 0: defaults */
+	uint32_t flags;
+};
+
+#define RC_ACCESS_READ 1u
+#define RC_ACCESS_WRITE 2u
+
+struct rc_dataset_info {
+	char name[RC_DATASET_NAME_MAX];
+	uint32_t id;
+	uint32_t access;      /* RC_ACCESS_*; 0: listed but not permitted */
+	uint64_t arena_size;  /* bytes of the arena mapping (0 if no access) */
+};
+
+/* Reply fds, in order: ring region, SQ eventfd, CQ eventfd, then one arena
+ * memfd (read-only) per dataset with RC_ACCESS_READ, in dataset order. */
+struct rc_attach_reply {
+	struct rc_msg_hdr hdr;
+	uint32_t shard, n_datasets;
+	uint64_t ring_size;
+	uint32_t block_size, reserved;
+	struct rc_dataset_info datasets[];
+};
+
+struct rc_regbuf_req {
+	struct rc_msg_hdr hdr;
+	uint64_t size;      /* bytes of the memfd to map */
+	uint32_t buf_index; /* UNREGISTER_BUF: which */
+	uint32_t flags;
+};
+
+struct rc_regbuf_reply {
+	struct rc_msg_hdr hdr;
+	uint32_t buf_index;
+	uint32_t reserved;
+};
+
+/* ---- The client ------------------------------------------------------- */
+struct rc_arena_map {
+	const uint8_t *base; /* NULL when not mapped */
+	size_t size;
+};
+
+struct rc_client {
+	int sock, sq_efd, cq_efd;
+	uint8_t *region;
+	size_t region_size;
+	struct rc_ring_hdr *hdr;
+	struct rc_sqe *sqes;
+	struct rc_cqe *cqes;
+	uint8_t *args;
+	uint32_t sq_mask, cq_mask;
+	uint32_t sq_local_tail;  /* SQEs prepared but not yet submitted */
+	uint32_t inflight;       /* submitted, not yet reaped */
+	uint32_t block_size, shard;
+	uint32_t n_datasets;
+	struct rc_dataset_info *datasets;
+	struct rc_arena_map *arenas; /* by dataset id */
+	uint64_t *arg_free;          /* bitmap of free arg slots */
+	uint32_t arg_slots;
+	uint32_t spin;               /* polls before sleeping in rc_wait_cqe */
+};
+
+struct rc_attach_opts {
+	int gpu;        /* -1 if none */
+	int numa_node;  /* -1 if none */
+	uint32_t sq_entries, cq_entries, arg_slots; /* 0: defaults */
+};
+
+/* Attach to the daemon at socket_path (NULL: $RINGCACHE_SOCKET, else
+ * /run/ringcache/ringcache.sock). Returns 0 or a negated errno. */
+int rc_attach(struct rc_client *c, const char *socket_path,
+	      const struct rc_attach_opts *opts);
+void rc_detach(struct rc_client *c);
+
+/* Dataset id by name, or -ENOENT; -EACCES if listed but not readable. */
+int rc_dataset(const struct rc_client *c, const char *name);
+
+/* Register a buffer (a memfd, e.g. later pinned with cudaHostRegister) for
+ * READ_INTO and LIST. Returns the buffer index or a negated errno. */
+int rc_register_buffer(struct rc_client *c, int memfd, size_t size);
+int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index);
+
+/* Convenience: create a memfd of size bytes, map it here, register it.
+ * On success *out points at the mapping and the index is returned. */
+int rc_alloc_buffer(struct rc_client *c, size_t size, void **out);
+
+/* Daemon counters as Prometheus text into buf (NUL-terminated). Returns the
+ * length or a negated errno. Works without attaching: pass c = NULL. */
+ssize_t rc_stats(struct rc_client *c, const char *socket_path, char *buf,
+		 size_t buflen);
+
+/* Arg slots carry keys to OPEN/LIST and ETags back. */
+int rc_arg_get(struct rc_client *c);          /* slot index or -EBUSY */
+void rc_arg_put(struct rc_client *c, int slot);
+static inline char *rc_arg_ptr(struct rc_client *c, int slot)
+{
+	return (char *)c->args + (size_t)slot * RC_ARG_SLOT_SIZE;
+}
+
+/* ---- Asynchronous fast path --------------------------------------------- */
+
+/* Next free SQE (zeroed), or NULL if the SQ ring is full. */
+static inline struct rc_sqe *rc_get_sqe(struct rc_client *c)
+{
+	uint32_t head = atomic_load_explicit(&c->hdr->sq_head,
+					     memory_order_acquire);
+	if (c->sq_local_tail - head > c->sq_mask)
+		return NULL;
+	struct rc_sqe *sqe = &c->sqes[c->sq_local_tail & c->sq_mask];
+	*sqe = (struct rc_sqe){0};
+	c->sq_local_tail++;
+	return sqe;
+}
+
+/* Publish prepared SQEs; rings the doorbell only if the daemon sleeps.
+ * Returns the number of entries published. */
+static inline int rc_submit(struct rc_client *c)
+{
+	uint32_t tail = atomic_load_explicit(&c->hdr->sq_tail,
+					     memory_order_relaxed);
+	uint32_t n = c->sq_local_tail - tail;
+	if (n == 0)
+		return 0;
+	atomic_store_explicit(&c->hdr->sq_tail, c->sq_local_tail,
+			      memory_order_release);
+	c->inflight += n;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->hdr->sq_flags, memory_order_relaxed) &
+	    RC_SQ_NEED_WAKEUP) {
+		uint64_t one = 1;
+		if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	return (int)n;
+}
+
+/* A completion if one is ready, else NULL. Consume it with rc_cqe_seen. */
+static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
+{
+	uint32_t head = atomic_load_explicit(&c->hdr->cq_head,
+					     memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&c->hdr->cq_tail,
+					     memory_order_acquire);
+	if (head == tail)
+		return NULL;
+	return &c->cqes[head & c->cq_mask];
+}
+
+static inline void rc_cqe_seen(struct rc_client *c)
+{
+	uint32_t head = atomic_load_explicit(&c->hdr->cq_head,
+					     memory_order_relaxed);
+	atomic_store_explicit(&c->hdr->cq_head, head + 1,
+			      memory_order_release);
+	c->inflight--;
+}
+
+/* Wait for a completion: polls c->spin times, then sleeps on the CQ
+ * eventfd. Returns 0 with *out set, or a negated errno (-EPIPE: daemon
+ * gone). */
+int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out);
+
+/* Where a READ completion's bytes lie in this process. */
+static inline const void *rc_cqe_data(const struct rc_client *c,
+				      const struct rc_cqe *cqe)
+{
+	if (cqe->arena >= c->n_datasets || !c->arenas[cqe->arena].base)
+		return NULL;
+	return c->arenas[cqe->arena].base + cqe->addr;
+}
+
+static inline void rc_prep_read(struct rc_sqe *sqe, uint32_t handle,
+				uint64_t offset, uint64_t len,
+				uint64_t user_data)
+{
+	sqe->opcode = RC_OP_READ;
+	sqe->handle = handle;
+	sqe->offset = offset;
+	sqe->len = len;
+	sqe->user_data = user_data;
+}
+
+static inline void rc_prep_read_into(struct rc_sqe *sqe, uint32_t handle,
+				     uint64_t offset, uint64_t len,
+				     uint32_t buf_index, uint64_t buf_offset,
+				     uint64_t user_data)
+{
+	rc_prep_read(sqe, handle, offset, len, user_data);
+	sqe->opcode = RC_OP_READ_INTO;
+	sqe->buf_index = buf_index;
+	sqe->buf_offset = buf_offset;
+}
+
+static inline void rc_prep_release(struct rc_sqe *sqe, uint32_t lease,
+				   uint64_t user_data)
+{
+	sqe->opcode = RC_OP_RELEASE;
+	sqe->handle = lease;
+	sqe->user_data = user_data;
+}
+
+/* ---- Synchronous helpers ------------------------------------------------ */
+struct rc_stat {
+	uint64_t size;
+	char etag[RC_MAX_ETAG];
+};
+
+/* Returns a handle (>= 0) or a negated errno. st may be NULL. */
+int rc_open(struct rc_client *c, int dataset, const char *key,
+	    struct rc_stat *st);
+int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st);
+int rc_close(struct rc_client *c, uint32_t handle);
+
+/* One zero-copy extent of a read. */
+struct rc_extent {
+	const void *data;
+	uint32_t len;
+	uint32_t lease;
+};
+
+/* Zero-copy read of up to len bytes at offset: fills at most max_ext
+ * extents (each leased) covering the range, clamped to the object. Returns
+ * the number of extents or a negated errno. Release each extent's lease. */
+int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
+	    uint64_t len, struct rc_extent *ext, int max_ext);
+int rc_release(struct rc_client *c, uint32_t lease);
+
+/* Copy [offset, offset+len) into a registered buffer. Returns bytes. */
+ssize_t rc_read_into(struct rc_client *c, uint32_t handle, uint64_t offset,
+		     uint64_t len, uint32_t buf_index, uint64_t buf_offset);
+
+/* List one directory level under prefix into a registered buffer, starting
+ * at entry `start`. Returns the number of records; *more is set if the
+ * buffer filled first. Walk records with rc_list_next. */
+int rc_list(struct rc_client *c, int dataset, const char *prefix,
+	    uint64_t start, uint32_t buf_index, uint64_t buf_offset,
+	    uint64_t buf_len, int *more);
+
+static inline const struct rc_list_entry *
+rc_list_next(const struct rc_list_entry *e)
+{
+	return (const struct rc_list_entry *)((const uint8_t *)e + e->rec_len);
+}
+
+static inline const char *rc_list_name(const struct rc_list_entry *e)
+{
+	return (const char *)(e + 1);
+}
+
+const char *rc_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RINGCACHE_H */

@@ -1,0 +1,1 @@
+/* creds.c - placeholder */

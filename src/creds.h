@@ -1,0 +1,43 @@
+/* creds.h - the AWS credential chain: config, environment, shared
+ * credentials file/profile, container endpoint, IMDSv2. */
+#ifndef RC_CREDS_H
+#define RC_CREDS_H
+
+#include "sigv4.h"
+
+enum creds_source {
+	CREDS_AUTO = 0,  /* the standard chain, in order */
+	CREDS_CONFIG,    /* access_key/secret_key from the config only */
+	CREDS_ENV,
+	CREDS_FILE,
+	CREDS_CONTAINER,
+	CREDS_IMDS,
+	CREDS_ANONYMOUS, /* unsigned requests (public buckets) */
+};
+
+struct creds_config {
+	enum creds_source source;
+	const char *access_key, *secret_key, *session_token; /* may be NULL */
+	const char *profile;          /* NULL: $AWS_PROFILE or "default" */
+	const char *credentials_file; /* NULL: $AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials */
+	const char *imds_endpoint;    /* NULL: http://169.254.169.254 */
+	long timeout_ms;              /* for the HTTP sources */
+};
+
+struct creds_provider;
+
+/* Resolves credentials now (blocking HTTP for container/IMDS). On failure
+ * returns NULL and writes a reason (never a secret) into err. */
+struct creds_provider *creds_provider_new(const struct creds_config *cfg,
+					  char *err, size_t errlen);
+void creds_provider_free(struct creds_provider *p);
+
+/* Current credentials, refreshed when they expire within 5 minutes.
+ * Returns 0, or a negated errno if a refresh failed and the old ones have
+ * expired. anonymous is set for CREDS_ANONYMOUS. */
+int creds_get(struct creds_provider *p, struct rc_creds *out, int *anonymous);
+
+/* Which source supplied the credentials ("config", "env", ...). */
+const char *creds_source_name(const struct creds_provider *p);
+
+#endif

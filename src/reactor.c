@@ -1,0 +1,1 @@
+/* reactor.c - placeholder */

@@ -1,0 +1,1 @@
+/* sigv4.c - placeholder */
