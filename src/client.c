@@ -1,1 +1,626 @@
-/* client.c - placeholder */
+/* client.c - libringcache: attaching to ringcached over its Unix socket,
+ * mapping the ring region and arenas, registered buffers, and the
+ * synchronous helpers built on the ring fast path of ringcache.h.
+ * Depends on libc only. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ringcache.h"
+
+#define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
+#define SPIN_DEFAULT 4000
+#define SYNC_TAG 0x5259434353594e43ull /* user_data of synchronous calls */
+
+static const char *socket_path_or_default(const char *path)
+{
+	if (path && *path)
+		return path;
+	const char *env = getenv("RINGCACHE_SOCKET");
+	return env && *env ? env : DEFAULT_SOCKET;
+}
+
+static int connect_daemon(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	path = socket_path_or_default(path);
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static int send_msg(int sock, const void *msg, size_t len, int fd)
+{
+	struct iovec iov = {(void *)msg, len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	char ctl[CMSG_SPACE(sizeof(int))];
+	if (fd >= 0) {
+		memset(ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl;
+		mh.msg_controllen = sizeof(ctl);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	for (;;) {
+		if (sendmsg(sock, &mh, MSG_NOSIGNAL) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Receives one reply; fds (up to max_fds) are returned in fds/nfds. */
+static ssize_t recv_msg(int sock, void *buf, size_t len, int *fds,
+			unsigned max_fds, unsigned *nfds)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * (RC_MAX_DATASETS + 3))];
+	struct iovec iov = {buf, len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	unsigned got = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+	     cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int *p = (int *)CMSG_DATA(cm);
+		for (unsigned i = 0; i < k; i++) {
+			if (got < max_fds)
+				fds[got++] = p[i];
+			else
+				close(p[i]);
+		}
+	}
+	if (nfds)
+		*nfds = got;
+	const struct rc_msg_hdr *h = buf;
+	if ((size_t)n < sizeof(*h) || h->magic != RC_MSG_MAGIC)
+		return -EPROTO;
+	return n;
+}
+
+static void client_unmap(struct rc_client *c)
+{
+	if (c->arenas) {
+		for (uint32_t i = 0; i < c->n_datasets; i++)
+			if (c->arenas[i].base)
+				munmap((void *)c->arenas[i].base,
+				       c->arenas[i].size);
+	}
+	if (c->region)
+		munmap(c->region, c->region_size);
+	free(c->arenas);
+	free(c->datasets);
+	free(c->arg_free);
+	int fds[] = {c->sock, c->sq_efd, c->cq_efd};
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	memset(c, 0, sizeof(*c));
+	c->sock = c->sq_efd = c->cq_efd = -1;
+}
+
+static int map_region(struct rc_client *c, int fd, uint64_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	c->region = p;
+	c->region_size = size;
+	c->hdr = p;
+	const struct rc_ring_hdr *h = c->hdr;
+	if (h->magic != RC_MSG_MAGIC || h->region_size != size ||
+	    h->sq_off + (uint64_t)h->sq_entries * sizeof(struct rc_sqe) > size ||
+	    h->cq_off + (uint64_t)h->cq_entries * sizeof(struct rc_cqe) > size ||
+	    h->arg_off + (uint64_t)h->arg_slots * RC_ARG_SLOT_SIZE > size)
+		return -EPROTO;
+	c->sqes = (struct rc_sqe *)(c->region + h->sq_off);
+	c->cqes = (struct rc_cqe *)(c->region + h->cq_off);
+	c->args = c->region + h->arg_off;
+	c->sq_mask = h->sq_entries - 1;
+	c->cq_mask = h->cq_entries - 1;
+	c->sq_local_tail = atomic_load(&c->hdr->sq_tail);
+	c->arg_slots = h->arg_slots;
+	c->arg_free = calloc((c->arg_slots + 63) / 64, sizeof(uint64_t));
+	if (!c->arg_free)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->arg_slots; i++)
+		c->arg_free[i / 64] |= 1ull << (i % 64);
+	return 0;
+}
+
+static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
+		      const int *fds, unsigned nfds)
+{
+	unsigned next = 3;
+	c->n_datasets = r->n_datasets;
+	c->datasets = calloc(r->n_datasets + 1, sizeof(*c->datasets));
+	c->arenas = calloc(r->n_datasets + 1, sizeof(*c->arenas));
+	if (!c->datasets || !c->arenas)
+		return -ENOMEM;
+	memcpy(c->datasets, r->datasets, r->n_datasets * sizeof(*c->datasets));
+	for (uint32_t i = 0; i < r->n_datasets; i++) {
+		c->datasets[i].name[RC_DATASET_NAME_MAX - 1] = 0;
+		if (!(c->datasets[i].access & RC_ACCESS_READ))
+			continue;
+		if (next >= nfds)
+			return -EPROTO;
+		void *p = mmap(NULL, c->datasets[i].arena_size, PROT_READ,
+			       MAP_SHARED, fds[next++], 0);
+		if (p == MAP_FAILED)
+			return -errno;
+		c->arenas[i].base = p;
+		c->arenas[i].size = c->datasets[i].arena_size;
+	}
+	return 0;
+}
+
+int rc_attach(struct rc_client *c, const char *socket_path,
+	      const struct rc_attach_opts *opts)
+{
+	memset(c, 0, sizeof(*c));
+	c->sock = c->sq_efd = c->cq_efd = -1;
+	c->spin = SPIN_DEFAULT;
+	int sock = connect_daemon(socket_path);
+	if (sock < 0)
+		return sock;
+	c->sock = sock;
+	struct rc_attach_req req = {
+		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_ATTACH,
+			sizeof(req), 0},
+		.gpu = opts ? opts->gpu : -1,
+		.numa_node = opts ? opts->numa_node : -1,
+		.sq_entries = opts ? opts->sq_entries : 0,
+		.cq_entries = opts ? opts->cq_entries : 0,
+		.arg_slots = opts ? opts->arg_slots : 0,
+	};
+	size_t cap = sizeof(struct rc_attach_reply) +
+		     RC_MAX_DATASETS * sizeof(struct rc_dataset_info);
+	struct rc_attach_reply *r = malloc(cap);
+	int fds[RC_MAX_DATASETS + 3];
+	unsigned nfds = 0;
+	int err = r ? send_msg(sock, &req, sizeof(req), -1) : -ENOMEM;
+	ssize_t n = 0;
+	if (!err) {
+		n = recv_msg(sock, r, cap, fds, RC_MAX_DATASETS + 3, &nfds);
+		if (n < 0)
+			err = (int)n;
+	}
+	if (!err && r->hdr.status)
+		err = r->hdr.status;
+	if (!err && ((size_t)n < sizeof(*r) || nfds < 3 ||
+		     r->n_datasets > RC_MAX_DATASETS ||
+		     (size_t)n < sizeof(*r) + r->n_datasets * sizeof(r->datasets[0])))
+		err = -EPROTO;
+	if (!err) {
+		c->sq_efd = fds[1];
+		c->cq_efd = fds[2];
+		c->block_size = r->block_size;
+		c->shard = r->shard;
+		err = map_region(c, fds[0], r->ring_size);
+		if (!err)
+			err = map_arenas(c, r, fds, nfds);
+	}
+	for (unsigned i = 0; i < nfds; i++)
+		if (i != 1 && i != 2)
+			close(fds[i]); /* mappings keep what they need */
+	if (err && nfds >= 3) {
+		if (c->sq_efd < 0)
+			close(fds[1]);
+		if (c->cq_efd < 0)
+			close(fds[2]);
+	}
+	free(r);
+	if (err)
+		client_unmap(c);
+	return err;
+}
+
+void rc_detach(struct rc_client *c)
+{
+	client_unmap(c);
+}
+
+int rc_dataset(const struct rc_client *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->n_datasets; i++) {
+		if (strcmp(c->datasets[i].name, name) != 0)
+			continue;
+		return (c->datasets[i].access & RC_ACCESS_READ) ? (int)i
+								: -EACCES;
+	}
+	return -ENOENT;
+}
+
+int rc_register_buffer(struct rc_client *c, int memfd, size_t size)
+{
+	struct rc_regbuf_req req = {
+		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_REGISTER_BUF,
+			sizeof(req), 0},
+		.size = size};
+	int err = send_msg(c->sock, &req, sizeof(req), memfd);
+	if (err)
+		return err;
+	struct rc_regbuf_reply r;
+	ssize_t n = recv_msg(c->sock, &r, sizeof(r), NULL, 0, NULL);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < sizeof(r))
+		return -EPROTO;
+	return r.hdr.status ? r.hdr.status : (int)r.buf_index;
+}
+
+int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index)
+{
+	struct rc_regbuf_req req = {
+		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_UNREGISTER_BUF,
+			sizeof(req), 0},
+		.buf_index = buf_index};
+	int err = send_msg(c->sock, &req, sizeof(req), -1);
+	if (err)
+		return err;
+	struct rc_regbuf_reply r;
+	ssize_t n = recv_msg(c->sock, &r, sizeof(r), NULL, 0, NULL);
+	if (n < 0)
+		return (int)n;
+	return r.hdr.status;
+}
+
+int rc_alloc_buffer(struct rc_client *c, size_t size, void **out)
+{
+	int fd = memfd_create("ringcache-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	int r = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
+	void *p = MAP_FAILED;
+	if (!r) {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			r = -errno;
+	}
+	if (!r)
+		r = rc_register_buffer(c, fd, size);
+	close(fd);
+	if (r < 0) {
+		if (p != MAP_FAILED)
+			munmap(p, size);
+		return r;
+	}
+	*out = p;
+	return r;
+}
+
+ssize_t rc_stats(struct rc_client *c, const char *socket_path, char *buf,
+		 size_t buflen)
+{
+	int sock = c ? c->sock : connect_daemon(socket_path);
+	if (sock < 0)
+		return sock;
+	struct rc_msg_hdr req = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_STATS,
+				 sizeof(req), 0};
+	char *msg = malloc(65536);
+	ssize_t n = msg ? send_msg(sock, &req, sizeof(req), -1) : -ENOMEM;
+	if (n == 0)
+		n = recv_msg(sock, msg, 65536, NULL, 0, NULL);
+	if (n >= 0) {
+		size_t text = (size_t)n - sizeof(struct rc_msg_hdr);
+		if (buflen == 0) {
+			n = -ENOSPC;
+		} else {
+			if (text >= buflen)
+				text = buflen - 1;
+			memcpy(buf, msg + sizeof(struct rc_msg_hdr), text);
+			buf[text] = 0;
+			n = (ssize_t)text;
+		}
+	}
+	free(msg);
+	if (!c)
+		close(sock);
+	return n;
+}
+
+int rc_arg_get(struct rc_client *c)
+{
+	for (uint32_t w = 0; w < (c->arg_slots + 63) / 64; w++) {
+		if (c->arg_free[w]) {
+			int bit = __builtin_ctzll(c->arg_free[w]);
+			c->arg_free[w] &= ~(1ull << bit);
+			return (int)(w * 64 + (uint32_t)bit);
+		}
+	}
+	return -EBUSY;
+}
+
+void rc_arg_put(struct rc_client *c, int slot)
+{
+	if (slot >= 0 && (uint32_t)slot < c->arg_slots)
+		c->arg_free[slot / 64] |= 1ull << (slot % 64);
+}
+
+int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out)
+{
+	for (;;) {
+		for (uint32_t i = 0; i < c->spin; i++) {
+			if ((*out = rc_peek_cqe(c)))
+				return 0;
+			__builtin_ia32_pause();
+		}
+		atomic_fetch_or(&c->hdr->cq_flags, RC_CQ_NEED_WAKEUP);
+		if ((*out = rc_peek_cqe(c)))
+			return 0;
+		struct pollfd p[2] = {{c->cq_efd, POLLIN, 0},
+				      {c->sock, POLLRDHUP, 0}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (p[0].revents & POLLIN) {
+			uint64_t v;
+			if (read(c->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN &&
+			    errno != EINTR)
+				return -errno;
+		}
+		if ((*out = rc_peek_cqe(c)))
+			return 0;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -EPIPE;
+	}
+}
+
+/* Submits what is prepared and waits for one completion of ours. */
+static int sync_one(struct rc_client *c, struct rc_cqe *res)
+{
+	int r = rc_submit(c);
+	if (r < 0)
+		return r;
+	struct rc_cqe *cqe;
+	if ((r = rc_wait_cqe(c, &cqe)) < 0)
+		return r;
+	*res = *cqe;
+	rc_cqe_seen(c);
+	return res->user_data == SYNC_TAG ? 0 : -EPROTO;
+}
+
+static struct rc_sqe *sync_sqe(struct rc_client *c, uint8_t op)
+{
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	if (sqe) {
+		sqe->opcode = op;
+		sqe->user_data = SYNC_TAG;
+	}
+	return sqe;
+}
+
+static void etag_from_slot(struct rc_client *c, int slot, struct rc_stat *st,
+			   uint64_t size)
+{
+	if (!st)
+		return;
+	st->size = size;
+	memcpy(st->etag, rc_arg_ptr(c, slot), RC_MAX_ETAG);
+	st->etag[RC_MAX_ETAG - 1] = 0;
+}
+
+static int key_call(struct rc_client *c, uint8_t op, int dataset,
+		    const char *key, struct rc_sqe **sqe_out, int *slot_out)
+{
+	size_t len = strlen(key);
+	if (len > RC_MAX_KEY || dataset < 0)
+		return dataset < 0 ? dataset : -ENAMETOOLONG;
+	int slot = rc_arg_get(c);
+	if (slot < 0)
+		return slot;
+	struct rc_sqe *sqe = sync_sqe(c, op);
+	if (!sqe) {
+		rc_arg_put(c, slot);
+		return -EBUSY;
+	}
+	memcpy(rc_arg_ptr(c, slot), key, len);
+	sqe->dataset = (uint32_t)dataset;
+	sqe->arg = (uint16_t)slot;
+	sqe->arg_len = (uint32_t)len;
+	*sqe_out = sqe;
+	*slot_out = slot;
+	return 0;
+}
+
+int rc_open(struct rc_client *c, int dataset, const char *key,
+	    struct rc_stat *st)
+{
+	struct rc_sqe *sqe;
+	int slot;
+	int r = key_call(c, RC_OP_OPEN, dataset, key, &sqe, &slot);
+	if (r < 0)
+		return r;
+	struct rc_cqe cqe;
+	r = sync_one(c, &cqe);
+	if (r == 0 && cqe.res >= 0)
+		etag_from_slot(c, slot, st, cqe.addr);
+	rc_arg_put(c, slot);
+	return r < 0 ? r : cqe.res;
+}
+
+int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st)
+{
+	int slot = rc_arg_get(c);
+	if (slot < 0)
+		return slot;
+	struct rc_sqe *sqe = sync_sqe(c, RC_OP_STAT);
+	if (!sqe) {
+		rc_arg_put(c, slot);
+		return -EBUSY;
+	}
+	sqe->handle = handle;
+	sqe->arg = (uint16_t)slot;
+	struct rc_cqe cqe;
+	int r = sync_one(c, &cqe);
+	if (r == 0 && cqe.res >= 0)
+		etag_from_slot(c, slot, st, cqe.addr);
+	rc_arg_put(c, slot);
+	return r < 0 ? r : cqe.res;
+}
+
+static int simple_call(struct rc_client *c, uint8_t op, uint32_t handle)
+{
+	struct rc_sqe *sqe = sync_sqe(c, op);
+	if (!sqe)
+		return -EBUSY;
+	sqe->handle = handle;
+	struct rc_cqe cqe;
+	int r = sync_one(c, &cqe);
+	return r < 0 ? r : cqe.res;
+}
+
+int rc_close(struct rc_client *c, uint32_t handle)
+{
+	return simple_call(c, RC_OP_CLOSE, handle);
+}
+
+int rc_release(struct rc_client *c, uint32_t lease)
+{
+	return simple_call(c, RC_OP_RELEASE, lease);
+}
+
+int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
+	    uint64_t len, struct rc_extent *ext, int max_ext)
+{
+	if (max_ext <= 0)
+		return -EINVAL;
+	if ((uint32_t)max_ext > c->sq_mask + 1)
+		max_ext = (int)(c->sq_mask + 1);
+	/* One READ per block the range touches, all in one batch. */
+	uint64_t bs = c->block_size;
+	int n = 0;
+	for (uint64_t pos = offset; pos < offset + len && n < max_ext; n++) {
+		uint64_t end = (pos / bs + 1) * bs;
+		if (end > offset + len)
+			end = offset + len;
+		struct rc_sqe *sqe = rc_get_sqe(c);
+		if (!sqe)
+			break;
+		rc_prep_read(sqe, handle, pos, end - pos, (uint64_t)n);
+		pos = end;
+	}
+	if (n == 0)
+		return 0;
+	int r = rc_submit(c);
+	if (r < 0)
+		return r;
+	int err = 0, got = 0;
+	for (int i = 0; i < n; i++) {
+		struct rc_cqe *cqe;
+		if ((r = rc_wait_cqe(c, &cqe)) < 0)
+			return r; /* the daemon is gone: leases with it */
+		uint64_t idx = cqe->user_data;
+		if (cqe->res < 0 && !err)
+			err = cqe->res;
+		if (cqe->res > 0 && idx < (uint64_t)n) {
+			ext[idx].data = rc_cqe_data(c, cqe);
+			ext[idx].len = (uint32_t)cqe->res;
+			ext[idx].lease = cqe->lease;
+			got++;
+		} else if (idx < (uint64_t)n) {
+			ext[idx].data = NULL;
+			ext[idx].len = 0;
+			ext[idx].lease = RC_NO_LEASE;
+		}
+		rc_cqe_seen(c);
+	}
+	if (err) {
+		for (int i = 0; i < n; i++)
+			if (ext[i].lease != RC_NO_LEASE)
+				rc_release(c, ext[i].lease);
+		return err;
+	}
+	/* Extents past EOF came back empty: they are at the end. */
+	return got;
+}
+
+ssize_t rc_read_into(struct rc_client *c, uint32_t handle, uint64_t offset,
+		     uint64_t len, uint32_t buf_index, uint64_t buf_offset)
+{
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	if (!sqe)
+		return -EBUSY;
+	rc_prep_read_into(sqe, handle, offset, len, buf_index, buf_offset,
+			  SYNC_TAG);
+	struct rc_cqe cqe;
+	int r = sync_one(c, &cqe);
+	return r < 0 ? r : cqe.res;
+}
+
+int rc_list(struct rc_client *c, int dataset, const char *prefix,
+	    uint64_t start, uint32_t buf_index, uint64_t buf_offset,
+	    uint64_t buf_len, int *more)
+{
+	struct rc_sqe *sqe;
+	int slot;
+	int r = key_call(c, RC_OP_LIST, dataset, prefix ? prefix : "", &sqe,
+			 &slot);
+	if (r < 0)
+		return r;
+	sqe->offset = start;
+	sqe->buf_index = buf_index;
+	sqe->buf_offset = buf_offset;
+	sqe->len = buf_len;
+	struct rc_cqe cqe;
+	r = sync_one(c, &cqe);
+	rc_arg_put(c, slot);
+	if (r < 0)
+		return r;
+	if (more)
+		*more = (cqe.flags & RC_CQE_F_MORE) != 0;
+	return cqe.res;
+}
+
+const char *rc_strerror(int err)
+{
+	switch (-err) {
+	case EBADF:
+		return "unknown handle, lease or buffer";
+	case EACCES:
+		return "dataset not readable by this user (ACL)";
+	case ENOENT:
+		return "no such object or dataset";
+	case ESTALE:
+		return "object changed in S3 since it was opened";
+	case EKEYREJECTED:
+		return "S3 rejected the daemon's credentials";
+	case EIO:
+		return "S3 request failed after retries";
+	case EOPNOTSUPP:
+		return "operation not supported by this daemon";
+	case EPIPE:
+		return "daemon connection lost";
+	default:
+		return strerror(-err);
+	}
+}

@@ -1,1 +1,1171 @@
-/* config.c - placeholder */
+/* config.c - owns the daemon's configuration file: reading it with libinih,
+ * validating every key of [daemon], [s3] and [dataset NAME], the defaults,
+ * and the dataset access rule (config_dataset_allows).
+ *
+ * Every error is one line, "PATH:LINE: [section] key: what is wrong (got
+ * 'value')", and only the first one is reported: a config either loads
+ * whole or not at all. Secret values are never echoed.
+ *
+ * libinih hands us neither line numbers (built without INI_HANDLER_LINENO)
+ * nor section headers of empty sections, and it truncates section names
+ * longer than 50 bytes. So our own line reader sits under it: it counts
+ * lines, parses section headers itself and rejects over-long lines instead
+ * of letting inih split them. inih still parses the key = value lines. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <ini.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
+#define DEFAULT_REGION "us-east-1"
+#define MAX_KEYS_PER_SECTION 32
+#define DATASET_NAME_MAX 63
+#define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+
+enum section_kind { SEC_NONE, SEC_DAEMON, SEC_S3, SEC_DATASET, SEC_INVALID };
+
+struct parser {
+	struct rc_config *cfg;
+	FILE *fp;
+	char *linebuf; /* getline's buffer, owned */
+	size_t linecap;
+	int line;
+
+	enum section_kind sec;
+	char label[80]; /* "daemon", "s3", "dataset NAME": for messages */
+	int seen_line[MAX_KEYS_PER_SECTION]; /* per key of the section */
+	int daemon_line, s3_line;
+
+	/* Lines of keys that are checked against each other at the end. */
+	int memory_line, block_line, addressing_line, credentials_line;
+	int access_key_line, secret_key_line, session_token_line;
+
+	char *err;
+	size_t errlen;
+	bool failed;
+	int err_line;
+};
+
+/* ---- errors ------------------------------------------------------------ */
+
+static void vfail_at(struct parser *p, int line, const char *label,
+		     const char *key, const char *fmt, va_list ap)
+{
+	if (p->failed)
+		return;
+	p->failed = true;
+	p->err_line = line;
+	char what[400];
+	vsnprintf(what, sizeof(what), fmt, ap);
+	char where[100] = "";
+	if (label[0] && key)
+		snprintf(where, sizeof(where), "[%s] %s: ", label, key);
+	else if (label[0])
+		snprintf(where, sizeof(where), "[%s]: ", label);
+	else if (key)
+		snprintf(where, sizeof(where), "%s: ", key);
+	snprintf(p->err, p->errlen, "%s:%d: %s%s", p->cfg->path, line, where,
+		 what);
+}
+
+/* Returns 0 so that handlers can `return fail(...)` to inih. */
+__attribute__((format(printf, 5, 6)))
+static int fail_at(struct parser *p, int line, const char *label,
+		   const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail_at(p, line, label, key, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct parser *p, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail_at(p, p->line, p->label, key, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static bool key_is_secret(const char *key)
+{
+	return strcmp(key, "secret_key") == 0 ||
+	       strcmp(key, "session_token") == 0;
+}
+
+/* "what (got 'value')", or "(value hidden)" for secrets. */
+static int fail_value(struct parser *p, const char *key, const char *value,
+		      const char *what)
+{
+	if (key_is_secret(key))
+		return fail(p, key, "%s (value hidden)", what);
+	return fail(p, key, "%s (got '%.120s')", what, value);
+}
+
+/* ---- value parsers ----------------------------------------------------- */
+
+static bool all_digits(const char *s, int base)
+{
+	if (*s == '\0')
+		return false;
+	for (; *s; s++) {
+		if (base == 8 ? (*s < '0' || *s > '7') : !isdigit((unsigned char)*s))
+			return false;
+	}
+	return true;
+}
+
+static int parse_u64(const char *s, int base, uint64_t *out)
+{
+	if (!all_digits(s, base))
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, base);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	if (!s || !out || !isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -1;
+	unsigned shift = 0;
+	if (*end != '\0') {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': shift = 10; break;
+		case 'M': shift = 20; break;
+		case 'G': shift = 30; break;
+		case 'T': shift = 40; break;
+		default: return -1;
+		}
+		if (end[1] != '\0')
+			return -1;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = {"true", "yes", "on", "1"};
+	static const char *const no[] = {"false", "no", "off", "0"};
+	for (size_t i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int set_string(struct parser *p, const char *key, char **field,
+		      const char *value)
+{
+	char *copy = strdup(value);
+	if (!copy)
+		return fail(p, key, "out of memory");
+	free(*field);
+	*field = copy;
+	return 1;
+}
+
+/* ---- [daemon] ---------------------------------------------------------- */
+
+static int key_socket(struct parser *p, const char *key, const char *value)
+{
+	if (value[0] != '/')
+		return fail_value(p, key, value, "must be an absolute path");
+	if (strlen(value) > SUN_PATH_MAX) {
+		char what[96];
+		snprintf(what, sizeof(what),
+			 "is longer than %zu bytes, the limit of a Unix socket path",
+			 SUN_PATH_MAX);
+		return fail_value(p, key, value, what);
+	}
+	return set_string(p, key, &p->cfg->socket_path, value);
+}
+
+static int key_socket_mode(struct parser *p, const char *key,
+			   const char *value)
+{
+	uint64_t mode;
+	if (parse_u64(value, 8, &mode) < 0 || mode > 0777)
+		return fail_value(p, key, value,
+				  "must be octal permission bits from 0000 to 0777");
+	p->cfg->socket_mode = (mode_t)mode;
+	return 1;
+}
+
+static int key_memory(struct parser *p, const char *key, const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0)
+		return fail_value(p, key, value,
+				  "must be a size like 4096, 512M or 1G (suffixes K, M, G, T; binary units)");
+	if (bytes == 0)
+		return fail_value(p, key, value, "must be more than 0");
+	p->cfg->memory_bytes = bytes;
+	p->memory_line = p->line;
+	return 1;
+}
+
+static int key_block_size(struct parser *p, const char *key,
+			  const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 || bytes < (64u << 10) ||
+	    bytes > (64u << 20) || (bytes & (bytes - 1)) != 0)
+		return fail_value(p, key, value,
+				  "must be a power of two from 64K to 64M");
+	p->cfg->block_bytes = (uint32_t)bytes;
+	p->block_line = p->line;
+	return 1;
+}
+
+static int key_log_level(struct parser *p, const char *key,
+			 const char *value)
+{
+	int level = rc_log_level_parse(value);
+	if (level < 0)
+		return fail_value(p, key, value,
+				  "must be one of error, warn, info, debug");
+	p->cfg->log_level = level;
+	return 1;
+}
+
+/* ---- [s3] -------------------------------------------------------------- */
+
+/* Checks scheme://host[:port][/path]; NULL if fine, else why not. */
+static const char *endpoint_problem(const char *url)
+{
+	const char *rest;
+	if (strncasecmp(url, "https://", 8) == 0)
+		rest = url + 8;
+	else if (strncasecmp(url, "http://", 7) == 0)
+		rest = url + 7;
+	else
+		return "must start with http:// or https://";
+	for (const char *c = url; *c; c++)
+		if (isspace((unsigned char)*c) || iscntrl((unsigned char)*c))
+			return "must not contain spaces or control characters";
+	if (strpbrk(rest, "?#"))
+		return "must not have a query or fragment";
+	size_t auth_len = strcspn(rest, "/");
+	if (auth_len == 0)
+		return "has no host";
+	if (memchr(rest, '@', auth_len))
+		return "must not contain user info (use access_key and secret_key)";
+	const char *host_end = rest;
+	if (*rest == '[') { /* [IPv6]:port */
+		host_end = memchr(rest, ']', auth_len);
+		if (!host_end)
+			return "has an unterminated [IPv6] host";
+		host_end++;
+	} else {
+		host_end = rest + strcspn(rest, ":/");
+		if (host_end == rest)
+			return "has no host";
+	}
+	if (host_end < rest + auth_len) {
+		if (*host_end != ':')
+			return "has junk after the host";
+		char port[8] = "";
+		size_t plen = (size_t)(rest + auth_len - host_end - 1);
+		if (plen == 0 || plen >= sizeof(port))
+			return "has a bad port";
+		memcpy(port, host_end + 1, plen);
+		port[plen] = '\0';
+		uint64_t n;
+		if (parse_u64(port, 10, &n) < 0 || n == 0 || n > 65535)
+			return "has a bad port";
+	}
+	return NULL;
+}
+
+static int key_endpoint(struct parser *p, const char *key, const char *value)
+{
+	const char *why = endpoint_problem(value);
+	if (why)
+		return fail_value(p, key, value, why);
+	if (set_string(p, key, &p->cfg->endpoint, value) == 0)
+		return 0;
+	/* "http://host:9080/" and "http://host:9080" are the same endpoint. */
+	char *ep = p->cfg->endpoint;
+	size_t len = strlen(ep);
+	while (len > 0 && ep[len - 1] == '/')
+		ep[--len] = '\0';
+	return 1;
+}
+
+static int key_region(struct parser *p, const char *key, const char *value)
+{
+	size_t len = strlen(value);
+	if (len > 64 || strspn(value, "abcdefghijklmnopqrstuvwxyz"
+				      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				      "0123456789-_") != len)
+		return fail_value(p, key, value,
+				  "must be a region name like us-east-1");
+	return set_string(p, key, &p->cfg->region, value);
+}
+
+static int key_addressing(struct parser *p, const char *key,
+			  const char *value)
+{
+	if (strcmp(value, "path") == 0)
+		p->cfg->addressing = S3_PATH_STYLE;
+	else if (strcmp(value, "virtual") == 0)
+		p->cfg->addressing = S3_VIRTUAL_HOSTED;
+	else
+		return fail_value(p, key, value, "must be path or virtual");
+	p->addressing_line = p->line;
+	return 1;
+}
+
+static int key_ca_file(struct parser *p, const char *key, const char *value)
+{
+	if (access(value, R_OK) != 0) {
+		char what[128];
+		snprintf(what, sizeof(what), "cannot read the file: %s",
+			 strerror(errno));
+		return fail_value(p, key, value, what);
+	}
+	return set_string(p, key, &p->cfg->ca_file, value);
+}
+
+static const char *const creds_names[] = {
+	[CREDS_AUTO] = "auto",           [CREDS_CONFIG] = "config",
+	[CREDS_ENV] = "env",             [CREDS_FILE] = "file",
+	[CREDS_CONTAINER] = "container", [CREDS_IMDS] = "imds",
+	[CREDS_ANONYMOUS] = "anonymous",
+};
+
+static int key_credentials(struct parser *p, const char *key,
+			   const char *value)
+{
+	for (size_t i = 0; i < sizeof(creds_names) / sizeof(creds_names[0]);
+	     i++) {
+		if (strcmp(value, creds_names[i]) == 0) {
+			p->cfg->creds_source = (enum creds_source)i;
+			p->credentials_line = p->line;
+			return 1;
+		}
+	}
+	return fail_value(p, key, value,
+			  "must be one of auto, config, env, file, container, imds, anonymous");
+}
+
+/* A pasted key with a stray blank would only fail later as a signature
+ * mismatch; say so now. */
+static int set_credential(struct parser *p, const char *key, char **field,
+			  int *line, const char *value)
+{
+	for (const char *c = value; *c; c++)
+		if (isspace((unsigned char)*c) || iscntrl((unsigned char)*c))
+			return fail_value(p, key, value,
+					  "must not contain spaces or control characters");
+	*line = p->line;
+	return set_string(p, key, field, value);
+}
+
+static int key_access_key(struct parser *p, const char *key,
+			  const char *value)
+{
+	return set_credential(p, key, &p->cfg->access_key,
+			      &p->access_key_line, value);
+}
+
+static int key_secret_key(struct parser *p, const char *key,
+			  const char *value)
+{
+	return set_credential(p, key, &p->cfg->secret_key,
+			      &p->secret_key_line, value);
+}
+
+static int key_session_token(struct parser *p, const char *key,
+			     const char *value)
+{
+	return set_credential(p, key, &p->cfg->session_token,
+			      &p->session_token_line, value);
+}
+
+/* ---- [dataset NAME] ---------------------------------------------------- */
+
+static struct rc_dataset_config *current_dataset(struct parser *p)
+{
+	return &p->cfg->datasets[p->cfg->n_datasets - 1];
+}
+
+static bool looks_like_ipv4(const char *s)
+{
+	int parts = 0;
+	while (*s) {
+		size_t n = strspn(s, "0123456789");
+		if (n == 0)
+			return false;
+		parts++;
+		s += n;
+		if (*s == '.')
+			s++;
+		else if (*s)
+			return false;
+	}
+	return parts == 4;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t ls = strlen(s), lx = strlen(suffix);
+	return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+/* S3's bucket naming rules; NULL if the name is valid. */
+static const char *bucket_problem(const char *b)
+{
+	size_t len = strlen(b);
+	if (len < 3 || len > 63)
+		return "bucket name must be 3 to 63 characters";
+	if (strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") != len)
+		return "bucket name may only hold lowercase letters, digits, '.' and '-'";
+	if (!isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[len - 1]))
+		return "bucket name must begin and end with a letter or digit";
+	if (strstr(b, "..") || strstr(b, ".-") || strstr(b, "-."))
+		return "bucket name must not hold '..', '.-' or '-.'";
+	if (looks_like_ipv4(b))
+		return "bucket name must not look like an IP address";
+	if (has_prefix(b, "xn--") || has_prefix(b, "sthree-") ||
+	    has_suffix(b, "-s3alias") || has_suffix(b, "--ol-s3"))
+		return "bucket name uses a prefix or suffix that S3 reserves";
+	return NULL;
+}
+
+/* Splits s3://bucket[/prefix] into owned bucket and prefix ("" or ending
+ * in '/'); NULL if fine, else why not (nothing is allocated then). */
+static const char *split_s3_uri(const char *uri, char **bucket, char **prefix)
+{
+	if (strncmp(uri, "s3://", 5) != 0)
+		return "must be an s3:// URI like s3://bucket/prefix/";
+	for (const char *c = uri; *c; c++)
+		if (iscntrl((unsigned char)*c))
+			return "must not contain control characters";
+	const char *b = uri + 5;
+	size_t blen = strcspn(b, "/");
+	const char *rest = b[blen] == '/' ? b + blen + 1 : b + blen;
+	if (blen == 0)
+		return "has no bucket name";
+	if (*rest == '/' || strstr(rest, "//"))
+		return "prefix has an empty path segment ('//')";
+	char *bk = strndup(b, blen);
+	if (!bk)
+		return "out of memory";
+	const char *why = bucket_problem(bk);
+	if (why) {
+		free(bk);
+		return why;
+	}
+	size_t plen = strlen(rest);
+	bool add_slash = plen > 0 && rest[plen - 1] != '/';
+	char *px = malloc(plen + 2);
+	if (!px) {
+		free(bk);
+		return "out of memory";
+	}
+	memcpy(px, rest, plen);
+	if (add_slash)
+		px[plen++] = '/';
+	px[plen] = '\0';
+	*bucket = bk;
+	*prefix = px;
+	return NULL;
+}
+
+static int key_uri(struct parser *p, const char *key, const char *value)
+{
+	struct rc_dataset_config *ds = current_dataset(p);
+	char *bucket, *prefix;
+	const char *why = split_s3_uri(value, &bucket, &prefix);
+	if (why)
+		return fail_value(p, key, value, why);
+	ds->bucket = bucket;
+	ds->prefix = prefix;
+	return set_string(p, key, &ds->uri, value);
+}
+
+static char *grow_buffer(char *buf, size_t *size)
+{
+	*size = *size ? *size * 2 : 1024;
+	char *bigger = realloc(buf, *size);
+	if (!bigger)
+		free(buf);
+	return bigger;
+}
+
+/* getpwnam_r/getgrnam_r with a growing buffer: 1 found, 0 not, -1 error. */
+static int lookup_id(const char *name, bool group, uint32_t *id)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	int rc;
+	for (;;) {
+		buf = grow_buffer(buf, &size);
+		if (!buf)
+			return -1;
+		if (group) {
+			struct group gr, *found = NULL;
+			rc = getgrnam_r(name, &gr, buf, size, &found);
+			if (rc == 0 && found)
+				*id = gr.gr_gid;
+			if (rc == 0)
+				rc = found ? 1 : 0;
+			else if (rc == ERANGE && size < (1u << 20))
+				continue;
+			else
+				rc = -1;
+		} else {
+			struct passwd pw, *found = NULL;
+			rc = getpwnam_r(name, &pw, buf, size, &found);
+			if (rc == 0 && found)
+				*id = pw.pw_uid;
+			if (rc == 0)
+				rc = found ? 1 : 0;
+			else if (rc == ERANGE && size < (1u << 20))
+				continue;
+			else
+				rc = -1;
+		}
+		free(buf);
+		return rc;
+	}
+}
+
+/* Parses "0, alice, 1001" into ids[]; numbers or names looked up in the
+ * user (or group) database. On error writes why into `why`. */
+static int parse_id_list(const char *value, bool group, uint32_t **out,
+			 size_t *n_out, char *why, size_t whylen)
+{
+	char *copy = strdup(value);
+	uint32_t *ids = calloc(strlen(value) / 2 + 1, sizeof(*ids));
+	size_t n = 0;
+	if (!copy || !ids) {
+		snprintf(why, whylen, "out of memory");
+		goto fail;
+	}
+	char *cursor = copy;
+	char *tok;
+	while ((tok = strsep(&cursor, ",")) != NULL) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		size_t len = strlen(tok);
+		while (len > 0 && isspace((unsigned char)tok[len - 1]))
+			tok[--len] = '\0';
+		uint64_t num;
+		if (len == 0) {
+			snprintf(why, whylen, "has an empty entry");
+			goto fail;
+		} else if (strcmp(tok, "*") == 0) {
+			snprintf(why, whylen, group ?
+				 "'*' is not allowed here: use allow_uids = * to admit everyone" :
+				 "'*' must be the only entry");
+			goto fail;
+		} else if (isdigit((unsigned char)tok[0])) {
+			if (parse_u64(tok, 10, &num) < 0 || num >= UINT32_MAX) {
+				snprintf(why, whylen, "'%.40s' is not a valid %s",
+					 tok, group ? "gid" : "uid");
+				goto fail;
+			}
+			ids[n++] = (uint32_t)num;
+		} else {
+			uint32_t id;
+			int found = lookup_id(tok, group, &id);
+			if (found <= 0) {
+				snprintf(why, whylen, "%s '%.40s'%s",
+					 group ? "unknown group" : "unknown user",
+					 tok, found < 0 ? " (lookup failed)" : "");
+				goto fail;
+			}
+			ids[n++] = id;
+		}
+	}
+	free(copy);
+	*out = ids;
+	*n_out = n;
+	return 0;
+fail:
+	free(copy);
+	free(ids);
+	return -1;
+}
+
+static int key_allow_uids(struct parser *p, const char *key,
+			  const char *value)
+{
+	struct rc_dataset_config *ds = current_dataset(p);
+	if (strcmp(value, "*") == 0) {
+		ds->allow_all = true;
+		return 1;
+	}
+	char why[128];
+	uint32_t *ids;
+	size_t n;
+	if (parse_id_list(value, false, &ids, &n, why, sizeof(why)) < 0)
+		return fail_value(p, key, value, why);
+	_Static_assert(sizeof(uid_t) == sizeof(uint32_t), "uid_t is 32 bits");
+	ds->uids = (uid_t *)ids;
+	ds->n_uids = n;
+	return 1;
+}
+
+static int key_allow_gids(struct parser *p, const char *key,
+			  const char *value)
+{
+	struct rc_dataset_config *ds = current_dataset(p);
+	char why[128];
+	uint32_t *ids;
+	size_t n;
+	if (parse_id_list(value, true, &ids, &n, why, sizeof(why)) < 0)
+		return fail_value(p, key, value, why);
+	_Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
+	ds->gids = (gid_t *)ids;
+	ds->n_gids = n;
+	return 1;
+}
+
+/* ---- key tables -------------------------------------------------------- */
+
+typedef int (*key_fn)(struct parser *p, const char *key, const char *value);
+
+enum key_type { K_FN, K_U32, K_BOOL, K_STR };
+
+struct key_spec {
+	const char *name;
+	enum key_type type;
+	key_fn fn;          /* K_FN */
+	size_t off;         /* K_U32, K_BOOL, K_STR: field of struct rc_config */
+	uint32_t min, max;  /* K_U32 */
+};
+
+#define FN(n, f) {.name = n, .type = K_FN, .fn = f}
+#define U32(n, field, lo, hi)                                               \
+	{.name = n, .type = K_U32, .off = offsetof(struct rc_config, field), \
+	 .min = lo, .max = hi}
+#define BOOL(n, field)                                                       \
+	{.name = n, .type = K_BOOL, .off = offsetof(struct rc_config, field)}
+#define STR(n, field)                                                        \
+	{.name = n, .type = K_STR, .off = offsetof(struct rc_config, field)}
+
+static const struct key_spec daemon_keys[] = {
+	FN("socket", key_socket),
+	FN("socket_mode", key_socket_mode),
+	FN("memory", key_memory),
+	FN("block_size", key_block_size),
+	FN("log_level", key_log_level),
+	BOOL("mlock", mlock),
+	BOOL("hugepages", hugepages),
+	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
+	U32("max_sessions", max_sessions, 1, 65536),
+	{0},
+};
+
+static const struct key_spec s3_keys[] = {
+	FN("endpoint", key_endpoint),
+	FN("region", key_region),
+	FN("addressing", key_addressing),
+	BOOL("tls_verify", tls_verify),
+	FN("ca_file", key_ca_file),
+	U32("max_connections", max_connections, 1, 1024),
+	U32("max_retries", max_retries, 0, 20),
+	U32("connect_timeout_ms", connect_timeout_ms, 1, 600000),
+	U32("request_timeout_ms", request_timeout_ms, 1, 3600000),
+	FN("credentials", key_credentials),
+	FN("access_key", key_access_key),
+	FN("secret_key", key_secret_key),
+	FN("session_token", key_session_token),
+	STR("profile", profile),
+	STR("credentials_file", credentials_file),
+	{0},
+};
+
+static const struct key_spec dataset_keys[] = {
+	FN("uri", key_uri),
+	FN("allow_uids", key_allow_uids),
+	FN("allow_gids", key_allow_gids),
+	{0},
+};
+
+static int apply_key(struct parser *p, const struct key_spec *k,
+		     const char *value)
+{
+	char *field = (char *)p->cfg + k->off;
+	uint64_t n;
+	char what[96];
+	switch (k->type) {
+	case K_FN:
+		return k->fn(p, k->name, value);
+	case K_U32:
+		if (parse_u64(value, 10, &n) < 0 || n < k->min || n > k->max) {
+			snprintf(what, sizeof(what),
+				 "must be a whole number from %u to %u",
+				 k->min, k->max);
+			return fail_value(p, k->name, value, what);
+		}
+		*(uint32_t *)(void *)field = (uint32_t)n;
+		return 1;
+	case K_BOOL:
+		if (parse_bool(value, (bool *)field) < 0)
+			return fail_value(p, k->name, value,
+					  "must be true or false (also yes/no, on/off, 1/0)");
+		return 1;
+	case K_STR:
+		return set_string(p, k->name, (char **)(void *)field, value);
+	}
+	return fail(p, k->name, "internal error: bad key type");
+}
+
+static void list_keys(const struct key_spec *keys, char *out, size_t len)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (const struct key_spec *k = keys; k->name && used < len; k++) {
+		int w = snprintf(out + used, len - used, "%s%s",
+				 k == keys ? "" : ", ", k->name);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+/* inih's callback for each key = value line. */
+static int on_key(void *user, const char *section, const char *name,
+		  const char *value)
+{
+	(void)section; /* inih truncates long names: the reader tracks it */
+	struct parser *p = user;
+	if (p->failed)
+		return 0;
+	const struct key_spec *keys;
+	switch (p->sec) {
+	case SEC_DAEMON: keys = daemon_keys; break;
+	case SEC_S3: keys = s3_keys; break;
+	case SEC_DATASET: keys = dataset_keys; break;
+	case SEC_NONE:
+		return fail_at(p, p->line, "", name,
+			       "key outside of any section (put it under [daemon], [s3] or [dataset NAME])");
+	default:
+		return 0;
+	}
+	size_t i = 0;
+	while (keys[i].name && strcmp(keys[i].name, name) != 0)
+		i++;
+	if (!keys[i].name) {
+		char valid[256];
+		list_keys(keys, valid, sizeof(valid));
+		return fail(p, name, "unknown key (valid keys: %s)", valid);
+	}
+	if (p->seen_line[i])
+		return fail(p, name, "duplicate key (first set on line %d)",
+			    p->seen_line[i]);
+	p->seen_line[i] = p->line;
+	if (value[0] == '\0')
+		return fail(p, name,
+			    "empty value (remove the line to use the default)");
+	return apply_key(p, &keys[i], value);
+}
+
+/* ---- sections and lines ------------------------------------------------ */
+
+static bool valid_dataset_name(const char *name)
+{
+	size_t len = strlen(name);
+	return len >= 1 && len <= DATASET_NAME_MAX &&
+	       strspn(name, "abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == len;
+}
+
+static void open_dataset(struct parser *p, const char *name)
+{
+	struct rc_config *cfg = p->cfg;
+	snprintf(p->label, sizeof(p->label), "dataset %.63s", name);
+	if (!valid_dataset_name(name)) {
+		fail(p, NULL,
+		     "bad dataset name (1 to 63 of A-Z a-z 0-9 _ . -) (got '%.70s')",
+		     name);
+		return;
+	}
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
+		if (strcmp(cfg->datasets[i].name, name) == 0) {
+			fail(p, NULL, "duplicate dataset (first defined on line %d)",
+			     cfg->datasets[i].line);
+			return;
+		}
+	}
+	struct rc_dataset_config *grown = realloc(cfg->datasets,
+		(cfg->n_datasets + 1) * sizeof(*grown));
+	if (!grown) {
+		fail(p, NULL, "out of memory");
+		return;
+	}
+	cfg->datasets = grown;
+	struct rc_dataset_config *ds = &grown[cfg->n_datasets];
+	memset(ds, 0, sizeof(*ds));
+	ds->line = p->line;
+	ds->name = strdup(name);
+	if (!ds->name) {
+		fail(p, NULL, "out of memory");
+		return;
+	}
+	cfg->n_datasets++;
+	p->sec = SEC_DATASET;
+}
+
+static void open_single(struct parser *p, int *first_line,
+			enum section_kind kind)
+{
+	if (*first_line) {
+		fail(p, NULL, "section appears twice (first on line %d)",
+		     *first_line);
+		return;
+	}
+	*first_line = p->line;
+	p->sec = kind;
+}
+
+/* Parses "[name]" (leading blanks already skipped). */
+static void open_section(struct parser *p, const char *line)
+{
+	memset(p->seen_line, 0, sizeof(p->seen_line));
+	p->sec = SEC_INVALID; /* until proven otherwise */
+	const char *close = strchr(line, ']');
+	if (!close) {
+		snprintf(p->label, sizeof(p->label), "%s", "");
+		fail(p, NULL, "section header is missing its closing ']'");
+		return;
+	}
+	const char *after = close + 1;
+	after += strspn(after, " \t\r\n");
+	char name[80];
+	const char *start = line + 1;
+	start += strspn(start, " \t");
+	size_t len = (size_t)(close - start);
+	while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\t'))
+		len--;
+	snprintf(name, sizeof(name), "%.*s", (int)len, start);
+	snprintf(p->label, sizeof(p->label), "%s", name);
+	if (*after != '\0' && *after != ';' && *after != '#') {
+		fail(p, NULL, "unexpected text after ']'");
+		return;
+	}
+	if (strcmp(name, "daemon") == 0) {
+		open_single(p, &p->daemon_line, SEC_DAEMON);
+	} else if (strcmp(name, "s3") == 0) {
+		open_single(p, &p->s3_line, SEC_S3);
+	} else if (strncmp(name, "dataset", 7) == 0 &&
+		   (name[7] == ' ' || name[7] == '\t')) {
+		open_dataset(p, name + 8 + strspn(name + 8, " \t"));
+	} else if (strcmp(name, "dataset") == 0) {
+		fail(p, NULL, "a dataset section needs a name: [dataset NAME]");
+	} else {
+		fail(p, NULL,
+		     "unknown section (valid: [daemon], [s3], [dataset NAME])");
+	}
+}
+
+/* inih's line reader: counts lines, handles section headers, and strips
+ * leading blanks so that inih never joins lines as multi-line values. */
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parser *p = stream;
+	ssize_t n = getline(&p->linebuf, &p->linecap, p->fp);
+	if (n < 0)
+		return NULL;
+	p->line++;
+	char *s = p->linebuf;
+	if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+		s += 3; /* UTF-8 byte order mark */
+	if ((size_t)n != strlen(p->linebuf)) {
+		fail_at(p, p->line, p->label, NULL, "line holds a NUL byte");
+		str[0] = '\0';
+		return str;
+	}
+	s += strspn(s, " \t");
+	size_t len = strlen(s);
+	if (num < 4 || len + 1 > (size_t)num) {
+		fail_at(p, p->line, p->label, NULL,
+			"line is longer than %d characters", num - 3);
+		str[0] = '\0';
+		return str;
+	}
+	if (*s == '[' && !p->failed)
+		open_section(p, s);
+	memcpy(str, s, len + 1);
+	return str;
+}
+
+/* ---- whole-file checks ------------------------------------------------- */
+
+static void check_datasets(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	if (cfg->n_datasets == 0) {
+		fail_at(p, p->line > 0 ? p->line : 1, "dataset NAME", NULL,
+			"no dataset configured: add a [dataset NAME] section with uri = s3://bucket/prefix/");
+		return;
+	}
+	for (size_t i = 0; i < cfg->n_datasets && !p->failed; i++) {
+		struct rc_dataset_config *ds = &cfg->datasets[i];
+		char label[80];
+		snprintf(label, sizeof(label), "dataset %s", ds->name);
+		if (!ds->uri) {
+			fail_at(p, ds->line, label, "uri",
+				"missing required key (e.g. uri = s3://bucket/prefix/)");
+			return;
+		}
+		/* Secure default: nobody but the daemon's user (and root). */
+		if (!ds->allow_all && ds->n_uids == 0 && ds->n_gids == 0) {
+			ds->uids = malloc(sizeof(*ds->uids));
+			if (!ds->uids) {
+				fail_at(p, ds->line, label, NULL, "out of memory");
+				return;
+			}
+			ds->uids[0] = geteuid();
+			ds->n_uids = 1;
+		}
+	}
+}
+
+static void check_credentials(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	if (cfg->access_key && !cfg->secret_key) {
+		fail_at(p, p->access_key_line, "s3", "access_key",
+			"access_key is set but secret_key is missing: set both access_key and secret_key");
+	} else if (cfg->secret_key && !cfg->access_key) {
+		fail_at(p, p->secret_key_line, "s3", "secret_key",
+			"secret_key is set but access_key is missing: set both access_key and secret_key");
+	} else if (cfg->session_token && !cfg->access_key) {
+		fail_at(p, p->session_token_line, "s3", "session_token",
+			"session_token needs access_key and secret_key too");
+	} else if (cfg->creds_source == CREDS_CONFIG && !cfg->access_key) {
+		fail_at(p, p->credentials_line, "s3", "credentials",
+			"credentials = config requires access_key and secret_key in [s3]");
+	}
+}
+
+static void check_whole(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	if (cfg->memory_bytes < cfg->block_bytes) {
+		fail_at(p, p->memory_line ? p->memory_line : p->block_line,
+			"daemon", p->memory_line ? "memory" : "block_size",
+			"memory (%llu bytes) must hold at least one block (%u bytes)",
+			(unsigned long long)cfg->memory_bytes, cfg->block_bytes);
+		return;
+	}
+	check_credentials(p);
+	if (p->failed)
+		return;
+	check_datasets(p);
+	/* AWS wants virtual-hosted requests; most other stores path-style. */
+	if (!p->addressing_line)
+		cfg->addressing = cfg->endpoint ? S3_PATH_STYLE :
+						  S3_VIRTUAL_HOSTED;
+}
+
+static void warn_risky_choices(const struct rc_config *cfg, const struct stat *st)
+{
+	if (!cfg->tls_verify)
+		log_warn("%s: tls_verify = false: S3 server certificates are not checked",
+			 cfg->path);
+	if ((cfg->secret_key || cfg->session_token) && (st->st_mode & S_IROTH))
+		log_warn("%s: holds secret_key but is readable by every user (chmod 600 it)",
+			 cfg->path);
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+static void set_defaults(struct rc_config *cfg)
+{
+	cfg->socket_mode = 0660;
+	cfg->memory_bytes = 1ull << 30;
+	cfg->block_bytes = 1u << 20;
+	cfg->log_level = RC_LOG_INFO;
+	cfg->mlock = false;
+	cfg->hugepages = true;
+	cfg->metadata_ttl_s = 60;
+	cfg->max_sessions = 256;
+	cfg->addressing = S3_PATH_STYLE;
+	cfg->tls_verify = true;
+	cfg->max_connections = 64;
+	cfg->max_retries = 5;
+	cfg->connect_timeout_ms = 3000;
+	cfg->request_timeout_ms = 30000;
+	cfg->creds_source = CREDS_AUTO;
+}
+
+static int parse_file(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	struct stat st;
+	if (fstat(fileno(p->fp), &st) != 0) {
+		snprintf(p->err, p->errlen, "%s: cannot stat: %s", cfg->path,
+			 strerror(errno));
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(p->err, p->errlen, "%s: is a directory, not a config file",
+			 cfg->path);
+		return -1;
+	}
+	int rc = ini_parse_stream(read_line, p, on_key, p);
+	if (ferror(p->fp)) {
+		snprintf(p->err, p->errlen, "%s: read error after line %d",
+			 cfg->path, p->line);
+		return -1;
+	}
+	if (rc < 0) {
+		snprintf(p->err, p->errlen, "%s: out of memory", cfg->path);
+		return -1;
+	}
+	/* inih stops at nothing: its rc is its first error, ours may come
+	 * later; report whichever line comes first. */
+	if (rc > 0 && (!p->failed || rc < p->err_line)) {
+		snprintf(p->err, p->errlen,
+			 "%s:%d: syntax error: expected '[section]', 'key = value' or a comment",
+			 cfg->path, rc);
+		return -1;
+	}
+	if (!p->failed)
+		check_whole(p);
+	if (p->failed)
+		return -1;
+	warn_risky_choices(cfg, &st);
+	return 0;
+}
+
+int config_load(const char *path, struct rc_config *cfg, char *err,
+		size_t errlen)
+{
+	char dummy[1];
+	if (!err || errlen == 0) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (!path || !cfg) {
+		snprintf(err, errlen, "config_load: no path or config given");
+		return -1;
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	set_defaults(cfg);
+	cfg->path = strdup(path);
+	cfg->socket_path = strdup(DEFAULT_SOCKET);
+	cfg->region = strdup(DEFAULT_REGION);
+	if (!cfg->path || !cfg->socket_path || !cfg->region) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		config_free(cfg);
+		return -1;
+	}
+	struct parser p = {.cfg = cfg, .err = err, .errlen = errlen,
+			   .label = ""};
+	p.fp = fopen(path, "re");
+	if (!p.fp) {
+		snprintf(err, errlen, "%s: cannot open config file: %s", path,
+			 strerror(errno));
+		config_free(cfg);
+		return -1;
+	}
+	int rc = parse_file(&p);
+	fclose(p.fp);
+	free(p.linebuf);
+	if (rc < 0)
+		config_free(cfg);
+	return rc;
+}
+
+void config_free(struct rc_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
+		struct rc_dataset_config *ds = &cfg->datasets[i];
+		free(ds->name);
+		free(ds->uri);
+		free(ds->bucket);
+		free(ds->prefix);
+		free(ds->uids);
+		free(ds->gids);
+	}
+	free(cfg->datasets);
+	free(cfg->path);
+	free(cfg->socket_path);
+	free(cfg->endpoint);
+	free(cfg->region);
+	free(cfg->ca_file);
+	if (cfg->secret_key)
+		explicit_bzero(cfg->secret_key, strlen(cfg->secret_key));
+	if (cfg->session_token)
+		explicit_bzero(cfg->session_token, strlen(cfg->session_token));
+	free(cfg->access_key);
+	free(cfg->secret_key);
+	free(cfg->session_token);
+	free(cfg->profile);
+	free(cfg->credentials_file);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
+			   gid_t gid, const gid_t *groups, int ngroups)
+{
+	if (uid == 0)
+		return true;
+	if (!ds)
+		return false;
+	if (ds->allow_all)
+		return true;
+	for (size_t i = 0; i < ds->n_uids; i++)
+		if (ds->uids[i] == uid)
+			return true;
+	for (size_t i = 0; i < ds->n_gids; i++) {
+		if (ds->gids[i] == gid)
+			return true;
+		for (int g = 0; groups && g < ngroups; g++)
+			if (ds->gids[i] == groups[g])
+				return true;
+	}
+	return false;
+}

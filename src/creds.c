@@ -1,1 +1,1236 @@
-/* creds.c - placeholder */
+/* creds.c - the AWS credential chain and the provider that caches its
+ * result. Owns: reading each source (config, environment, shared
+ * credentials file, container endpoint, IMDSv2), the small JSON reader for
+ * the two HTTP sources' flat documents, and refreshing expiring
+ * credentials. Error strings name sources, files, profiles and URLs, never
+ * a key, secret or token; buffers that held secrets are wiped. */
+#include "creds.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <ini.h>
+
+#include "log.h"
+
+#define REFRESH_WINDOW_S 300     /* refresh this long before expiry */
+#define REFRESH_RETRY_S 10       /* after a failed refresh, wait this long */
+#define DEFAULT_TIMEOUT_MS 1000  /* fast fall-through off EC2 */
+#define HTTP_BODY_MAX 16384      /* credential documents are ~1-5 KiB */
+#define IMDS_DEFAULT "http://169.254.169.254"
+#define CONTAINER_HOST "http://169.254.170.2"
+#define IMDS_TOKEN_TTL_HEADER "X-aws-ec2-metadata-token-ttl-seconds: 21600"
+#define IMDS_ROLE_PATH "/latest/meta-data/iam/security-credentials/"
+
+/* A source that is not set up at all: the chain moves on to the next. */
+#define SOURCE_ABSENT 1
+
+struct creds_provider {
+	pthread_mutex_t lock;       /* creds_get may run on several shards */
+	enum creds_source mode;     /* what the config asked for */
+	enum creds_source used;     /* which source supplied cur */
+	char *access_key, *secret_key, *session_token; /* owned copies */
+	char *profile, *credentials_file, *imds_endpoint;
+	long timeout_ms;
+	struct rc_creds cur;
+	time_t next_try;            /* no refresh attempt before this */
+};
+
+static const char *const source_names[] = {
+	[CREDS_AUTO] = "auto",       [CREDS_CONFIG] = "config",
+	[CREDS_ENV] = "env",         [CREDS_FILE] = "file",
+	[CREDS_CONTAINER] = "container", [CREDS_IMDS] = "imds",
+	[CREDS_ANONYMOUS] = "anonymous",
+};
+
+__attribute__((format(printf, 4, 5)))
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static int nonempty(const char *s)
+{
+	return s && *s;
+}
+
+static const char *env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return nonempty(v) ? v : NULL;
+}
+
+static void free_secret(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* Copies a credential field, refusing (not truncating) one too long. */
+static int set_field(char *dst, size_t cap, const char *src,
+		     const char *what, char *err, size_t errlen)
+{
+	size_t len = src ? strlen(src) : 0;
+
+	if (len >= cap)
+		return fail(err, errlen, -E2BIG, "%s is too long (%zu bytes)",
+			    what, len);
+	memcpy(dst, src ? src : "", len + 1);
+	return 0;
+}
+
+static int fill_creds(struct rc_creds *out, const char *ak, const char *sk,
+		      const char *token, const char *where, char *err,
+		      size_t errlen)
+{
+	char what[160];
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(what, sizeof(what), "access key id from %s", where);
+	rc = set_field(out->access_key, sizeof(out->access_key), ak, what,
+		       err, errlen);
+	snprintf(what, sizeof(what), "secret access key from %s", where);
+	if (!rc)
+		rc = set_field(out->secret_key, sizeof(out->secret_key), sk,
+			       what, err, errlen);
+	snprintf(what, sizeof(what), "session token from %s", where);
+	if (!rc)
+		rc = set_field(out->session_token, sizeof(out->session_token),
+			       token, what, err, errlen);
+	if (rc)
+		explicit_bzero(out, sizeof(*out));
+	return rc;
+}
+
+/* ---- config and environment ---- */
+
+static int from_config(const struct creds_provider *p, struct rc_creds *out,
+		       char *err, size_t errlen)
+{
+	int have_ak = nonempty(p->access_key);
+	int have_sk = nonempty(p->secret_key);
+
+	if (!have_ak && !have_sk)
+		return fail(err, errlen, SOURCE_ABSENT,
+			    "the config sets no access_key/secret_key");
+	if (!have_ak || !have_sk)
+		return fail(err, errlen, -EINVAL,
+			    "the config sets %s but not %s",
+			    have_ak ? "access_key" : "secret_key",
+			    have_ak ? "secret_key" : "access_key");
+	return fill_creds(out, p->access_key, p->secret_key, p->session_token,
+			  "the config", err, errlen);
+}
+
+static int from_env(struct rc_creds *out, char *err, size_t errlen)
+{
+	const char *ak = env_nonempty("AWS_ACCESS_KEY_ID");
+	const char *sk = env_nonempty("AWS_SECRET_ACCESS_KEY");
+
+	if (!ak && !sk)
+		return fail(err, errlen, SOURCE_ABSENT,
+			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are "
+			    "not set");
+	if (!ak || !sk)
+		return fail(err, errlen, -EINVAL, "%s is set but %s is not",
+			    ak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+			    ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+	return fill_creds(out, ak, sk, env_nonempty("AWS_SESSION_TOKEN"),
+			  "the environment", err, errlen);
+}
+
+/* ---- shared credentials file ---- */
+
+/* Marks a value that was too long for libinih's line buffer (200 bytes in
+ * distribution builds; session tokens are ~1 KiB): the reader hands inih
+ * "name=\x01" and keeps the real value for the handler. */
+#define LONG_VALUE_MARK "\x01"
+
+struct ini_ctx {
+	FILE *f;
+	char *line;          /* getline buffer */
+	size_t linecap;
+	char *long_value;    /* the value the mark stands for */
+	const char *profile;
+	int found;           /* the profile's section was seen */
+	int bad_line;        /* an over-long line without '=' */
+	char access_key[sizeof(((struct rc_creds *)0)->access_key)];
+	char secret_key[sizeof(((struct rc_creds *)0)->secret_key)];
+	char token[sizeof(((struct rc_creds *)0)->session_token)];
+	int too_long;        /* a field did not fit */
+};
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	end = s + strlen(s);
+	while (end > s && isspace((unsigned char)end[-1]))
+		*--end = '\0';
+	return s;
+}
+
+static char *creds_ini_reader(char *str, int num, void *stream)
+{
+	struct ini_ctx *c = stream;
+	ssize_t n = getline(&c->line, &c->linecap, c->f);
+	char *eq, *value;
+	size_t klen;
+
+	if (n < 0)
+		return NULL;
+	if (n < num - 1) {
+		memcpy(str, c->line, (size_t)n + 1);
+		return str;
+	}
+	eq = strpbrk(c->line, "=:");
+	klen = eq ? (size_t)(eq - c->line) : 0;
+	if (!eq || klen + 3 > (size_t)num) {
+		/* Long comments are harmless; anything else is reported. */
+		value = trim(c->line);
+		if (*value != ';' && *value != '#')
+			c->bad_line = 1;
+		str[0] = '\0';
+		return str;
+	}
+	value = trim(eq + 1);
+	free_secret(c->long_value);
+	c->long_value = strdup(value);
+	if (!c->long_value) {
+		c->too_long = 1;
+		str[0] = '\0';
+		return str;
+	}
+	memcpy(str, c->line, klen);
+	memcpy(str + klen, "=" LONG_VALUE_MARK, 3);
+	return str;
+}
+
+static void ini_copy(struct ini_ctx *c, char *dst, size_t cap,
+		     const char *value)
+{
+	if (!strcmp(value, LONG_VALUE_MARK) && c->long_value)
+		value = c->long_value;
+	if (strlen(value) >= cap) {
+		c->too_long = 1;
+		return;
+	}
+	strcpy(dst, value);
+}
+
+static int creds_ini_handler(void *user, const char *section,
+			     const char *name, const char *value)
+{
+	struct ini_ctx *c = user;
+
+	if (strcmp(section, c->profile))
+		return 1;
+	c->found = 1;
+	if (!strcmp(name, "aws_access_key_id"))
+		ini_copy(c, c->access_key, sizeof(c->access_key), value);
+	else if (!strcmp(name, "aws_secret_access_key"))
+		ini_copy(c, c->secret_key, sizeof(c->secret_key), value);
+	else if (!strcmp(name, "aws_session_token"))
+		ini_copy(c, c->token, sizeof(c->token), value);
+	/* Other keys (region, role_arn, ...) are not ours: never an error. */
+	return 1;
+}
+
+/* Fills path with the credentials file's name; returns whether the user
+ * named it (then a missing file is an error, not an absent source). */
+static int credentials_path(const struct creds_provider *p, char *path,
+			    size_t cap)
+{
+	const char *home;
+
+	if (p->credentials_file) {
+		snprintf(path, cap, "%s", p->credentials_file);
+		return 1;
+	}
+	if (env_nonempty("AWS_SHARED_CREDENTIALS_FILE")) {
+		snprintf(path, cap, "%s", getenv("AWS_SHARED_CREDENTIALS_FILE"));
+		return 1;
+	}
+	home = env_nonempty("HOME");
+	snprintf(path, cap, "%s/.aws/credentials", home ? home : "");
+	return 0;
+}
+
+static int parse_profile(struct ini_ctx *c, const char *path, char *err,
+			 size_t errlen)
+{
+	int line;
+
+	line = ini_parse_stream(creds_ini_reader, c, creds_ini_handler, c);
+	if (line < 0)
+		return fail(err, errlen, -ENOMEM, "%s: cannot parse", path);
+	if (line > 0)
+		return fail(err, errlen, -EINVAL, "%s: syntax error on line %d",
+			    path, line);
+	if (c->bad_line)
+		return fail(err, errlen, -EINVAL,
+			    "%s: over-long line without '='", path);
+	if (c->too_long)
+		return fail(err, errlen, -E2BIG,
+			    "%s: profile '%s' has a value too long", path,
+			    c->profile);
+	return 0;
+}
+
+static int from_file(const struct creds_provider *p, int required,
+		     struct rc_creds *out, char *err, size_t errlen)
+{
+	struct ini_ctx *c;
+	char path[4096];
+	int named_file = credentials_path(p, path, sizeof(path));
+	const char *profile = p->profile ? p->profile
+			      : env_nonempty("AWS_PROFILE");
+	int named_profile = profile != NULL;
+	int rc;
+
+	if (!profile)
+		profile = "default";
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	c->profile = profile;
+	c->f = fopen(path, "r");
+	if (!c->f) {
+		int e = errno;
+
+		free(c);
+		rc = e == ENOENT && !named_file && !named_profile && !required
+			     ? SOURCE_ABSENT : -e;
+		return fail(err, errlen, rc, "credentials file %s: %s", path,
+			    strerror(e));
+	}
+	rc = parse_profile(c, path, err, errlen);
+	if (!rc && !c->found)
+		rc = fail(err, errlen,
+			  named_profile || required ? -ENOENT : SOURCE_ABSENT,
+			  "profile '%s' not found in %s", profile, path);
+	if (!rc && (!*c->access_key || !*c->secret_key))
+		rc = fail(err, errlen, -EINVAL,
+			  "profile '%s' in %s lacks aws_access_key_id or "
+			  "aws_secret_access_key", profile, path);
+	if (!rc) {
+		char where[4200];
+
+		snprintf(where, sizeof(where), "profile '%s' in %s", profile,
+			 path);
+		rc = fill_creds(out, c->access_key, c->secret_key, c->token,
+				where, err, errlen);
+	}
+	fclose(c->f);
+	if (c->line)
+		explicit_bzero(c->line, c->linecap);
+	free(c->line);
+	free_secret(c->long_value);
+	explicit_bzero(c, sizeof(*c));
+	free(c);
+	return rc;
+}
+
+/* ---- a JSON reader for flat credential documents ---- */
+
+struct json_field {
+	const char *key;
+	char *out;
+	size_t cap;
+	int found;
+};
+
+struct json_in {
+	const char *p, *end;
+	int too_long; /* a wanted string did not fit its buffer */
+};
+
+#define JSON_MAX_DEPTH 16
+
+static void json_ws(struct json_in *in)
+{
+	while (in->p < in->end && (*in->p == ' ' || *in->p == '\t' ||
+				   *in->p == '\n' || *in->p == '\r'))
+		in->p++;
+}
+
+static int json_hex4(struct json_in *in, unsigned *cp)
+{
+	*cp = 0;
+	if (in->end - in->p < 4)
+		return -EINVAL;
+	for (int i = 0; i < 4; i++) {
+		char c = *in->p++;
+		int v = isdigit((unsigned char)c) ? c - '0'
+			: (c >= 'a' && c <= 'f') ? c - 'a' + 10
+			: (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+
+		if (v < 0)
+			return -EINVAL;
+		*cp = *cp * 16 + (unsigned)v;
+	}
+	return 0;
+}
+
+/* Reads \uXXXX (after the 'u'), joining surrogate pairs; refuses NUL and
+ * unpaired surrogates. */
+static int json_unicode(struct json_in *in, unsigned *cp)
+{
+	unsigned lo;
+
+	if (json_hex4(in, cp) || *cp == 0 || (*cp >= 0xDC00 && *cp <= 0xDFFF))
+		return -EINVAL;
+	if (*cp < 0xD800 || *cp > 0xDBFF)
+		return 0;
+	if (in->end - in->p < 2 || in->p[0] != '\\' || in->p[1] != 'u')
+		return -EINVAL;
+	in->p += 2;
+	if (json_hex4(in, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+		return -EINVAL;
+	*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+	return 0;
+}
+
+static void json_put(struct json_in *in, char *out, size_t cap, size_t *len,
+		     const char *bytes, size_t n)
+{
+	if (!out)
+		return;
+	if (*len + n >= cap) {
+		in->too_long = 1;
+		return;
+	}
+	memcpy(out + *len, bytes, n);
+	*len += n;
+	out[*len] = '\0';
+}
+
+static size_t utf8_encode(unsigned cp, char *b)
+{
+	if (cp < 0x80) {
+		b[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		b[0] = (char)(0xC0 | (cp >> 6));
+		b[1] = (char)(0x80 | (cp & 0x3F));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		b[0] = (char)(0xE0 | (cp >> 12));
+		b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+		b[2] = (char)(0x80 | (cp & 0x3F));
+		return 3;
+	}
+	b[0] = (char)(0xF0 | (cp >> 18));
+	b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+	b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+	b[3] = (char)(0x80 | (cp & 0x3F));
+	return 4;
+}
+
+static int json_escape(struct json_in *in, char *out, size_t cap,
+		       size_t *len)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *hit;
+	char utf8[4];
+	unsigned cp;
+	char c;
+
+	if (in->p >= in->end)
+		return -EINVAL;
+	c = *in->p++;
+	if (c == 'u') {
+		if (json_unicode(in, &cp))
+			return -EINVAL;
+		json_put(in, out, cap, len, utf8, utf8_encode(cp, utf8));
+		return 0;
+	}
+	hit = c ? strchr(from, c) : NULL;
+	if (!hit)
+		return -EINVAL;
+	json_put(in, out, cap, len, &to[hit - from], 1);
+	return 0;
+}
+
+/* Reads a string at in->p into out (NULL: validate and skip). */
+static int json_string(struct json_in *in, char *out, size_t cap)
+{
+	size_t len = 0;
+
+	if (out && cap)
+		out[0] = '\0';
+	if (in->p >= in->end || *in->p != '"')
+		return -EINVAL;
+	in->p++;
+	while (in->p < in->end) {
+		unsigned char c = (unsigned char)*in->p++;
+
+		if (c == '"')
+			return 0;
+		if (c < 0x20)
+			return -EINVAL;
+		if (c == '\\') {
+			if (json_escape(in, out, cap, &len))
+				return -EINVAL;
+			continue;
+		}
+		json_put(in, out, cap, &len, (const char *)&c, 1);
+	}
+	return -EINVAL;
+}
+
+static int json_skip_value(struct json_in *in, int depth);
+
+static int json_skip_container(struct json_in *in, int depth, char close)
+{
+	int is_object = close == '}';
+
+	in->p++;
+	json_ws(in);
+	if (in->p < in->end && *in->p == close) {
+		in->p++;
+		return 0;
+	}
+	for (;;) {
+		if (is_object) {
+			if (json_string(in, NULL, 0))
+				return -EINVAL;
+			json_ws(in);
+			if (in->p >= in->end || *in->p++ != ':')
+				return -EINVAL;
+		}
+		if (json_skip_value(in, depth + 1))
+			return -EINVAL;
+		json_ws(in);
+		if (in->p >= in->end)
+			return -EINVAL;
+		if (*in->p == close) {
+			in->p++;
+			return 0;
+		}
+		if (*in->p++ != ',')
+			return -EINVAL;
+		json_ws(in);
+	}
+}
+
+static int json_literal(struct json_in *in, const char *word)
+{
+	size_t n = strlen(word);
+
+	if ((size_t)(in->end - in->p) < n || memcmp(in->p, word, n))
+		return -EINVAL;
+	in->p += n;
+	return 0;
+}
+
+static int json_skip_value(struct json_in *in, int depth)
+{
+	const char *start;
+
+	if (depth > JSON_MAX_DEPTH)
+		return -EINVAL;
+	json_ws(in);
+	if (in->p >= in->end)
+		return -EINVAL;
+	switch (*in->p) {
+	case '"':
+		return json_string(in, NULL, 0);
+	case '{':
+		return json_skip_container(in, depth, '}');
+	case '[':
+		return json_skip_container(in, depth, ']');
+	case 't':
+		return json_literal(in, "true");
+	case 'f':
+		return json_literal(in, "false");
+	case 'n':
+		return json_literal(in, "null");
+	}
+	start = in->p;
+	while (in->p < in->end && strchr("+-.eE0123456789", *in->p) &&
+	       *in->p)
+		in->p++;
+	return in->p > start ? 0 : -EINVAL;
+}
+
+static struct json_field *json_find(struct json_field *f, size_t n,
+				    const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(f[i].key, key))
+			return &f[i];
+	return NULL;
+}
+
+/* Parses a whole object, copying the wanted string members. Returns 0,
+ * -EINVAL if the document is not valid JSON object, -E2BIG if a wanted
+ * string does not fit its buffer. */
+static int json_extract(const char *doc, size_t len, struct json_field *f,
+			size_t n)
+{
+	struct json_in in = { doc, doc + len, 0 };
+	char key[64];
+
+	json_ws(&in);
+	if (in.p >= in.end || *in.p++ != '{')
+		return -EINVAL;
+	json_ws(&in);
+	if (in.p < in.end && *in.p == '}')
+		in.p++;
+	else
+		for (;;) {
+			struct json_field *want;
+
+			in.too_long = 0;
+			if (json_string(&in, key, sizeof(key)))
+				return -EINVAL;
+			want = in.too_long ? NULL : json_find(f, n, key);
+			json_ws(&in);
+			if (in.p >= in.end || *in.p++ != ':')
+				return -EINVAL;
+			json_ws(&in);
+			if (want && in.p < in.end && *in.p == '"') {
+				if (json_string(&in, want->out, want->cap))
+					return -EINVAL;
+				if (in.too_long)
+					return -E2BIG;
+				want->found = 1;
+			} else if (json_skip_value(&in, 1)) {
+				return -EINVAL;
+			}
+			json_ws(&in);
+			if (in.p >= in.end)
+				return -EINVAL;
+			if (*in.p == '}') {
+				in.p++;
+				break;
+			}
+			if (*in.p++ != ',')
+				return -EINVAL;
+			json_ws(&in);
+		}
+	json_ws(&in);
+	return in.p == in.end ? 0 : -EINVAL;
+}
+
+static int parse_digits(const char **s, int n, int *out)
+{
+	*out = 0;
+	for (int i = 0; i < n; i++, (*s)++) {
+		if (!isdigit((unsigned char)**s))
+			return -EINVAL;
+		*out = *out * 10 + (**s - '0');
+	}
+	return 0;
+}
+
+static int parse_char(const char **s, const char *allowed)
+{
+	if (!**s || !strchr(allowed, **s))
+		return -EINVAL;
+	(*s)++;
+	return 0;
+}
+
+/* "2024-01-02T03:04:05Z", optional fraction, 'Z' or +hh:mm / -hh:mm. */
+static int parse_iso8601(const char *s, time_t *out)
+{
+	struct tm tm = { 0 };
+	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+
+	if (parse_digits(&s, 4, &y) || parse_char(&s, "-") ||
+	    parse_digits(&s, 2, &mo) || parse_char(&s, "-") ||
+	    parse_digits(&s, 2, &d) || parse_char(&s, "Tt") ||
+	    parse_digits(&s, 2, &h) || parse_char(&s, ":") ||
+	    parse_digits(&s, 2, &mi) || parse_char(&s, ":") ||
+	    parse_digits(&s, 2, &sec))
+		return -EINVAL;
+	if (*s == '.') {
+		if (!isdigit((unsigned char)*++s))
+			return -EINVAL;
+		while (isdigit((unsigned char)*s))
+			s++;
+	}
+	if (*s == '+' || *s == '-') {
+		sign = *s++ == '-' ? -1 : 1;
+		if (parse_digits(&s, 2, &oh))
+			return -EINVAL;
+		if (*s == ':')
+			s++;
+		if (parse_digits(&s, 2, &om))
+			return -EINVAL;
+	} else if (parse_char(&s, "Zz")) {
+		return -EINVAL;
+	}
+	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+	    mi > 59 || sec > 60 || oh > 23 || om > 59)
+		return -EINVAL;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	*out = timegm(&tm) - sign * (oh * 3600 + om * 60);
+	return 0;
+}
+
+/* The document both HTTP sources return. */
+static int creds_from_json(const char *doc, size_t len, const char *where,
+			   struct rc_creds *out, char *err, size_t errlen)
+{
+	char code[64], expiration[64];
+	struct json_field f[] = {
+		{ "AccessKeyId", out->access_key, sizeof(out->access_key), 0 },
+		{ "SecretAccessKey", out->secret_key, sizeof(out->secret_key),
+		  0 },
+		{ "Token", out->session_token, sizeof(out->session_token), 0 },
+		{ "Expiration", expiration, sizeof(expiration), 0 },
+		{ "Code", code, sizeof(code), 0 },
+	};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = json_extract(doc, len, f, sizeof(f) / sizeof(f[0]));
+	if (rc == -E2BIG)
+		rc = fail(err, errlen, rc, "%s: a credential field is too long",
+			  where);
+	else if (rc)
+		rc = fail(err, errlen, rc, "%s: malformed JSON response", where);
+	else if (f[4].found && strcmp(code, "Success"))
+		rc = fail(err, errlen, -EACCES, "%s: Code is \"%.32s\"", where,
+			  code);
+	else if (!f[0].found || !f[1].found || !*out->access_key ||
+		 !*out->secret_key)
+		rc = fail(err, errlen, -EINVAL,
+			  "%s: response lacks AccessKeyId or SecretAccessKey",
+			  where);
+	else if (f[3].found && parse_iso8601(expiration, &out->expires))
+		rc = fail(err, errlen, -EINVAL, "%s: bad Expiration \"%.40s\"",
+			  where, expiration);
+	if (rc)
+		explicit_bzero(out, sizeof(*out));
+	return rc;
+}
+
+/* ---- blocking HTTP for the container and IMDS sources ---- */
+
+struct http_body {
+	char *data;
+	size_t len, cap;
+	int overflow;
+};
+
+static size_t http_collect(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct http_body *b = ud;
+	size_t n = size * nmemb;
+
+	if (n >= b->cap - b->len) {
+		b->overflow = 1;
+		return 0; /* makes curl fail the transfer */
+	}
+	memcpy(b->data + b->len, ptr, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return n;
+}
+
+static int set_curl_options(CURL *h, const char *method, const char *url,
+			    struct curl_slist *headers, long timeout_ms,
+			    struct http_body *body)
+{
+	CURLcode c = CURLE_OK;
+
+#define SETOPT(opt, val) \
+	do { if (c == CURLE_OK) c = curl_easy_setopt(h, opt, val); } while (0)
+	SETOPT(CURLOPT_URL, url);
+	SETOPT(CURLOPT_HTTPHEADER, headers);
+	SETOPT(CURLOPT_TIMEOUT_MS, timeout_ms);
+	SETOPT(CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+	SETOPT(CURLOPT_NOSIGNAL, 1L);
+	/* Metadata endpoints are link-local: a proxy would be wrong. */
+	SETOPT(CURLOPT_PROXY, "");
+	SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	SETOPT(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	SETOPT(CURLOPT_WRITEFUNCTION, http_collect);
+	SETOPT(CURLOPT_WRITEDATA, body);
+	if (!strcmp(method, "PUT")) {
+		SETOPT(CURLOPT_CUSTOMREQUEST, "PUT");
+		SETOPT(CURLOPT_POSTFIELDS, "");
+		SETOPT(CURLOPT_POSTFIELDSIZE, 0L);
+	}
+#undef SETOPT
+	return c == CURLE_OK ? 0 : -EINVAL;
+}
+
+/* One request; 0 only for HTTP 200, with the body NUL-terminated. */
+static int http_fetch(const char *method, const char *url,
+		      struct curl_slist *headers, long timeout_ms,
+		      struct http_body *body, const char *what, char *err,
+		      size_t errlen)
+{
+	CURL *h = curl_easy_init();
+	CURLcode c;
+	long status = 0;
+	int rc = 0;
+
+	body->len = 0;
+	body->overflow = 0;
+	body->data[0] = '\0';
+	if (!h)
+		return fail(err, errlen, -ENOMEM, "%s: curl_easy_init failed",
+			    what);
+	if (set_curl_options(h, method, url, headers, timeout_ms, body)) {
+		rc = fail(err, errlen, -EINVAL, "%s: cannot set up %s", what,
+			  url);
+		goto out;
+	}
+	c = curl_easy_perform(h);
+	if (body->overflow)
+		rc = fail(err, errlen, -E2BIG, "%s: response from %s over %zu "
+			  "bytes", what, url, body->cap - 1);
+	else if (c != CURLE_OK)
+		rc = fail(err, errlen, c == CURLE_OPERATION_TIMEDOUT ?
+			  -ETIMEDOUT : -EHOSTUNREACH, "%s: %s %s: %s", what,
+			  method, url, curl_easy_strerror(c));
+	else if (curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status) !=
+		 CURLE_OK || status != 200)
+		rc = fail(err, errlen, status == 401 || status == 403 ?
+			  -EACCES : status == 404 ? -ENOENT : -EIO,
+			  "%s: %s %s: HTTP %ld", what, method, url, status);
+out:
+	curl_easy_cleanup(h);
+	return rc;
+}
+
+static int append_header(struct curl_slist **list, const char *name,
+			 const char *value)
+{
+	char line[4200];
+	struct curl_slist *n;
+
+	if (strpbrk(value, "\r\n") ||
+	    snprintf(line, sizeof(line), "%s: %s", name, value) >=
+		    (int)sizeof(line))
+		return -EINVAL;
+	n = curl_slist_append(*list, line);
+	explicit_bzero(line, sizeof(line));
+	if (!n)
+		return -ENOMEM;
+	*list = n;
+	return 0;
+}
+
+/* ---- container endpoint (ECS, SageMaker, EKS pod identity) ---- */
+
+static int read_token_file(const char *path, char *tok, size_t cap,
+			   char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *start;
+	size_t n;
+
+	if (!f) {
+		int e = errno;
+
+		return fail(err, errlen, -e, "container token file %s: %s",
+			    path, strerror(e));
+	}
+	n = fread(tok, 1, cap - 1, f);
+	if (ferror(f) || !feof(f) || n == 0) {
+		fclose(f);
+		explicit_bzero(tok, cap);
+		return fail(err, errlen, -EINVAL, "container token file %s: "
+			    "empty, unreadable or too large", path);
+	}
+	fclose(f);
+	tok[n] = '\0';
+	start = trim(tok);
+	memmove(tok, start, strlen(start) + 1);
+	return 0;
+}
+
+static int container_auth_header(struct curl_slist **headers, char *err,
+				 size_t errlen)
+{
+	const char *file = env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+	const char *value = env_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+	char tok[4096];
+	int rc;
+
+	if (file) {
+		rc = read_token_file(file, tok, sizeof(tok), err, errlen);
+		if (rc)
+			return rc;
+		value = tok;
+	}
+	if (!value)
+		return 0;
+	rc = append_header(headers, "Authorization", value);
+	explicit_bzero(tok, sizeof(tok));
+	if (rc)
+		return fail(err, errlen, rc, "container authorization token "
+			    "is malformed");
+	return 0;
+}
+
+static int from_container(const struct creds_provider *p,
+			  struct rc_creds *out, char *err, size_t errlen)
+{
+	const char *full = env_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	const char *rel =
+		env_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	struct curl_slist *headers = NULL;
+	char url[2048], data[HTTP_BODY_MAX];
+	struct http_body body = { data, 0, sizeof(data), 0 };
+	int rc;
+
+	if (!full && !rel)
+		return fail(err, errlen, SOURCE_ABSENT,
+			    "AWS_CONTAINER_CREDENTIALS_FULL_URI and "
+			    "_RELATIVE_URI are not set");
+	if (full)
+		rc = snprintf(url, sizeof(url), "%s", full);
+	else if (*rel != '/')
+		return fail(err, errlen, -EINVAL, "AWS_CONTAINER_CREDENTIALS_"
+			    "RELATIVE_URI must start with '/'");
+	else
+		rc = snprintf(url, sizeof(url), CONTAINER_HOST "%s", rel);
+	if (rc < 0 || (size_t)rc >= sizeof(url))
+		return fail(err, errlen, -E2BIG, "container credentials URI "
+			    "is too long");
+	rc = container_auth_header(&headers, err, errlen);
+	if (!rc)
+		rc = http_fetch("GET", url, headers, p->timeout_ms, &body,
+				"container credentials", err, errlen);
+	if (!rc)
+		rc = creds_from_json(body.data, body.len,
+				     "container credentials", out, err,
+				     errlen);
+	curl_slist_free_all(headers);
+	explicit_bzero(data, sizeof(data));
+	return rc;
+}
+
+/* ---- EC2 instance metadata, IMDSv2 ---- */
+
+static int valid_role_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 128)
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("+=,.@_-", *s))
+			return 0;
+	return 1;
+}
+
+static int imds_role(const char *base, struct curl_slist *headers,
+		     long timeout_ms, struct http_body *body, char *role,
+		     size_t cap, char *err, size_t errlen)
+{
+	char url[2048];
+	char *nl;
+	int rc;
+
+	snprintf(url, sizeof(url), "%s" IMDS_ROLE_PATH, base);
+	rc = http_fetch("GET", url, headers, timeout_ms, body, "IMDS", err,
+			errlen);
+	if (rc == -ENOENT)
+		return fail(err, errlen, rc, "IMDS: no IAM role is attached "
+			    "to this instance");
+	if (rc)
+		return rc;
+	nl = strchr(body->data, '\n');
+	if (nl)
+		*nl = '\0';
+	snprintf(role, cap, "%s", trim(body->data));
+	if (!valid_role_name(role))
+		return fail(err, errlen, -EINVAL, "IMDS: bad role name in "
+			    "%s", url);
+	return 0;
+}
+
+static int imds_session(const char *base, long timeout_ms,
+			struct http_body *body, struct curl_slist **headers,
+			char *err, size_t errlen)
+{
+	struct curl_slist *ttl = NULL;
+	char url[2048];
+	int rc;
+
+	snprintf(url, sizeof(url), "%s/latest/api/token", base);
+	ttl = curl_slist_append(NULL, IMDS_TOKEN_TTL_HEADER);
+	if (!ttl)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	rc = http_fetch("PUT", url, ttl, timeout_ms, body, "IMDS", err,
+			errlen);
+	curl_slist_free_all(ttl);
+	if (rc)
+		return rc;
+	rc = append_header(headers, "X-aws-ec2-metadata-token",
+			   trim(body->data));
+	if (rc)
+		return fail(err, errlen, rc, "IMDS: bad session token");
+	return 0;
+}
+
+static int from_imds(const struct creds_provider *p, struct rc_creds *out,
+		     char *err, size_t errlen)
+{
+	const char *disabled = getenv("AWS_EC2_METADATA_DISABLED");
+	struct curl_slist *headers = NULL;
+	char base[1024], url[2048], role[160], data[HTTP_BODY_MAX];
+	struct http_body body = { data, 0, sizeof(data), 0 };
+	size_t n;
+	int rc;
+
+	if (disabled && !strcasecmp(disabled, "true"))
+		return fail(err, errlen, SOURCE_ABSENT,
+			    "IMDS is disabled by AWS_EC2_METADATA_DISABLED");
+	n = (size_t)snprintf(base, sizeof(base), "%s",
+			     p->imds_endpoint ? p->imds_endpoint : IMDS_DEFAULT);
+	if (n >= sizeof(base))
+		return fail(err, errlen, -E2BIG, "IMDS endpoint is too long");
+	while (n > 0 && base[n - 1] == '/')
+		base[--n] = '\0';
+
+	rc = imds_session(base, p->timeout_ms, &body, &headers, err, errlen);
+	if (!rc)
+		rc = imds_role(base, headers, p->timeout_ms, &body, role,
+			       sizeof(role), err, errlen);
+	if (!rc) {
+		snprintf(url, sizeof(url), "%s" IMDS_ROLE_PATH "%s", base,
+			 role);
+		rc = http_fetch("GET", url, headers, p->timeout_ms, &body,
+				"IMDS", err, errlen);
+	}
+	if (!rc)
+		rc = creds_from_json(body.data, body.len, "IMDS", out, err,
+				     errlen);
+	curl_slist_free_all(headers);
+	explicit_bzero(data, sizeof(data));
+	return rc;
+}
+
+/* ---- the chain and the provider ---- */
+
+static int from_source(const struct creds_provider *p, enum creds_source s,
+		       int required, struct rc_creds *out, char *err,
+		       size_t errlen)
+{
+	switch (s) {
+	case CREDS_CONFIG:
+		return from_config(p, out, err, errlen);
+	case CREDS_ENV:
+		return from_env(out, err, errlen);
+	case CREDS_FILE:
+		return from_file(p, required, out, err, errlen);
+	case CREDS_CONTAINER:
+		return from_container(p, out, err, errlen);
+	case CREDS_IMDS:
+		return from_imds(p, out, err, errlen);
+	case CREDS_ANONYMOUS:
+		memset(out, 0, sizeof(*out));
+		return 0;
+	case CREDS_AUTO:
+		break;
+	}
+	return fail(err, errlen, -EINVAL, "unknown credentials source %d", s);
+}
+
+/* One named source: "not set up" is an error here, not a skip. */
+static int resolve_one(const struct creds_provider *p, enum creds_source s,
+		       struct rc_creds *out, char *err, size_t errlen)
+{
+	int rc = from_source(p, s, 1, out, err, errlen);
+
+	return rc == SOURCE_ABSENT ? -ENOENT : rc;
+}
+
+static int resolve_chain(const struct creds_provider *p,
+			 enum creds_source *used, struct rc_creds *out,
+			 char *err, size_t errlen)
+{
+	static const enum creds_source chain[] = {
+		CREDS_CONFIG, CREDS_ENV, CREDS_FILE, CREDS_CONTAINER,
+		CREDS_IMDS,
+	};
+	char why[512];
+	size_t i;
+	int rc = SOURCE_ABSENT;
+
+	for (i = 0; i < sizeof(chain) / sizeof(chain[0]); i++) {
+		rc = from_source(p, chain[i], 0, out, why, sizeof(why));
+		if (rc == 0) {
+			*used = chain[i];
+			return 0;
+		}
+		if (rc < 0 && chain[i] != CREDS_IMDS)
+			return fail(err, errlen, rc, "%s", why);
+	}
+	/* Reaching IMDS means nothing else was set up: say so. */
+	return fail(err, errlen, rc < 0 ? rc : -ENOENT,
+		    "no AWS credentials: none in the config, the environment, "
+		    "the shared credentials file or a container endpoint; %s",
+		    why);
+}
+
+static int resolve(const struct creds_provider *p, enum creds_source *used,
+		   struct rc_creds *out, char *err, size_t errlen)
+{
+	if (p->mode == CREDS_AUTO)
+		return resolve_chain(p, used, out, err, errlen);
+	*used = p->mode;
+	return resolve_one(p, p->mode, out, err, errlen);
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+	*dst = NULL;
+	if (!src)
+		return 0;
+	*dst = strdup(src);
+	return *dst ? 0 : -ENOMEM;
+}
+
+void creds_provider_free(struct creds_provider *p)
+{
+	if (!p)
+		return;
+	free_secret(p->access_key);
+	free_secret(p->secret_key);
+	free_secret(p->session_token);
+	free(p->profile);
+	free(p->credentials_file);
+	free(p->imds_endpoint);
+	pthread_mutex_destroy(&p->lock);
+	explicit_bzero(p, sizeof(*p));
+	free(p);
+}
+
+struct creds_provider *creds_provider_new(const struct creds_config *cfg,
+					  char *err, size_t errlen)
+{
+	struct creds_provider *p;
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!cfg || cfg->source < CREDS_AUTO || cfg->source > CREDS_ANONYMOUS) {
+		fail(err, errlen, -EINVAL, "bad credentials configuration");
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p || pthread_mutex_init(&p->lock, NULL)) {
+		free(p);
+		fail(err, errlen, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	p->mode = cfg->source;
+	p->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms
+					    : DEFAULT_TIMEOUT_MS;
+	rc = dup_opt(&p->access_key, cfg->access_key);
+	rc = rc ? rc : dup_opt(&p->secret_key, cfg->secret_key);
+	rc = rc ? rc : dup_opt(&p->session_token, cfg->session_token);
+	rc = rc ? rc : dup_opt(&p->profile, cfg->profile);
+	rc = rc ? rc : dup_opt(&p->credentials_file, cfg->credentials_file);
+	rc = rc ? rc : dup_opt(&p->imds_endpoint, cfg->imds_endpoint);
+	if (rc)
+		fail(err, errlen, rc, "out of memory");
+	else
+		rc = resolve(p, &p->used, &p->cur, err, errlen);
+	if (rc) {
+		creds_provider_free(p);
+		return NULL;
+	}
+	log_debug("credentials: using %s", source_names[p->used]);
+	return p;
+}
+
+static int needs_refresh(const struct rc_creds *c, time_t now)
+{
+	return c->expires != 0 && c->expires - now <= REFRESH_WINDOW_S;
+}
+
+/* Called with the lock held. Keeps the old credentials when a refresh
+ * fails but they are still valid; retries at most every REFRESH_RETRY_S. */
+static int refresh_locked(struct creds_provider *p, time_t now)
+{
+	struct rc_creds *fresh;
+	char why[512];
+	int rc;
+
+	if (now < p->next_try)
+		return now < p->cur.expires ? 0 : -EKEYEXPIRED;
+	fresh = malloc(sizeof(*fresh));
+	if (!fresh)
+		return now < p->cur.expires ? 0 : -ENOMEM;
+	rc = resolve_one(p, p->used, fresh, why, sizeof(why));
+	if (!rc) {
+		p->cur = *fresh;
+		p->next_try = 0;
+	} else {
+		p->next_try = now + REFRESH_RETRY_S;
+		log_warn("credentials: refresh from %s failed: %s",
+			 source_names[p->used], why);
+	}
+	explicit_bzero(fresh, sizeof(*fresh));
+	free(fresh);
+	if (rc && now < p->cur.expires)
+		return 0;
+	return rc;
+}
+
+int creds_get(struct creds_provider *p, struct rc_creds *out, int *anonymous)
+{
+	time_t now = time(NULL);
+	int rc = 0;
+
+	if (!p || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&p->lock);
+	if (needs_refresh(&p->cur, now))
+		rc = refresh_locked(p, now);
+	if (!rc)
+		*out = p->cur;
+	if (anonymous)
+		*anonymous = p->used == CREDS_ANONYMOUS;
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+const char *creds_source_name(const struct creds_provider *p)
+{
+	if (!p)
+		return "none";
+	return source_names[p->used];
+}

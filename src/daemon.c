@@ -1,1 +1,918 @@
-/* daemon.c - placeholder */
+/* daemon.c - owns the daemon's lifecycle (config, credentials, S3 client,
+ * datasets and their arenas, the listening socket, reload), the object
+ * metadata table, and every S3 fetch: HEAD for OPEN, ranged GETs with
+ * If-Match for blocks (coalesced per block), paginated LIST, and retries. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+
+/* ---- objects ------------------------------------------------------------ */
+
+static uint64_t str_hash(uint32_t ds, const char *s)
+{
+	uint64_t h = 1469598103934665603ull ^ ds;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+static struct object **object_slot(struct daemon *d, uint32_t ds,
+				   const char *key)
+{
+	struct object **pp = &d->objects[str_hash(ds, key) & d->objects_mask];
+	while (*pp && ((*pp)->ds->id != ds || strcmp((*pp)->key, key) != 0))
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static void objects_grow(struct daemon *d)
+{
+	uint64_t n = (d->objects_mask + 1) * 2;
+	struct object **nb = calloc(n, sizeof(*nb));
+	if (!nb)
+		return; /* keep the longer chains */
+	for (uint64_t i = 0; i <= d->objects_mask; i++) {
+		for (struct object *o = d->objects[i], *next; o; o = next) {
+			next = o->hnext;
+			struct object **b = &nb[str_hash(o->ds->id, o->key) & (n - 1)];
+			o->hnext = *b;
+			*b = o;
+		}
+	}
+	free(d->objects);
+	d->objects = nb;
+	d->objects_mask = n - 1;
+}
+
+static struct object *object_new(struct daemon *d, struct dataset *ds,
+				 const char *key)
+{
+	struct object *o = calloc(1, sizeof(*o));
+	if (!o || !(o->key = strdup(key))) {
+		free(o);
+		return NULL;
+	}
+	o->id = ++d->next_obj_id;
+	o->ds = ds;
+	o->refs = 1; /* the table's */
+	if (d->n_objects + 1 > d->objects_mask + 1)
+		objects_grow(d);
+	struct object **pp = object_slot(d, ds->id, key);
+	o->hnext = *pp;
+	*pp = o;
+	d->n_objects++;
+	return o;
+}
+
+void object_get(struct object *o)
+{
+	o->refs++;
+}
+
+void object_put(struct daemon *d, struct object *o)
+{
+	(void)d;
+	if (--o->refs == 0) {
+		free(o->key);
+		free(o);
+	}
+}
+
+/* The object changed or vanished in S3: new OPENs must ask S3 again, and
+ * its cached blocks (of the old ETag) are dropped unless leased. */
+static void object_retire(struct shard *sh, struct object *o)
+{
+	struct daemon *d = sh->d;
+	if (o->stale)
+		return;
+	o->stale = true;
+	struct object **pp = object_slot(d, o->ds->id, o->key);
+	if (*pp == o) {
+		*pp = o->hnext;
+		d->n_objects--;
+	}
+	o->hnext = NULL;
+	uint64_t bs = d->cfg.block_bytes;
+	uint64_t nblocks = (o->size + bs - 1) / bs;
+	for (uint64_t b = 0; b < nblocks; b++) {
+		struct cache_entry *e = cache_lookup(&sh->cache, o->id,
+						     (uint32_t)b, false);
+		if (e && e->state == ENTRY_VALID)
+			cache_discard(&sh->cache, e);
+	}
+	sh->m.stale++;
+	object_put(d, o); /* the table's reference */
+}
+
+/* Records what S3 said about a key; returns the current version. */
+static struct object *object_update(struct shard *sh, struct object *o,
+				    const char *etag, uint64_t size)
+{
+	if (o->etag[0] && strcmp(o->etag, etag) != 0) {
+		struct dataset *ds = o->ds;
+		char *key = strdup(o->key);
+		if (!key)
+			return NULL;
+		object_retire(sh, o);
+		o = object_new(sh->d, ds, key);
+		free(key);
+		if (!o)
+			return NULL;
+	}
+	snprintf(o->etag, sizeof(o->etag), "%s", etag);
+	o->size = size;
+	o->fetched_ns = now_ns();
+	return o;
+}
+
+/* ---- fetches ------------------------------------------------------------ */
+
+static char *full_key(const struct dataset *ds, const char *key)
+{
+	size_t pl = strlen(ds->cfg->prefix), kl = strlen(key);
+	char *k = malloc(pl + kl + 1);
+	if (k) {
+		memcpy(k, ds->cfg->prefix, pl);
+		memcpy(k + pl, key, kl + 1);
+	}
+	return k;
+}
+
+static int block_sink(void *ctx, uint64_t body_off, const void *data,
+		      size_t len)
+{
+	struct fetch *f = ctx;
+	struct cache_entry *e = f->entry;
+	if (body_off > e->len || len > e->len - body_off)
+		return -1; /* more than the range: never write past the slot */
+	memcpy(cache_entry_data(e) + body_off, data, len);
+	f->received = body_off + len;
+	return 0;
+}
+
+static int fetch_start(struct fetch *f)
+{
+	struct shard *sh = f->sh;
+	struct daemon *d = sh->d;
+	struct s3_req_params p = {0};
+	char *key = NULL;
+	p.bucket = f->kind == FETCH_LIST ? f->op->ds->cfg->bucket
+					 : f->obj->ds->cfg->bucket;
+	if (f->kind != FETCH_LIST) {
+		key = full_key(f->obj->ds, f->obj->key);
+		if (!key)
+			return -ENOMEM;
+		p.key = key;
+	}
+	switch (f->kind) {
+	case FETCH_HEAD:
+		if (f->probe) {
+			/* A HEAD error has no body; a GET says why. */
+			p.op = S3_GET_OBJECT;
+			p.range_len = 1;
+			sh->m.s3_get++;
+			break;
+		}
+		p.op = S3_HEAD_OBJECT;
+		sh->m.s3_head++;
+		break;
+	case FETCH_BLOCK:
+		p.op = S3_GET_OBJECT;
+		p.range_off = (uint64_t)f->entry->blkno * d->cfg.block_bytes;
+		p.range_len = f->entry->len;
+		p.if_match = f->obj->etag;
+		p.sink = block_sink;
+		p.sink_ctx = f;
+		sh->m.s3_get++;
+		break;
+	case FETCH_LIST:
+		p.op = S3_LIST_OBJECTS_V2;
+		p.prefix = f->list_prefix;
+		p.delimiter = "/";
+		p.continuation_token = f->token;
+		sh->m.s3_list++;
+		break;
+	}
+	char err[256];
+	f->received = 0;
+	f->req = s3_req_new(d->s3, &p, err, sizeof(err));
+	free(key);
+	if (!f->req) {
+		log_warn("S3 request: %s", err);
+		return -EINVAL;
+	}
+	reactor_add_transfer(sh, f);
+	return 0;
+}
+
+static void fetch_free(struct fetch *f)
+{
+	if (f->all_prev)
+		f->all_prev->all_next = f->all_next;
+	else
+		f->sh->fetches = f->all_next;
+	if (f->all_next)
+		f->all_next->all_prev = f->all_prev;
+	if (f->req)
+		s3_req_free(f->req);
+	if (f->obj)
+		object_put(f->sh->d, f->obj);
+	free(f->list_prefix);
+	free(f->token);
+	s3_list_page_free(&f->acc);
+	free(f);
+}
+
+static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
+			       struct object *o)
+{
+	struct fetch *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->kind = kind;
+	f->sh = sh;
+	f->all_next = sh->fetches;
+	if (sh->fetches)
+		sh->fetches->all_prev = f;
+	sh->fetches = f;
+	if (o) {
+		object_get(o);
+		f->obj = o;
+	}
+	return f;
+}
+
+static void retry_schedule(struct fetch *f)
+{
+	struct shard *sh = f->sh;
+	f->attempt++;
+	f->due_ns = now_ns() +
+		    (uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull;
+	struct fetch **pp = &sh->retries;
+	while (*pp && (*pp)->due_ns <= f->due_ns)
+		pp = &(*pp)->next_retry;
+	f->next_retry = *pp;
+	*pp = f;
+	sh->m.s3_retries++;
+}
+
+static void fetch_finish(struct fetch *f, int err);
+
+void fetch_run_retries(struct shard *sh)
+{
+	uint64_t now = now_ns();
+	while (sh->retries && sh->retries->due_ns <= now) {
+		struct fetch *f = sh->retries;
+		sh->retries = f->next_retry;
+		f->next_retry = NULL;
+		int err = fetch_start(f);
+		if (err)
+			fetch_finish(f, err);
+	}
+}
+
+static void head_finish(struct fetch *f, int err, const struct s3_result *r)
+{
+	struct shard *sh = f->sh;
+	struct object *o = f->obj, *cur = o;
+	o->head_pending = false;
+	struct waiter *w = o->head_waiters;
+	o->head_waiters = NULL;
+	if (err == 0) {
+		cur = object_update(sh, o, r->etag, r->object_size);
+		if (!cur)
+			err = -ENOMEM;
+	} else if (err == -ENOENT || !o->etag[0]) {
+		object_retire(sh, o);
+	}
+	while (w) {
+		struct waiter *next = w->next;
+		struct op *op = w->op;
+		op->err = err;
+		if (err == 0) {
+			object_get(cur);
+			op->obj = cur;
+		}
+		op_complete(op);
+		free(w);
+		w = next;
+	}
+}
+
+static void block_finish(struct fetch *f, int err)
+{
+	struct shard *sh = f->sh;
+	struct cache_entry *e = f->entry;
+	struct waiter *w = e->waiters;
+	e->waiters = NULL;
+	if (err == 0) {
+		e->state = ENTRY_VALID;
+		sh->m.bytes_from_s3 += e->len;
+	}
+	while (w) {
+		struct waiter *next = w->next;
+		if (err == 0)
+			op_block_ready(w->op, e);
+		else
+			op_block_failed(w->op, err);
+		free(w);
+		w = next;
+	}
+	if (err) {
+		cache_discard(&sh->cache, e);
+		if (err == -ESTALE || err == -ENOENT)
+			object_retire(sh, f->obj);
+	}
+}
+
+static void list_merge(struct s3_list_page *acc, struct s3_list_page *page)
+{
+	struct s3_list_object *no = realloc(acc->objects,
+		(acc->n_objects + page->n_objects) * sizeof(*no) + 1);
+	char **np = realloc(acc->prefixes,
+		(acc->n_prefixes + page->n_prefixes) * sizeof(*np) + 1);
+	if (no)
+		acc->objects = no;
+	if (np)
+		acc->prefixes = np;
+	if (!no || !np)
+		return; /* the page is freed below: the listing is short */
+	memcpy(no + acc->n_objects, page->objects,
+	       page->n_objects * sizeof(*no));
+	acc->n_objects += page->n_objects;
+	page->n_objects = 0;
+	memcpy(np + acc->n_prefixes, page->prefixes,
+	       page->n_prefixes * sizeof(*np));
+	acc->n_prefixes += page->n_prefixes;
+	page->n_prefixes = 0;
+}
+
+/* A listing also tells each object's ETag and size: OPEN after LIST needs
+ * no HEAD while the metadata is fresh. */
+static void list_learn(struct shard *sh, struct dataset *ds,
+		       const struct s3_list_page *page)
+{
+	size_t pl = strlen(ds->cfg->prefix);
+	if (sh->d->cfg.metadata_ttl_s == 0)
+		return;
+	for (size_t i = 0; i < page->n_objects; i++) {
+		const struct s3_list_object *lo = &page->objects[i];
+		if (strlen(lo->key) <= pl || !lo->etag[0])
+			continue;
+		const char *key = lo->key + pl;
+		struct object *o = *object_slot(sh->d, ds->id, key);
+		if (!o)
+			o = object_new(sh->d, ds, key);
+		if (o && !o->head_pending)
+			object_update(sh, o, lo->etag, lo->size);
+	}
+}
+
+static bool list_continue(struct fetch *f, int *err)
+{
+	size_t len;
+	const char *body = s3_req_body(f->req, &len);
+	struct s3_list_page page = {0};
+	char perr[256];
+	if (s3_parse_list(body, len, &page, perr, sizeof(perr)) < 0) {
+		log_warn("ListObjectsV2: malformed response: %s", perr);
+		*err = -EPROTO;
+		s3_list_page_free(&page);
+		return false;
+	}
+	list_learn(f->sh, f->op->ds, &page);
+	list_merge(&f->acc, &page);
+	bool more = page.truncated && page.next_token;
+	if (more) {
+		free(f->token);
+		f->token = page.next_token;
+		page.next_token = NULL;
+	}
+	s3_list_page_free(&page);
+	if (!more)
+		return false;
+	s3_req_free(f->req);
+	f->req = NULL;
+	f->attempt = 0;
+	*err = fetch_start(f);
+	return *err == 0;
+}
+
+static void fetch_finish(struct fetch *f, int err)
+{
+	struct s3_result none = {0};
+	switch (f->kind) {
+	case FETCH_HEAD:
+		head_finish(f, err, &none);
+		break;
+	case FETCH_BLOCK:
+		block_finish(f, err);
+		break;
+	case FETCH_LIST:
+		op_list_ready(f->op, &f->acc, err);
+		break;
+	}
+	fetch_free(f);
+}
+
+void fetch_done(struct fetch *f, CURLcode code)
+{
+	struct shard *sh = f->sh;
+	struct s3_result r;
+	s3_req_result(f->req, code, &r);
+	int err = r.err;
+	if (err == 0 && f->kind == FETCH_BLOCK && f->received != f->entry->len) {
+		err = -EIO; /* short body */
+		r.retryable = true;
+	}
+	if (err == 0 && f->kind == FETCH_BLOCK && r.etag[0] &&
+	    strcmp(r.etag, f->obj->etag) != 0) {
+		err = -ESTALE; /* a server that ignored If-Match */
+		r.retryable = false;
+	}
+	if (err) {
+		sh->m.s3_errors++;
+		if (r.retryable && f->attempt < sh->d->cfg.max_retries) {
+			log_debug("S3 %s: %s (%ld), retrying", r.code,
+				  r.message, r.http_status);
+			s3_req_free(f->req);
+			f->req = NULL;
+			retry_schedule(f);
+			return;
+		}
+		log_warn("S3 request for %s failed: HTTP %ld %s %s",
+			 f->obj ? f->obj->key : "(list)", r.http_status,
+			 r.code, r.message);
+	}
+	if (f->kind == FETCH_HEAD && !f->probe && err == -EACCES && !r.code[0]) {
+		s3_req_free(f->req);
+		f->req = NULL;
+		f->probe = true;
+		if ((err = fetch_start(f)) == 0)
+			return;
+	}
+	if (f->kind == FETCH_HEAD) {
+		if (f->probe && err == 0)
+			err = -EACCES; /* HEAD refused what GET allows: odd ACL */
+		head_finish(f, err, &r);
+		fetch_free(f);
+		return;
+	}
+	if (f->kind == FETCH_LIST && err == 0 && list_continue(f, &err))
+		return;
+	fetch_finish(f, err);
+}
+
+/* ---- client operations -------------------------------------------------- */
+
+static int add_waiter(struct waiter **list, struct op *op)
+{
+	struct waiter *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->op = op;
+	w->next = *list;
+	*list = w;
+	return 0;
+}
+
+void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
+		 const char *key, size_t key_len)
+{
+	struct daemon *d = sh->d;
+	(void)key_len;
+	struct object *o = *object_slot(d, ds->id, key);
+	uint64_t ttl = (uint64_t)d->cfg.metadata_ttl_s * 1000000000ull;
+	if (o && !o->head_pending && o->etag[0] &&
+	    now_ns() - o->fetched_ns < ttl) {
+		object_get(o);
+		op->obj = o;
+		op_complete(op);
+		return;
+	}
+	if (!o && !(o = object_new(d, ds, key))) {
+		op->err = -ENOMEM;
+		op_complete(op);
+		return;
+	}
+	if (add_waiter(&o->head_waiters, op) < 0) {
+		op->err = -ENOMEM;
+		op_complete(op);
+		return;
+	}
+	if (o->head_pending)
+		return;
+	struct fetch *f = fetch_new(sh, FETCH_HEAD, o);
+	o->head_pending = true;
+	int err = f ? fetch_start(f) : -ENOMEM;
+	if (err) {
+		if (f)
+			fetch_free(f);
+		struct fetch tmp = {.kind = FETCH_HEAD, .sh = sh, .obj = o};
+		head_finish(&tmp, err, NULL);
+	}
+}
+
+static uint32_t block_len(const struct object *o, uint64_t b, uint64_t bs)
+{
+	uint64_t start = b * bs;
+	return (uint32_t)(o->size - start < bs ? o->size - start : bs);
+}
+
+static void start_block(struct shard *sh, struct op *op, uint64_t b)
+{
+	struct object *o = op->obj;
+	int err = 0;
+	if (o->stale) {
+		op_block_failed(op, -ESTALE);
+		return;
+	}
+	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca, o->id,
+		(uint32_t)b, block_len(o, b, sh->d->cfg.block_bytes), &err);
+	if (!e) {
+		op_block_failed(op, err);
+		return;
+	}
+	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
+	if (!f || add_waiter(&e->waiters, op) < 0) {
+		if (f)
+			fetch_free(f);
+		cache_discard(&sh->cache, e);
+		op_block_failed(op, -ENOMEM);
+		return;
+	}
+	f->entry = e;
+	err = fetch_start(f);
+	if (err)
+		fetch_finish(f, err);
+}
+
+void daemon_read(struct shard *sh, struct op *op)
+{
+	uint64_t bs = sh->d->cfg.block_bytes;
+	struct object *o = op->obj;
+	uint64_t first = op->offset / bs;
+	uint64_t last = (op->offset + op->len - 1) / bs;
+	op->pending = (uint32_t)(last - first + 2); /* +1 holds op alive */
+	for (uint64_t b = first; b <= last; b++) {
+		struct cache_entry *e = cache_lookup(&sh->cache, o->id,
+						     (uint32_t)b, true);
+		if (e && e->state == ENTRY_VALID) {
+			sh->m.hits++;
+			op_block_ready(op, e);
+			continue;
+		}
+		sh->m.misses++;
+		op->cqe.flags &= ~RC_CQE_F_HIT;
+		if (e) {
+			if (add_waiter(&e->waiters, op) < 0)
+				op_block_failed(op, -ENOMEM);
+			continue;
+		}
+		start_block(sh, op, b);
+	}
+	if (--op->pending == 0)
+		op_complete(op);
+}
+
+void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
+		 const char *prefix, size_t len)
+{
+	(void)len;
+	struct fetch *f = fetch_new(sh, FETCH_LIST, NULL);
+	if (!f || !(f->list_prefix = full_key(ds, prefix))) {
+		free(f);
+		op->err = -ENOMEM;
+		op_complete(op);
+		return;
+	}
+	f->op = op;
+	int err = fetch_start(f);
+	if (err)
+		fetch_finish(f, err);
+}
+
+/* ---- datasets ----------------------------------------------------------- */
+
+static void dataset_cfg_free(struct rc_dataset_config *c)
+{
+	if (!c)
+		return;
+	free(c->name);
+	free(c->uri);
+	free(c->bucket);
+	free(c->prefix);
+	free(c->uids);
+	free(c->gids);
+	free(c);
+}
+
+static struct rc_dataset_config *dataset_cfg_dup(const struct rc_dataset_config *s)
+{
+	struct rc_dataset_config *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	*c = *s;
+	c->name = strdup(s->name);
+	c->uri = strdup(s->uri);
+	c->bucket = strdup(s->bucket);
+	c->prefix = strdup(s->prefix);
+	c->uids = s->n_uids ? malloc(s->n_uids * sizeof(uid_t)) : NULL;
+	c->gids = s->n_gids ? malloc(s->n_gids * sizeof(gid_t)) : NULL;
+	if (!c->name || !c->uri || !c->bucket || !c->prefix ||
+	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids)) {
+		dataset_cfg_free(c);
+		return NULL;
+	}
+	if (s->n_uids)
+		memcpy(c->uids, s->uids, s->n_uids * sizeof(uid_t));
+	if (s->n_gids)
+		memcpy(c->gids, s->gids, s->n_gids * sizeof(gid_t));
+	return c;
+}
+
+static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
+{
+	if (d->n_datasets >= RC_MAX_DATASETS)
+		return -ENOSPC;
+	struct dataset *ds = calloc(1, sizeof(*ds));
+	if (!ds)
+		return -ENOMEM;
+	ds->cfg = dataset_cfg_dup(cfg);
+	char name[96];
+	snprintf(name, sizeof(name), "ringcache-%s", cfg->name);
+	struct shard *sh = &d->shards[0];
+	int err = ds->cfg ? arena_init(&ds->arena, &sh->budget, name,
+				       d->cfg.hugepages, d->cfg.mlock)
+			  : -ENOMEM;
+	if (!err && !(ds->ca = cache_add_arena(&sh->cache, &ds->arena))) {
+		arena_destroy(&ds->arena);
+		err = -ENOMEM;
+	}
+	if (err) {
+		dataset_cfg_free(ds->cfg);
+		free(ds);
+		return err;
+	}
+	ds->id = d->n_datasets;
+	ds->enabled = true;
+	d->datasets[d->n_datasets++] = ds;
+	log_info("dataset %s: %s (id %u)", cfg->name, cfg->uri, ds->id);
+	return 0;
+}
+
+static struct dataset *dataset_by_name(struct daemon *d, const char *name)
+{
+	for (uint32_t i = 0; i < d->n_datasets; i++)
+		if (d->datasets[i]->enabled &&
+		    strcmp(d->datasets[i]->cfg->name, name) == 0)
+			return d->datasets[i];
+	return NULL;
+}
+
+int daemon_reload(struct daemon *d)
+{
+	struct rc_config nc;
+	char err[512];
+	if (config_load(d->config_path, &nc, err, sizeof(err)) < 0) {
+		log_error("reload refused, keeping the running config: %s", err);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		struct dataset *ds = d->datasets[i];
+		bool keep = false;
+		for (size_t j = 0; j < nc.n_datasets && !keep; j++)
+			keep = ds->enabled &&
+			       strcmp(nc.datasets[j].name, ds->cfg->name) == 0 &&
+			       strcmp(nc.datasets[j].uri, ds->cfg->uri) == 0;
+		if (!keep && ds->enabled) {
+			ds->enabled = false; /* mapped arenas stay valid */
+			log_info("dataset %s removed", ds->cfg->name);
+		}
+	}
+	for (size_t j = 0; j < nc.n_datasets; j++) {
+		struct dataset *ds = dataset_by_name(d, nc.datasets[j].name);
+		if (ds) {
+			struct rc_dataset_config *c = dataset_cfg_dup(&nc.datasets[j]);
+			if (c) {
+				dataset_cfg_free(ds->cfg);
+				ds->cfg = c; /* new ACL for new sessions */
+			}
+			continue;
+		}
+		int e = dataset_add(d, &nc.datasets[j]);
+		if (e)
+			log_error("dataset %s: %s", nc.datasets[j].name,
+				  strerror(-e));
+	}
+	config_free(&nc);
+	log_info("reloaded %s: %u datasets", d->config_path, d->n_datasets);
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static int listen_socket(struct daemon *d, char *err, size_t errlen)
+{
+	const char *path = d->cfg.socket_path;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	char dir[sizeof(sa.sun_path)];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+			return -1;
+		}
+	}
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		snprintf(err, errlen, "%s: another ringcached is serving it",
+			 path);
+		close(fd);
+		return -1;
+	}
+	unlink(path);
+	mode_t old = umask(0777 & ~d->cfg.socket_mode);
+	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || chmod(path, d->cfg.socket_mode) < 0 || listen(fd, 256) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	d->listen_fd = fd;
+	return 0;
+}
+
+static int signals_init(struct daemon *d)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+	return d->signal_fd < 0 ? -errno : 0;
+}
+
+static int s3_init(struct daemon *d, char *err, size_t errlen)
+{
+	const struct rc_config *c = &d->cfg;
+	struct creds_config cc = {
+		.source = c->creds_source,
+		.access_key = c->access_key,
+		.secret_key = c->secret_key,
+		.session_token = c->session_token,
+		.profile = c->profile,
+		.credentials_file = c->credentials_file,
+		.timeout_ms = 2000,
+	};
+	d->creds = creds_provider_new(&cc, err, errlen);
+	if (!d->creds)
+		return -1;
+	log_info("credentials from %s", creds_source_name(d->creds));
+	struct s3_config sc = {
+		.endpoint = c->endpoint,
+		.region = c->region,
+		.addressing = c->addressing,
+		.tls_verify = c->tls_verify,
+		.ca_file = c->ca_file,
+		.connect_timeout_ms = c->connect_timeout_ms,
+		.request_timeout_ms = c->request_timeout_ms,
+		.low_speed_time_s = 10,
+		.max_retries = c->max_retries,
+		.backoff_base_ms = 50,
+		.backoff_cap_ms = 5000,
+		.creds = d->creds,
+	};
+	d->s3 = s3_client_new(&sc, err, errlen);
+	return d->s3 ? 0 : -1;
+}
+
+int daemon_init(struct daemon *d, const char *config_path, char *err,
+		size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->listen_fd = d->signal_fd = -1;
+	d->started_ns = now_ns();
+	if (config_load(config_path, &d->cfg, err, errlen) < 0)
+		return -1;
+	d->config_path = strdup(config_path);
+	rc_log_level = d->cfg.log_level;
+	d->objects_mask = 1023;
+	d->objects = calloc(d->objects_mask + 1, sizeof(*d->objects));
+	d->n_shards = 1;
+	d->shards = calloc(d->n_shards, sizeof(*d->shards));
+	if (!d->config_path || !d->objects || !d->shards) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (s3_init(d, err, errlen) < 0)
+		return -1;
+	struct shard *sh = &d->shards[0];
+	sh->d = d;
+	if (arena_budget_init(&sh->budget, d->cfg.memory_bytes,
+			      d->cfg.block_bytes) < 0 ||
+	    cache_init(&sh->cache, &sh->budget) < 0) {
+		snprintf(err, errlen, "memory %llu too small for block size %u",
+			 (unsigned long long)d->cfg.memory_bytes,
+			 d->cfg.block_bytes);
+		return -1;
+	}
+	int r = reactor_init(sh);
+	if (r < 0) {
+		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
+		return -1;
+	}
+	for (size_t i = 0; i < d->cfg.n_datasets; i++) {
+		r = dataset_add(d, &d->cfg.datasets[i]);
+		if (r < 0) {
+			snprintf(err, errlen, "dataset %s: arena: %s",
+				 d->cfg.datasets[i].name, strerror(-r));
+			return -1;
+		}
+	}
+	if ((r = signals_init(d)) < 0) {
+		snprintf(err, errlen, "signals: %s", strerror(-r));
+		return -1;
+	}
+	if (listen_socket(d, err, errlen) < 0)
+		return -1;
+	log_info("ringcached: %s, %llu MiB in %llu superblocks, block %u KiB, "
+		 "socket %s", config_path,
+		 (unsigned long long)(d->cfg.memory_bytes >> 20),
+		 (unsigned long long)sh->budget.sb_total,
+		 d->cfg.block_bytes >> 10, d->cfg.socket_path);
+	return 0;
+}
+
+void daemon_destroy(struct daemon *d)
+{
+	for (uint32_t i = 0; i < d->n_shards; i++) {
+		struct shard *sh = &d->shards[i];
+		while (sh->sessions)
+			session_close(sh->sessions);
+		sh->retries = NULL;
+		while (sh->fetches) {
+			struct fetch *f = sh->fetches;
+			if (f->in_curl)
+				curl_multi_remove_handle(sh->multi,
+							 s3_req_easy(f->req));
+			fetch_finish(f, -ECANCELED);
+		}
+		reactor_destroy(sh);
+		cache_destroy(&sh->cache);
+	}
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		arena_destroy(&d->datasets[i]->arena);
+		dataset_cfg_free(d->datasets[i]->cfg);
+		free(d->datasets[i]);
+	}
+	if (d->objects) {
+		for (uint64_t i = 0; i <= d->objects_mask; i++) {
+			for (struct object *o = d->objects[i], *n; o; o = n) {
+				n = o->hnext;
+				free(o->key);
+				free(o);
+			}
+		}
+	}
+	free(d->objects);
+	free(d->shards);
+	if (d->s3)
+		s3_client_free(d->s3);
+	if (d->creds)
+		creds_provider_free(d->creds);
+	if (d->listen_fd >= 0) {
+		close(d->listen_fd);
+		unlink(d->cfg.socket_path);
+	}
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
+	config_free(&d->cfg);
+	free(d->config_path);
+}

@@ -1,1 +1,87 @@
-/* metrics.c - placeholder */
+/* metrics.c - owns the daemon's counters as Prometheus text (the STATS
+ * message, `ringcache stats`). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "daemon.h"
+
+struct out {
+	char *buf;
+	size_t len, used;
+};
+
+static void emit(struct out *o, const char *name, const char *type,
+		 const char *help, uint64_t v)
+{
+	if (o->used >= o->len)
+		return;
+	int n = snprintf(o->buf + o->used, o->len - o->used,
+			 "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help,
+			 name, type, name, (unsigned long long)v);
+	if (n > 0)
+		o->used += (size_t)n < o->len - o->used ? (size_t)n
+							 : o->len - o->used - 1;
+}
+
+size_t metrics_render(const struct daemon *d, char *buf, size_t len)
+{
+	struct out o = {buf, len, 0};
+	struct metrics m = {0};
+	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
+	uint64_t entries = 0, evictions = 0, inflight = 0;
+	if (len)
+		buf[0] = 0;
+	for (uint32_t i = 0; i < d->n_shards; i++) {
+		const struct shard *sh = &d->shards[i];
+		const struct metrics *s = &sh->m;
+		m.hits += s->hits;
+		m.misses += s->misses;
+		m.s3_get += s->s3_get;
+		m.s3_head += s->s3_head;
+		m.s3_list += s->s3_list;
+		m.s3_errors += s->s3_errors;
+		m.s3_retries += s->s3_retries;
+		m.bytes_from_s3 += s->bytes_from_s3;
+		m.bytes_served_zero_copy += s->bytes_served_zero_copy;
+		m.bytes_copied += s->bytes_copied;
+		m.ops += s->ops;
+		m.bad_entries += s->bad_entries;
+		m.sessions_total += s->sessions_total;
+		m.sessions_refused += s->sessions_refused;
+		m.stale += s->stale;
+		sessions += sh->n_sessions;
+		for (const struct session *se = sh->sessions; se; se = se->next)
+			handles += se->n_handles;
+		leases += sh->cache.stats.leases;
+		entries += sh->cache.stats.entries;
+		evictions += sh->cache.stats.evictions;
+		used += sh->budget.sb_used * sh->budget.sb_bytes;
+		total += sh->budget.sb_total * sh->budget.sb_bytes;
+		inflight += sh->s3_inflight;
+	}
+	emit(&o, "ringcache_sessions_active", "gauge", "Attached client sessions.", sessions);
+	emit(&o, "ringcache_sessions_total", "counter", "Sessions attached since start.", m.sessions_total);
+	emit(&o, "ringcache_sessions_refused_total", "counter", "Attaches refused (max_sessions).", m.sessions_refused);
+	emit(&o, "ringcache_handles_open", "gauge", "Open object handles.", handles);
+	emit(&o, "ringcache_leases_active", "gauge", "Blocks leased to clients (not evictable).", leases);
+	emit(&o, "ringcache_ops_total", "counter", "Submission entries processed.", m.ops);
+	emit(&o, "ringcache_bad_entries_total", "counter", "Malformed submission entries.", m.bad_entries);
+	emit(&o, "ringcache_cache_hits_total", "counter", "Block lookups served from the cache.", m.hits);
+	emit(&o, "ringcache_cache_misses_total", "counter", "Block lookups that waited for S3.", m.misses);
+	emit(&o, "ringcache_cache_entries", "gauge", "Blocks in the cache.", entries);
+	emit(&o, "ringcache_cache_evictions_total", "counter", "Blocks evicted.", evictions);
+	emit(&o, "ringcache_arena_bytes_used", "gauge", "Arena bytes in superblocks in use.", used);
+	emit(&o, "ringcache_arena_bytes_total", "gauge", "Arena memory budget.", total);
+	emit(&o, "ringcache_s3_get_total", "counter", "S3 GET requests (ranged block fetches).", m.s3_get);
+	emit(&o, "ringcache_s3_head_total", "counter", "S3 HEAD requests.", m.s3_head);
+	emit(&o, "ringcache_s3_list_total", "counter", "S3 ListObjectsV2 requests.", m.s3_list);
+	emit(&o, "ringcache_s3_errors_total", "counter", "Failed S3 requests (before retry).", m.s3_errors);
+	emit(&o, "ringcache_s3_retries_total", "counter", "S3 requests retried.", m.s3_retries);
+	emit(&o, "ringcache_s3_inflight", "gauge", "S3 requests in flight.", inflight);
+	emit(&o, "ringcache_s3_bytes_total", "counter", "Bytes fetched from S3.", m.bytes_from_s3);
+	emit(&o, "ringcache_objects_stale_total", "counter", "Objects found changed or gone in S3.", m.stale);
+	emit(&o, "ringcache_read_bytes_zero_copy_total", "counter", "Bytes served by zero-copy READ.", m.bytes_served_zero_copy);
+	emit(&o, "ringcache_read_bytes_copied_total", "counter", "Bytes copied by READ_INTO.", m.bytes_copied);
+	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.", (now_ns() - d->started_ns) / 1000000000ull);
+	return o.used;
+}

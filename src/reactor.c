@@ -1,1 +1,437 @@
-/* reactor.c - placeholder */
+/* reactor.c - owns a shard's io_uring loop: curl's sockets (poll) and timer
+ * (the loop's wait timeout), client doorbells, the listening socket and
+ * signals. One loop, no second event system: libcurl is driven with
+ * curl_multi_socket_action. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define RING_DEPTH 1024
+#define IDLE_SPIN_NS 20000 /* poll client rings this long before sleeping */
+
+struct curl_sock {
+	struct ev ev;
+	struct shard *sh;
+	curl_socket_t fd;
+	int want;          /* CURL_POLL_IN/OUT/INOUT */
+	unsigned armed_mask;
+	bool armed, dead, in_dispatch;
+	struct curl_sock *next, *prev;
+};
+
+static void curl_sock_free(struct curl_sock *cs)
+{
+	struct shard *sh = cs->sh;
+	if (cs->prev)
+		cs->prev->next = cs->next;
+	else
+		sh->csocks = cs->next;
+	if (cs->next)
+		cs->next->prev = cs->prev;
+	free(cs);
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct ev ignore_ev = {EV_IGNORE};
+
+struct io_uring_sqe *reactor_sqe(struct shard *sh)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
+	if (!sqe) {
+		io_uring_submit(&sh->ring);
+		sqe = io_uring_get_sqe(&sh->ring);
+	}
+	return sqe; /* never NULL right after a submit of a full SQ */
+}
+
+static unsigned poll_mask(int what)
+{
+	unsigned m = 0;
+	if (what & CURL_POLL_IN)
+		m |= POLLIN;
+	if (what & CURL_POLL_OUT)
+		m |= POLLOUT;
+	return m;
+}
+
+static void curl_sock_arm(struct curl_sock *cs)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(cs->sh);
+	cs->armed_mask = poll_mask(cs->want);
+	io_uring_prep_poll_add(sqe, cs->fd, cs->armed_mask);
+	io_uring_sqe_set_data(sqe, &cs->ev);
+	cs->armed = true;
+}
+
+static void curl_sock_disarm(struct curl_sock *cs)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(cs->sh);
+	io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)&cs->ev);
+	io_uring_sqe_set_data(sqe, &ignore_ev);
+}
+
+static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp,
+			  void *socketp)
+{
+	struct shard *sh = userp;
+	struct curl_sock *cs = socketp;
+	(void)easy;
+	if (what == CURL_POLL_REMOVE) {
+		if (!cs)
+			return 0;
+		curl_multi_assign(sh->multi, fd, NULL);
+		cs->dead = true;
+		if (cs->armed)
+			curl_sock_disarm(cs); /* freed by its completion */
+		else if (!cs->in_dispatch)
+			curl_sock_free(cs);
+		return 0;
+	}
+	if (!cs) {
+		cs = calloc(1, sizeof(*cs));
+		if (!cs)
+			return -1;
+		cs->ev.kind = EV_CURL_SOCK;
+		cs->sh = sh;
+		cs->fd = fd;
+		cs->next = sh->csocks;
+		if (sh->csocks)
+			sh->csocks->prev = cs;
+		sh->csocks = cs;
+		curl_multi_assign(sh->multi, fd, cs);
+	}
+	cs->want = what;
+	if (cs->armed && cs->armed_mask != poll_mask(what))
+		curl_sock_disarm(cs); /* re-armed when the poll completes */
+	else if (!cs->armed && !cs->in_dispatch)
+		curl_sock_arm(cs);
+	return 0;
+}
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct shard *sh = userp;
+	(void)multi;
+	sh->curl_due_ns = timeout_ms < 0 ? -1
+			  : (int64_t)(now_ns() + (uint64_t)timeout_ms * 1000000ull);
+	return 0;
+}
+
+static void curl_check_done(struct shard *sh)
+{
+	CURLMsg *msg;
+	int left;
+	while ((msg = curl_multi_info_read(sh->multi, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		CURL *easy = msg->easy_handle;
+		CURLcode code = msg->data.result;
+		struct s3_req *req = NULL;
+		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&req);
+		curl_multi_remove_handle(sh->multi, easy);
+		sh->s3_inflight--;
+		((struct fetch *)s3_req_get_private(req))->in_curl = false;
+		fetch_done(s3_req_get_private(req), code);
+	}
+}
+
+static void curl_action(struct shard *sh, curl_socket_t fd, int events)
+{
+	int running;
+	curl_multi_socket_action(sh->multi, fd, events, &running);
+	curl_check_done(sh);
+}
+
+static void on_curl_poll(struct curl_sock *cs, int res)
+{
+	cs->armed = false;
+	if (cs->dead) {
+		curl_sock_free(cs);
+		return;
+	}
+	if (res != -ECANCELED) {
+		int ev = 0;
+		if (res < 0)
+			ev = CURL_CSELECT_ERR;
+		else {
+			if (res & POLLIN)
+				ev |= CURL_CSELECT_IN;
+			if (res & POLLOUT)
+				ev |= CURL_CSELECT_OUT;
+			if (res & (POLLERR | POLLHUP))
+				ev |= CURL_CSELECT_ERR;
+		}
+		cs->in_dispatch = true;
+		curl_action(cs->sh, cs->fd, ev);
+		cs->in_dispatch = false;
+	}
+	if (cs->dead)
+		curl_sock_free(cs);
+	else if (cs->want)
+		curl_sock_arm(cs);
+}
+
+void reactor_add_transfer(struct shard *sh, struct fetch *f)
+{
+	s3_req_set_private(f->req, f);
+	CURLMcode mc = curl_multi_add_handle(sh->multi, s3_req_easy(f->req));
+	if (mc != CURLM_OK) {
+		log_error("curl_multi_add_handle: %s", curl_multi_strerror(mc));
+		fetch_done(f, CURLE_FAILED_INIT);
+		return;
+	}
+	sh->s3_inflight++;
+	f->in_curl = true;
+}
+
+int reactor_init(struct shard *sh)
+{
+	struct io_uring_params p = {0};
+	p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+	int r = io_uring_queue_init_params(RING_DEPTH, &sh->ring, &p);
+	if (r < 0) {
+		memset(&p, 0, sizeof(p));
+		r = io_uring_queue_init_params(RING_DEPTH, &sh->ring, &p);
+	}
+	if (r < 0)
+		return r;
+	sh->multi = curl_multi_init();
+	if (!sh->multi)
+		return -ENOMEM;
+	const struct rc_config *cfg = &sh->d->cfg;
+	curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+	curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+	curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+	curl_multi_setopt(sh->multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+			  (long)cfg->max_connections);
+	curl_multi_setopt(sh->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS,
+			  (long)cfg->max_connections);
+	curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS,
+			  (long)cfg->max_connections);
+	sh->curl_due_ns = -1;
+	return 0;
+}
+
+void reactor_destroy(struct shard *sh)
+{
+	if (sh->multi)
+		curl_multi_cleanup(sh->multi);
+	sh->multi = NULL;
+	while (sh->csocks)
+		curl_sock_free(sh->csocks);
+	if (sh->ring.ring_fd > 0)
+		io_uring_queue_exit(&sh->ring);
+	memset(&sh->ring, 0, sizeof(sh->ring));
+}
+
+static void arm_accept(struct daemon *d)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(&d->shards[0]);
+	io_uring_prep_accept(sqe, d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &d->accept_ev);
+	d->accept_armed = true;
+}
+
+static void arm_signal(struct daemon *d)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(&d->shards[0]);
+	io_uring_prep_read(sqe, d->signal_fd, d->sigbuf,
+			   sizeof(struct signalfd_siginfo), 0);
+	io_uring_sqe_set_data(sqe, &d->signal_ev);
+}
+
+static void on_signal(struct daemon *d, int res)
+{
+	if (res == (int)sizeof(struct signalfd_siginfo)) {
+		struct signalfd_siginfo *si = (void *)d->sigbuf;
+		if (si->ssi_signo == SIGHUP) {
+			d->reload = true;
+		} else {
+			log_info("signal %u: draining and exiting",
+				 si->ssi_signo);
+			d->stopping = true;
+		}
+	}
+	if (!d->stopping)
+		arm_signal(d);
+}
+
+static void dispatch(struct daemon *d, struct io_uring_cqe *cqe)
+{
+	struct ev *ev = io_uring_cqe_get_data(cqe);
+	if (!ev)
+		return;
+	switch (ev->kind) {
+	case EV_ACCEPT:
+		d->accept_armed = false;
+		if (cqe->res >= 0)
+			session_accept(d, cqe->res);
+		else if (cqe->res != -ECANCELED)
+			log_warn("accept: %s", strerror(-cqe->res));
+		if (!d->stopping)
+			arm_accept(d);
+		break;
+	case EV_SIGNAL:
+		on_signal(d, cqe->res);
+		break;
+	case EV_SESSION_SOCK:
+		session_on_sock((struct session *)((char *)ev -
+			offsetof(struct session, sock_ev)), cqe->res);
+		break;
+	case EV_SESSION_DOORBELL:
+		session_on_doorbell((struct session *)((char *)ev -
+			offsetof(struct session, bell_ev)), cqe->res);
+		break;
+	case EV_CURL_SOCK:
+		on_curl_poll((struct curl_sock *)ev, cqe->res);
+		break;
+	default:
+		break;
+	}
+}
+
+static bool process_sessions(struct shard *sh)
+{
+	bool busy = false;
+	for (struct session *s = sh->sessions, *n; s; s = n) {
+		n = s->next;
+		busy |= session_process(s);
+	}
+	return busy;
+}
+
+static void flush_sessions(struct shard *sh)
+{
+	for (struct session *s = sh->sessions; s; s = s->next)
+		session_flush(s);
+}
+
+static void set_need_wakeup(struct shard *sh, bool on)
+{
+	for (struct session *s = sh->sessions; s; s = s->next) {
+		if (!s->hdr)
+			continue; /* not attached yet: no ring */
+		if (on)
+			atomic_fetch_or(&s->hdr->sq_flags, RC_SQ_NEED_WAKEUP);
+		else
+			atomic_fetch_and(&s->hdr->sq_flags, ~RC_SQ_NEED_WAKEUP);
+	}
+}
+
+static bool sessions_have_work(struct shard *sh)
+{
+	for (struct session *s = sh->sessions; s; s = s->next)
+		if (s->hdr && atomic_load_explicit(&s->hdr->sq_tail,
+					 memory_order_acquire) != s->sq_head)
+			return true;
+	return false;
+}
+
+/* Nanoseconds until the next timer (curl or a retry), capped. */
+static int64_t next_timeout(struct shard *sh, uint64_t now)
+{
+	int64_t t = 1000000000ll; /* wake at least once a second */
+	if (sh->curl_due_ns >= 0)
+		t = sh->curl_due_ns > (int64_t)now ? sh->curl_due_ns - (int64_t)now : 0;
+	if (sh->retries) {
+		int64_t r = sh->retries->due_ns > now ?
+			    (int64_t)(sh->retries->due_ns - now) : 0;
+		if (r < t)
+			t = r;
+	}
+	return t;
+}
+
+static void run_timers(struct shard *sh)
+{
+	uint64_t now = now_ns();
+	if (sh->curl_due_ns >= 0 && (uint64_t)sh->curl_due_ns <= now) {
+		sh->curl_due_ns = -1;
+		curl_action(sh, CURL_SOCKET_TIMEOUT, 0);
+	}
+	fetch_run_retries(sh);
+}
+
+static void reap(struct daemon *d, struct shard *sh)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	io_uring_for_each_cqe(&sh->ring, head, cqe) {
+		dispatch(d, cqe);
+		n++;
+	}
+	io_uring_cq_advance(&sh->ring, n);
+}
+
+static void wait_events(struct daemon *d, struct shard *sh, bool busy)
+{
+	if (!busy && sh->sessions) {
+		uint64_t until = now_ns() + IDLE_SPIN_NS;
+		while (!sessions_have_work(sh) && now_ns() < until &&
+		       !io_uring_cq_ready(&sh->ring))
+			__builtin_ia32_pause();
+		busy = sessions_have_work(sh);
+	}
+	if (!busy) {
+		set_need_wakeup(sh, true);
+		atomic_thread_fence(memory_order_seq_cst);
+		busy = sessions_have_work(sh);
+	}
+	struct io_uring_cqe *cqe;
+	if (busy || io_uring_cq_ready(&sh->ring)) {
+		io_uring_submit(&sh->ring);
+	} else {
+		int64_t t = next_timeout(sh, now_ns());
+		struct __kernel_timespec ts = {.tv_sec = t / 1000000000ll,
+					       .tv_nsec = t % 1000000000ll};
+		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts,
+						 NULL);
+	}
+	set_need_wakeup(sh, false);
+	reap(d, sh);
+}
+
+int reactor_run(struct daemon *d)
+{
+	struct shard *sh = &d->shards[0];
+	d->accept_ev.kind = EV_ACCEPT;
+	d->signal_ev.kind = EV_SIGNAL;
+	arm_accept(d);
+	arm_signal(d);
+	while (!d->stopping) {
+		if (d->reload) {
+			d->reload = false;
+			daemon_reload(d);
+		}
+		bool busy = process_sessions(sh);
+		run_timers(sh);
+		flush_sessions(sh);
+		wait_events(d, sh, busy);
+	}
+	/* Drain: sessions go (their leases with them); transfers are
+	 * abandoned, nothing acknowledged is pending on the read path. */
+	while (sh->sessions)
+		session_close(sh->sessions);
+	/* Closed sessions are freed when their cancelled polls complete. */
+	for (int i = 0; i < 100 && sh->n_zombies; i++) {
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts = {.tv_nsec = 10000000};
+		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
+		reap(d, sh);
+	}
+	return 0;
+}

@@ -1,1 +1,1003 @@
-/* session.c - placeholder */
+/* session.c - owns client sessions: the socket handshake (SO_PEERCRED,
+ * ACLs, memfds by SCM_RIGHTS), registered buffers, the SQ/CQ rings, the
+ * validation of every submission entry, handles and leases, and the
+ * completion of client operations. A malformed entry fails alone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+
+#define DEFAULT_SQ 256u
+#define MAX_SQ 4096u
+#define DEFAULT_ARGS 64u
+#define MAX_ARGS 1024u
+#define MAX_HANDLES (1u << 20)
+#define MAX_LEASES (1u << 20)
+#define MAX_BACKLOG (1u << 16)
+#define MAX_REGBUF_SIZE (1ull << 40)
+#define MSG_MAX 65536
+
+/* Which SQE fields an opcode reads; all others must be zero. */
+enum {
+	F_ARG = 1, F_HANDLE = 2, F_OFFSET = 4, F_LEN = 8, F_BUF = 16,
+	F_DATASET = 32,
+};
+static const uint8_t op_fields[RC_OP__COUNT] = {
+	[RC_OP_NOP] = 0,
+	[RC_OP_OPEN] = F_DATASET | F_ARG,
+	[RC_OP_STAT] = F_HANDLE | F_ARG,
+	[RC_OP_LIST] = F_DATASET | F_ARG | F_OFFSET | F_BUF | F_LEN,
+	[RC_OP_READ] = F_HANDLE | F_OFFSET | F_LEN,
+	[RC_OP_READ_INTO] = F_HANDLE | F_OFFSET | F_LEN | F_BUF,
+	[RC_OP_RELEASE] = F_HANDLE,
+	[RC_OP_CLOSE] = F_HANDLE,
+};
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+static void session_free(struct session *s)
+{
+	if (s->closed)
+		s->sh->n_zombies--;
+	if (s->region)
+		munmap(s->region, s->region_size);
+	for (unsigned i = 0; i < 64; i++)
+		if (s->bufs[i].base)
+			munmap(s->bufs[i].base, s->bufs[i].size);
+	int fds[] = {s->sock, s->sq_efd, s->cq_efd, s->ring_fd};
+	for (unsigned i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(s->handles);
+	free(s->leases.e);
+	free(s->leases.free);
+	free(s->backlog);
+	free(s);
+}
+
+void session_put(struct session *s)
+{
+	if (--s->refs == 0)
+		session_free(s);
+}
+
+static void cancel_armed(struct session *s, struct ev *ev)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	io_uring_prep_cancel(sqe, ev, 0);
+	io_uring_sqe_set_data(sqe, NULL);
+}
+
+void session_close(struct session *s)
+{
+	if (s->closed)
+		return;
+	s->closed = true;
+	struct shard *sh = s->sh;
+	sh->n_zombies++;
+	struct lease_table *lt = &s->leases;
+	for (uint32_t i = 0; i < lt->cap; i++)
+		if (lt->e[i])
+			cache_release(&sh->cache, lt->e[i]);
+	for (uint32_t i = 0; i < s->cap_handles; i++)
+		if (s->handles[i])
+			object_put(sh->d, s->handles[i]);
+	s->n_handles = 0;
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (sh->sessions == s)
+		sh->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	if (s->hdr)
+		sh->n_sessions--;
+	if (s->sock_armed)
+		cancel_armed(s, &s->sock_ev);
+	if (s->bell_armed)
+		cancel_armed(s, &s->bell_ev);
+	log_debug("session pid %d closed", (int)s->pid);
+	session_put(s);
+}
+
+/* ---- arming ------------------------------------------------------------- */
+
+static void arm_sock(struct session *s)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	io_uring_prep_poll_add(sqe, s->sock, POLLIN | POLLRDHUP);
+	io_uring_sqe_set_data(sqe, &s->sock_ev);
+	s->sock_armed = true;
+	s->refs++;
+}
+
+static void arm_bell(struct session *s)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	io_uring_prep_read(sqe, s->sq_efd, &s->bell_buf, sizeof(s->bell_buf),
+			   0);
+	io_uring_sqe_set_data(sqe, &s->bell_ev);
+	s->bell_armed = true;
+	s->refs++;
+}
+
+void session_accept(struct daemon *d, int fd)
+{
+	struct shard *sh = &d->shards[0];
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+		close(fd);
+		return;
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		close(fd);
+		return;
+	}
+	s->sock_ev.kind = EV_SESSION_SOCK;
+	s->bell_ev.kind = EV_SESSION_DOORBELL;
+	s->sh = sh;
+	s->sock = fd;
+	s->sq_efd = s->cq_efd = s->ring_fd = -1;
+	s->uid = cred.uid;
+	s->gid = cred.gid;
+	s->pid = cred.pid;
+	s->refs = 1;
+	s->next = sh->sessions;
+	if (sh->sessions)
+		sh->sessions->prev = s;
+	sh->sessions = s;
+	arm_sock(s);
+}
+
+/* ---- socket messages ---------------------------------------------------- */
+
+static int send_reply(struct session *s, const void *msg, size_t len,
+		      const int *fds, unsigned nfds)
+{
+	struct iovec iov = {(void *)msg, len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	char ctl[CMSG_SPACE(sizeof(int) * (RC_MAX_DATASETS + 3))];
+	if (nfds) {
+		memset(ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+	}
+	if (sendmsg(s->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+static void reply_status(struct session *s, uint16_t type, int status)
+{
+	struct rc_regbuf_reply r = {
+		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, type | RC_MSG_REPLY,
+			sizeof(r), status}};
+	send_reply(s, &r, sizeof(r), NULL, 0);
+}
+
+static uint32_t pow2_clamp(uint32_t v, uint32_t dflt, uint32_t max)
+{
+	if (v == 0)
+		v = dflt;
+	if (v > max)
+		v = max;
+	uint32_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static int setup_ring(struct session *s, const struct rc_attach_req *req)
+{
+	s->sq_entries = pow2_clamp(req->sq_entries, DEFAULT_SQ, MAX_SQ);
+	s->cq_entries = pow2_clamp(req->cq_entries, 2 * s->sq_entries,
+				   2 * MAX_SQ);
+	if (s->cq_entries < s->sq_entries)
+		s->cq_entries = s->sq_entries;
+	s->arg_slots = req->arg_slots ? req->arg_slots : DEFAULT_ARGS;
+	if (s->arg_slots > MAX_ARGS)
+		s->arg_slots = MAX_ARGS;
+	uint64_t sq_off = 4096;
+	uint64_t cq_off = sq_off + (uint64_t)s->sq_entries * sizeof(struct rc_sqe);
+	uint64_t arg_off = cq_off + (uint64_t)s->cq_entries * sizeof(struct rc_cqe);
+	uint64_t size = arg_off + (uint64_t)s->arg_slots * RC_ARG_SLOT_SIZE;
+	size = (size + 4095) & ~4095ull;
+	s->ring_fd = memfd_create("ringcache-session", MFD_CLOEXEC);
+	if (s->ring_fd < 0 || ftruncate(s->ring_fd, (off_t)size) < 0)
+		return -errno;
+	s->region = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 s->ring_fd, 0);
+	if (s->region == MAP_FAILED) {
+		s->region = NULL;
+		return -errno;
+	}
+	s->region_size = size;
+	s->hdr = (struct rc_ring_hdr *)s->region;
+	s->hdr->magic = RC_MSG_MAGIC;
+	s->hdr->abi_version = RC_ABI_VERSION;
+	s->hdr->sq_entries = s->sq_entries;
+	s->hdr->cq_entries = s->cq_entries;
+	s->hdr->arg_slots = s->arg_slots;
+	s->hdr->sq_off = sq_off;
+	s->hdr->cq_off = cq_off;
+	s->hdr->arg_off = arg_off;
+	s->hdr->region_size = size;
+	s->sqes = (struct rc_sqe *)(s->region + sq_off);
+	s->cqes = (struct rc_cqe *)(s->region + cq_off);
+	s->args = s->region + arg_off;
+	s->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->cq_efd = eventfd(0, EFD_CLOEXEC);
+	if (s->sq_efd < 0 || s->cq_efd < 0)
+		return -errno;
+	return 0;
+}
+
+static void peer_access(struct session *s)
+{
+	struct daemon *d = s->sh->d;
+	gid_t groups[256];
+	socklen_t gl = sizeof(groups);
+	int ng = 0;
+	if (getsockopt(s->sock, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
+		ng = (int)(gl / sizeof(gid_t));
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		struct dataset *ds = d->datasets[i];
+		s->access[i] = ds && ds->enabled &&
+			       config_dataset_allows(ds->cfg, s->uid, s->gid,
+						     groups, ng)
+				       ? RC_ACCESS_READ : 0;
+	}
+}
+
+static void handle_attach(struct session *s, const void *msg, size_t len)
+{
+	struct daemon *d = s->sh->d;
+	const struct rc_attach_req *req = msg;
+	if (len < sizeof(*req) || s->hdr) {
+		reply_status(s, RC_MSG_ATTACH, -EINVAL);
+		return;
+	}
+	if (s->sh->n_sessions >= d->cfg.max_sessions) {
+		s->sh->m.sessions_refused++;
+		reply_status(s, RC_MSG_ATTACH, -EUSERS);
+		return;
+	}
+	int err = setup_ring(s, req);
+	if (err) {
+		reply_status(s, RC_MSG_ATTACH, err);
+		return;
+	}
+	peer_access(s);
+	size_t rlen = sizeof(struct rc_attach_reply) +
+		      d->n_datasets * sizeof(struct rc_dataset_info);
+	struct rc_attach_reply *r = calloc(1, rlen);
+	int fds[RC_MAX_DATASETS + 3] = {s->ring_fd, s->sq_efd, s->cq_efd};
+	unsigned nfds = 3;
+	if (!r) {
+		reply_status(s, RC_MSG_ATTACH, -ENOMEM);
+		return;
+	}
+	r->hdr = (struct rc_msg_hdr){RC_MSG_MAGIC, RC_ABI_VERSION,
+				     RC_MSG_ATTACH | RC_MSG_REPLY,
+				     (uint32_t)rlen, 0};
+	r->shard = s->sh->id;
+	r->n_datasets = d->n_datasets;
+	r->ring_size = s->region_size;
+	r->block_size = d->cfg.block_bytes;
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		struct rc_dataset_info *di = &r->datasets[i];
+		struct dataset *ds = d->datasets[i];
+		di->id = i;
+		if (!ds)
+			continue;
+		snprintf(di->name, sizeof(di->name), "%s", ds->cfg->name);
+		di->access = s->access[i];
+		if (s->access[i] & RC_ACCESS_READ) {
+			di->arena_size = ds->arena.size;
+			fds[nfds++] = ds->arena.ro_fd;
+		}
+	}
+	err = send_reply(s, r, rlen, fds, nfds);
+	free(r);
+	if (err) {
+		log_warn("attach reply to pid %d failed: %s", (int)s->pid,
+			 strerror(-err));
+		session_close(s);
+		return;
+	}
+	s->sh->n_sessions++;
+	s->sh->m.sessions_total++;
+	log_debug("session pid %d uid %d attached", (int)s->pid, (int)s->uid);
+	arm_bell(s);
+}
+
+static void handle_register(struct session *s, const void *msg, size_t len,
+			    int fd)
+{
+	const struct rc_regbuf_req *req = msg;
+	int status = 0;
+	unsigned idx = 0;
+	if (len < sizeof(*req) || fd < 0 || !s->hdr || req->size == 0 ||
+	    req->size > MAX_REGBUF_SIZE) {
+		status = fd < 0 ? -EBADF : -EINVAL;
+		goto out;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < req->size) {
+		status = -EINVAL; /* a mapping past EOF would SIGBUS us */
+		goto out;
+	}
+	while (idx < 64 && s->bufs[idx].base)
+		idx++;
+	if (idx == 64) {
+		status = -ENOSPC;
+		goto out;
+	}
+	/* Sealed against shrinking, or the client could SIGBUS us later. */
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) {
+			status = -EPERM;
+			goto out;
+		}
+	}
+	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		       0);
+	if (p == MAP_FAILED) {
+		status = -errno;
+		goto out;
+	}
+	s->bufs[idx].base = p;
+	s->bufs[idx].size = req->size;
+out:
+	if (fd >= 0)
+		close(fd);
+	struct rc_regbuf_reply r = {
+		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION,
+			RC_MSG_REGISTER_BUF | RC_MSG_REPLY, sizeof(r), status},
+		.buf_index = idx};
+	send_reply(s, &r, sizeof(r), NULL, 0);
+}
+
+static void handle_unregister(struct session *s, const void *msg, size_t len)
+{
+	const struct rc_regbuf_req *req = msg;
+	int status = 0;
+	if (len < sizeof(*req) || req->buf_index >= 64 ||
+	    !s->bufs[req->buf_index].base)
+		status = -EBADF;
+	else if (s->refs > 1u + s->sock_armed + s->bell_armed)
+		status = -EBUSY; /* an operation may still copy into it */
+	else {
+		munmap(s->bufs[req->buf_index].base,
+		       s->bufs[req->buf_index].size);
+		s->bufs[req->buf_index].base = NULL;
+	}
+	reply_status(s, RC_MSG_UNREGISTER_BUF, status);
+}
+
+static void handle_stats(struct session *s)
+{
+	char *buf = malloc(MSG_MAX);
+	if (!buf)
+		return;
+	size_t hl = sizeof(struct rc_msg_hdr);
+	size_t n = metrics_render(s->sh->d, buf + hl, MSG_MAX - hl);
+	struct rc_msg_hdr h = {RC_MSG_MAGIC, RC_ABI_VERSION,
+			       RC_MSG_STATS | RC_MSG_REPLY,
+			       (uint32_t)(hl + n), 0};
+	memcpy(buf, &h, hl);
+	send_reply(s, buf, hl + n, NULL, 0);
+	free(buf);
+}
+
+/* Reads one message; returns false when the peer is gone. */
+static bool read_message(struct session *s)
+{
+	static _Alignas(8) uint8_t buf[4096];
+	char ctl[CMSG_SPACE(sizeof(int) * 4)];
+	struct iovec iov = {buf, sizeof(buf)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	ssize_t n = recvmsg(s->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR;
+	if (n == 0)
+		return false;
+	int fd = -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+	     cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int nf = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int *fds = (int *)CMSG_DATA(cm);
+		for (int i = 0; i < nf; i++) {
+			if (fd < 0)
+				fd = fds[i];
+			else
+				close(fds[i]); /* only one fd is ever expected */
+		}
+	}
+	const struct rc_msg_hdr *h = (const void *)buf;
+	if ((size_t)n < sizeof(*h) || h->magic != RC_MSG_MAGIC ||
+	    h->version != RC_ABI_VERSION) {
+		if (fd >= 0)
+			close(fd);
+		return false; /* not our protocol: drop the peer */
+	}
+	switch (h->type) {
+	case RC_MSG_ATTACH:
+		handle_attach(s, buf, (size_t)n);
+		break;
+	case RC_MSG_REGISTER_BUF:
+		handle_register(s, buf, (size_t)n, fd);
+		fd = -1;
+		break;
+	case RC_MSG_UNREGISTER_BUF:
+		handle_unregister(s, buf, (size_t)n);
+		break;
+	case RC_MSG_STATS:
+		handle_stats(s);
+		break;
+	default:
+		reply_status(s, h->type, -EINVAL);
+	}
+	if (fd >= 0)
+		close(fd);
+	return true;
+}
+
+void session_on_sock(struct session *s, int res)
+{
+	s->sock_armed = false;
+	if (s->closed || res == -ECANCELED) {
+		session_put(s);
+		return;
+	}
+	bool alive = res >= 0 && !(res & (POLLERR | POLLHUP | POLLNVAL));
+	if (alive && (res & POLLIN))
+		alive = read_message(s);
+	if (alive && (res & POLLRDHUP) && !(res & POLLIN))
+		alive = false;
+	if (!s->closed) {
+		if (alive)
+			arm_sock(s);
+		else
+			session_close(s);
+	}
+	session_put(s);
+}
+
+void session_on_doorbell(struct session *s, int res)
+{
+	s->bell_armed = false;
+	if (!s->closed && res != -ECANCELED) {
+		session_process(s);
+		arm_bell(s);
+	}
+	session_put(s);
+}
+
+/* ---- completions -------------------------------------------------------- */
+
+static void post_cqe(struct session *s, const struct rc_cqe *cqe)
+{
+	uint32_t head = atomic_load_explicit(&s->hdr->cq_head,
+					     memory_order_acquire);
+	if (s->n_backlog == 0 && s->cq_tail - head < s->cq_entries) {
+		s->cqes[s->cq_tail & (s->cq_entries - 1)] = *cqe;
+		s->cq_tail++;
+		s->cq_dirty = true;
+		return;
+	}
+	if (s->n_backlog == s->cap_backlog) {
+		if (s->cap_backlog >= MAX_BACKLOG) {
+			/* The client stopped reaping (or broke cq_head). */
+			log_warn("session pid %d: completion backlog full, "
+				 "closing it", (int)s->pid);
+			session_close(s);
+			return;
+		}
+		uint32_t cap = s->cap_backlog ? s->cap_backlog * 2 : 64;
+		struct rc_cqe *b = realloc(s->backlog, cap * sizeof(*b));
+		if (!b) {
+			session_close(s);
+			return;
+		}
+		s->backlog = b;
+		s->cap_backlog = cap;
+	}
+	s->backlog[s->n_backlog++] = *cqe;
+}
+
+void session_flush(struct session *s)
+{
+	if (s->closed || !s->hdr)
+		return;
+	if (s->n_backlog) {
+		uint32_t head = atomic_load_explicit(&s->hdr->cq_head,
+						     memory_order_acquire);
+		uint32_t i = 0;
+		while (i < s->n_backlog && s->cq_tail - head < s->cq_entries) {
+			s->cqes[s->cq_tail & (s->cq_entries - 1)] = s->backlog[i++];
+			s->cq_tail++;
+			s->cq_dirty = true;
+		}
+		memmove(s->backlog, s->backlog + i,
+			(s->n_backlog - i) * sizeof(*s->backlog));
+		s->n_backlog -= i;
+		atomic_store_explicit(&s->hdr->cq_overflow, s->n_backlog,
+				      memory_order_relaxed);
+	}
+	if (!s->cq_dirty)
+		return;
+	s->cq_dirty = false;
+	atomic_store_explicit(&s->hdr->cq_tail, s->cq_tail,
+			      memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->hdr->cq_flags, memory_order_relaxed) &
+	    RC_CQ_NEED_WAKEUP) {
+		atomic_fetch_and(&s->hdr->cq_flags, ~RC_CQ_NEED_WAKEUP);
+		uint64_t one = 1;
+		if (write(s->cq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_debug("cq doorbell: %s", strerror(errno));
+	}
+}
+
+static int lease_alloc(struct session *s, struct cache_entry *e)
+{
+	struct lease_table *lt = &s->leases;
+	if (lt->n_free == 0) {
+		if (lt->cap >= MAX_LEASES)
+			return -EMFILE;
+		uint32_t cap = lt->cap ? lt->cap * 2 : 256;
+		struct cache_entry **ne = realloc(lt->e, cap * sizeof(*ne));
+		if (!ne)
+			return -ENOMEM;
+		lt->e = ne;
+		uint32_t *nf = realloc(lt->free, cap * sizeof(*nf));
+		if (!nf)
+			return -ENOMEM;
+		lt->free = nf;
+		for (uint32_t i = cap; i > lt->cap; i--) {
+			lt->e[i - 1] = NULL;
+			lt->free[lt->n_free++] = i - 1;
+		}
+		lt->cap = cap;
+	}
+	uint32_t id = lt->free[--lt->n_free];
+	lt->e[id] = e;
+	lt->n_used++;
+	cache_lease(&s->sh->cache, e);
+	return (int)id;
+}
+
+static int lease_release(struct session *s, uint32_t id)
+{
+	struct lease_table *lt = &s->leases;
+	if (id >= lt->cap || !lt->e[id])
+		return -EBADF;
+	cache_release(&s->sh->cache, lt->e[id]);
+	lt->e[id] = NULL;
+	lt->free[lt->n_free++] = id;
+	lt->n_used--;
+	return 0;
+}
+
+static int handle_alloc(struct session *s, struct object *o)
+{
+	uint32_t i = 0;
+	while (i < s->cap_handles && s->handles[i])
+		i++;
+	if (i == s->cap_handles) {
+		if (s->cap_handles >= MAX_HANDLES)
+			return -EMFILE;
+		uint32_t cap = s->cap_handles ? s->cap_handles * 2 : 64;
+		struct object **nh = realloc(s->handles, cap * sizeof(*nh));
+		if (!nh)
+			return -ENOMEM;
+		memset(nh + s->cap_handles, 0,
+		       (cap - s->cap_handles) * sizeof(*nh));
+		s->handles = nh;
+		s->cap_handles = cap;
+	}
+	object_get(o);
+	s->handles[i] = o;
+	s->n_handles++;
+	return (int)i;
+}
+
+static struct object *handle_get(struct session *s, uint32_t h)
+{
+	return h < s->cap_handles ? s->handles[h] : NULL;
+}
+
+static void write_etag(struct session *s, uint16_t arg, const struct object *o)
+{
+	snprintf((char *)s->args + (size_t)arg * RC_ARG_SLOT_SIZE, RC_MAX_ETAG,
+		 "%s", o->etag);
+}
+
+void op_complete(struct op *op)
+{
+	struct session *s = op->s;
+	struct shard *sh = s->sh;
+	if (!s->closed) {
+		if (op->err) {
+			op->cqe.res = op->err;
+		} else if (op->opcode == RC_OP_READ_INTO) {
+			op->cqe.res = (int32_t)op->len;
+		} else if (op->opcode == RC_OP_OPEN) {
+			int h = handle_alloc(s, op->obj);
+			op->cqe.res = h;
+			if (h >= 0) {
+				op->cqe.addr = op->obj->size;
+				write_etag(s, op->arg, op->obj);
+			}
+		}
+		if (op->cqe.res < 0) {
+			op->cqe.lease = RC_NO_LEASE;
+			op->cqe.addr = 0;
+		}
+		post_cqe(s, &op->cqe);
+	}
+	if (op->obj)
+		object_put(sh->d, op->obj);
+	free(op);
+	session_put(s);
+}
+
+void op_block_ready(struct op *op, struct cache_entry *e)
+{
+	struct shard *sh = op->s->sh;
+	uint64_t bs = sh->d->cfg.block_bytes;
+	uint64_t blk_start = (uint64_t)e->blkno * bs;
+	if (op->opcode == RC_OP_READ) {
+		if (!op->s->closed && op->err == 0) {
+			int id = lease_alloc(op->s, e);
+			if (id < 0) {
+				op->err = id;
+			} else {
+				op->cqe.lease = (uint32_t)id;
+				op->cqe.addr = e->off + (op->offset - blk_start);
+				op->cqe.arena = op->obj->ds->id;
+				op->cqe.res = (int32_t)op->len;
+				sh->m.bytes_served_zero_copy += op->len;
+			}
+		}
+	} else if (op->err == 0) {
+		uint64_t lo = op->offset > blk_start ? op->offset : blk_start;
+		uint64_t end = op->offset + op->len;
+		uint64_t hi = blk_start + e->len < end ? blk_start + e->len : end;
+		memcpy(op->dst + (lo - op->offset),
+		       cache_entry_data(e) + (lo - blk_start), hi - lo);
+		sh->m.bytes_copied += hi - lo;
+	}
+	if (--op->pending == 0)
+		op_complete(op);
+}
+
+void op_block_failed(struct op *op, int err)
+{
+	if (op->err == 0)
+		op->err = err;
+	op->cqe.flags &= ~RC_CQE_F_HIT;
+	if (--op->pending == 0)
+		op_complete(op);
+}
+
+/* ---- LIST output -------------------------------------------------------- */
+
+static size_t list_put(uint8_t *dst, size_t room, const char *name,
+		       size_t skip, uint64_t size, bool is_prefix)
+{
+	size_t nl = strlen(name) - skip;
+	if (nl > UINT16_MAX)
+		nl = UINT16_MAX;
+	size_t rec = (sizeof(struct rc_list_entry) + nl + 7) & ~(size_t)7;
+	if (rec > room)
+		return 0;
+	struct rc_list_entry e = {.size = size, .name_len = (uint16_t)nl,
+				  .is_prefix = is_prefix,
+				  .rec_len = (uint32_t)rec};
+	memcpy(dst, &e, sizeof(e));
+	memcpy(dst + sizeof(e), name + skip, nl);
+	return rec;
+}
+
+void op_list_ready(struct op *op, const struct s3_list_page *page, int err)
+{
+	if (err) {
+		op->err = err;
+		op_complete(op);
+		return;
+	}
+	size_t pfx = strlen(op->ds->cfg->prefix);
+	uint64_t total = page->n_prefixes + page->n_objects;
+	uint64_t idx = op->offset;
+	size_t used = 0;
+	int32_t count = 0;
+	for (; idx < total; idx++) {
+		size_t w;
+		if (idx < page->n_prefixes)
+			w = list_put(op->dst + used, op->len - used,
+				     page->prefixes[idx], pfx, 0, true);
+		else {
+			const struct s3_list_object *o =
+				&page->objects[idx - page->n_prefixes];
+			w = list_put(op->dst + used, op->len - used, o->key,
+				     pfx, o->size, false);
+		}
+		if (w == 0)
+			break;
+		used += w;
+		count++;
+	}
+	if (idx < total)
+		op->cqe.flags |= RC_CQE_F_MORE;
+	op->cqe.res = count;
+	op_complete(op);
+}
+
+/* ---- submissions -------------------------------------------------------- */
+
+/* submit_* return a result to complete now (>= 0, or a negated errno), or
+ * DEFERRED when an op owns the completion. */
+#define DEFERRED (1 << 30)
+
+static bool fields_ok(const struct rc_sqe *e)
+{
+	uint8_t allowed = op_fields[e->opcode];
+	if (e->flags || e->reserved0 || e->reserved1)
+		return false;
+	if (!(allowed & F_ARG) && (e->arg || e->arg_len))
+		return false;
+	if (!(allowed & F_HANDLE) && e->handle)
+		return false;
+	if (!(allowed & F_OFFSET) && e->offset)
+		return false;
+	if (!(allowed & F_LEN) && e->len)
+		return false;
+	if (!(allowed & F_BUF) && (e->buf_index || e->buf_offset))
+		return false;
+	if (!(allowed & F_DATASET) && e->dataset)
+		return false;
+	return true;
+}
+
+/* Copies the key from the arg slot and checks it stays in its dataset. */
+static int copy_key(struct session *s, const struct rc_sqe *e, char *key,
+		    bool allow_empty)
+{
+	if (e->arg >= s->arg_slots || e->arg_len > RC_MAX_KEY ||
+	    (e->arg_len == 0 && !allow_empty))
+		return -EINVAL;
+	memcpy(key, s->args + (size_t)e->arg * RC_ARG_SLOT_SIZE, e->arg_len);
+	key[e->arg_len] = 0;
+	if (strlen(key) != e->arg_len || key[0] == '/')
+		return -EINVAL;
+	/* "." and ".." segments would let URL normalisation leave the
+	 * dataset's prefix. */
+	for (const char *p = key; *p;) {
+		const char *end = strchrnul(p, '/');
+		size_t n = (size_t)(end - p);
+		if ((n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.'))
+			return -EINVAL;
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+static int check_buf(struct session *s, const struct rc_sqe *e, uint64_t len,
+		     uint8_t **dst)
+{
+	if (e->buf_index >= 64 || !s->bufs[e->buf_index].base)
+		return -EBADF;
+	const struct regbuf *b = &s->bufs[e->buf_index];
+	if (e->buf_offset > b->size || len > b->size - e->buf_offset)
+		return -EFAULT;
+	*dst = b->base + e->buf_offset;
+	return 0;
+}
+
+static struct dataset *readable_dataset(struct session *s, uint32_t id,
+					int *err)
+{
+	struct daemon *d = s->sh->d;
+	if (id >= d->n_datasets || !d->datasets[id] || !d->datasets[id]->enabled) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	if (!(s->access[id] & RC_ACCESS_READ)) {
+		*err = -EACCES;
+		return NULL;
+	}
+	return d->datasets[id];
+}
+
+static struct op *op_new(struct session *s, const struct rc_sqe *e)
+{
+	struct op *op = calloc(1, sizeof(*op));
+	if (!op)
+		return NULL;
+	op->s = s;
+	op->opcode = e->opcode;
+	op->cqe.user_data = e->user_data;
+	op->cqe.lease = RC_NO_LEASE;
+	op->arg = e->arg;
+	s->refs++;
+	return op;
+}
+
+static int submit_open(struct session *s, const struct rc_sqe *e)
+{
+	int err;
+	struct dataset *ds = readable_dataset(s, e->dataset, &err);
+	if (!ds)
+		return err;
+	char key[RC_MAX_KEY + 1];
+	if ((err = copy_key(s, e, key, false)))
+		return err;
+	struct op *op = op_new(s, e);
+	if (!op)
+		return -ENOMEM;
+	daemon_open(s->sh, op, ds, key, e->arg_len);
+	return DEFERRED;
+}
+
+static int submit_list(struct session *s, const struct rc_sqe *e)
+{
+	int err;
+	struct dataset *ds = readable_dataset(s, e->dataset, &err);
+	if (!ds)
+		return err;
+	char prefix[RC_MAX_KEY + 1];
+	uint8_t *dst;
+	if ((err = copy_key(s, e, prefix, true)) ||
+	    (err = check_buf(s, e, e->len, &dst)))
+		return err;
+	if (e->offset >= (1ull << 32))
+		return -EINVAL;
+	struct op *op = op_new(s, e);
+	if (!op)
+		return -ENOMEM;
+	op->dst = dst;
+	op->len = e->len;
+	op->offset = e->offset;
+	op->ds = ds;
+	daemon_list(s->sh, op, ds, prefix, e->arg_len);
+	return DEFERRED;
+}
+
+static int submit_read(struct session *s, const struct rc_sqe *e)
+{
+	struct object *o = handle_get(s, e->handle);
+	if (!o)
+		return -EBADF;
+	if (e->len > RC_MAX_IO)
+		return -EINVAL;
+	uint8_t *dst = NULL;
+	int err;
+	if (e->opcode == RC_OP_READ_INTO && (err = check_buf(s, e, e->len, &dst)))
+		return err;
+	if (e->offset >= o->size || e->len == 0)
+		return 0; /* EOF */
+	uint64_t bs = s->sh->d->cfg.block_bytes;
+	uint64_t len = o->size - e->offset < e->len ? o->size - e->offset : e->len;
+	if (e->opcode == RC_OP_READ) {
+		uint64_t blk_end = (e->offset / bs + 1) * bs;
+		if (e->offset + len > blk_end)
+			len = blk_end - e->offset;
+	}
+	struct op *op = op_new(s, e);
+	if (!op)
+		return -ENOMEM;
+	object_get(o);
+	op->obj = o;
+	op->offset = e->offset;
+	op->len = len;
+	op->dst = dst;
+	op->cqe.flags = RC_CQE_F_HIT; /* cleared if any block must be fetched */
+	daemon_read(s->sh, op);
+	return DEFERRED;
+}
+
+static int submit_stat(struct session *s, const struct rc_sqe *e,
+		       struct rc_cqe *cqe)
+{
+	struct object *o = handle_get(s, e->handle);
+	if (!o)
+		return -EBADF;
+	if (e->arg >= s->arg_slots)
+		return -EINVAL;
+	write_etag(s, e->arg, o);
+	cqe->addr = o->size;
+	return 0;
+}
+
+static int submit_close(struct session *s, uint32_t h)
+{
+	struct object *o = handle_get(s, h);
+	if (!o)
+		return -EBADF;
+	s->handles[h] = NULL;
+	s->n_handles--;
+	object_put(s->sh->d, o);
+	return 0;
+}
+
+static int submit_one(struct session *s, const struct rc_sqe *e,
+		      struct rc_cqe *cqe)
+{
+	if (e->opcode >= RC_OP__COUNT)
+		return -EINVAL;
+	if (e->opcode >= RC_OP_PREFETCH_PLAN)
+		return -EOPNOTSUPP;
+	if (!fields_ok(e))
+		return -EINVAL;
+	switch (e->opcode) {
+	case RC_OP_NOP:
+		return 0;
+	case RC_OP_OPEN:
+		return submit_open(s, e);
+	case RC_OP_LIST:
+		return submit_list(s, e);
+	case RC_OP_READ:
+	case RC_OP_READ_INTO:
+		return submit_read(s, e);
+	case RC_OP_STAT:
+		return submit_stat(s, e, cqe);
+	case RC_OP_RELEASE:
+		return lease_release(s, e->handle);
+	case RC_OP_CLOSE:
+		return submit_close(s, e->handle);
+	}
+	return -EINVAL;
+}
+
+bool session_process(struct session *s)
+{
+	if (s->closed || !s->hdr)
+		return false;
+	uint32_t tail = atomic_load_explicit(&s->hdr->sq_tail,
+					     memory_order_acquire);
+	uint32_t n = tail - s->sq_head;
+	if (n == 0)
+		return false;
+	if (n > s->sq_entries)
+		n = s->sq_entries; /* a wild tail: take one ring's worth */
+	s->refs++; /* completions below may close the session */
+	for (uint32_t i = 0; i < n && !s->closed; i++) {
+		struct rc_sqe e = s->sqes[s->sq_head & (s->sq_entries - 1)];
+		s->sq_head++;
+		s->sh->m.ops++;
+		struct rc_cqe cqe = {.user_data = e.user_data,
+				     .lease = RC_NO_LEASE};
+		int r = submit_one(s, &e, &cqe);
+		if (r == DEFERRED)
+			continue;
+		if (r < 0 && (r == -EINVAL || r == -EBADF || r == -EFAULT))
+			s->sh->m.bad_entries++;
+		cqe.res = r;
+		post_cqe(s, &cqe);
+	}
+	atomic_store_explicit(&s->hdr->sq_head, s->sq_head,
+			      memory_order_release);
+	session_put(s);
+	return true;
+}

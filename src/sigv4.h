@@ -44,7 +44,11 @@ struct sigv4_result {
 
 /* Returns 0, or -EINVAL if an input is too large for the buffers. The
  * x-amz-date, x-amz-content-sha256 and (if any) x-amz-security-token
- * headers are always signed; pass only the others in req->headers. */
+ * headers are always signed; pass only the others in req->headers.
+ * (x-amz-content-sha256 is signed when service is "s3", as AWS's SDKs do;
+ * other services do not use it.) The path and query are canonicalized by
+ * decoding then re-encoding, so raw and encoded input sign alike; a query
+ * parameter without '=' ("uploads") is signed as "uploads=". */
 int sigv4_sign(const struct sigv4_request *req, const struct rc_creds *cr,
 	       struct sigv4_result *out);
 
@@ -55,7 +59,8 @@ int sigv4_canonical_request(const struct sigv4_request *req,
 			    const struct rc_creds *cr, const char *amz_date,
 			    char *out, size_t outlen, char *signed_headers,
 			    size_t shlen);
-/* URI-encode s per SigV4 (unreserved kept; '/' kept if keep_slash). */
+/* URI-encode s per SigV4 (unreserved kept; '/' kept if keep_slash).
+ * Returns the encoded length, or -EINVAL if out is too small. */
 int sigv4_uri_encode(const char *s, size_t len, int keep_slash, char *out,
 		     size_t outlen);
 

@@ -1,1 +1,613 @@
+/* test_config.c - config_load on real files: every key parsed, defaults,
+ * sizes, one test per kind of error (line number, section, key, message),
+ * user/group lists, the dataset access rule, and the shipped configs. */
 #include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char conf_path[64];
+static char err[512];
+
+/* Writes text to a fresh temp file; the path lives in conf_path. */
+static const char *write_conf(const char *text)
+{
+	snprintf(conf_path, sizeof(conf_path), "/tmp/rc-test-config-XXXXXX");
+	int fd = mkstemp(conf_path);
+	cr_assert(fd >= 0, "mkstemp: %s", strerror(errno));
+	size_t len = strlen(text);
+	cr_assert_eq(write(fd, text, len), (ssize_t)len);
+	cr_assert_eq(close(fd), 0);
+	return conf_path;
+}
+
+static void remove_conf(void)
+{
+	if (conf_path[0])
+		unlink(conf_path);
+}
+
+static int load(const char *text, struct rc_config *cfg)
+{
+	err[0] = '\0';
+	int rc = config_load(write_conf(text), cfg, err, sizeof(err));
+	remove_conf();
+	return rc;
+}
+
+/* Loads text that must fail and checks the message holds "PATH:want". */
+static void expect_error(const char *text, const char *want)
+{
+	struct rc_config cfg;
+	err[0] = '\0';
+	int rc = config_load(write_conf(text), &cfg, err, sizeof(err));
+	char prefix[128];
+	snprintf(prefix, sizeof(prefix), "%s", conf_path);
+	remove_conf();
+	cr_assert_eq(rc, -1, "loaded but should fail with '%s'", want);
+	cr_assert(strncmp(err, prefix, strlen(prefix)) == 0 &&
+		  err[strlen(prefix)] == ':',
+		  "message does not start with 'PATH:': %s", err);
+	cr_assert(strstr(err + strlen(prefix), want),
+		  "expected '%s' in: %s", want, err);
+	cr_assert_null(strchr(err, '\n'), "message is not one line: %s", err);
+	cr_assert_null(cfg.path, "config not freed on error");
+	cr_assert_null(cfg.datasets);
+}
+
+#define DATASET "[dataset d]\nuri = s3://bucket-a/x\n"
+
+Test(config, full_valid_file)
+{
+	const char *text =
+		"; comment\n"
+		"# another comment\n"
+		"[daemon]\n"
+		"socket = /tmp/rc/test.sock\n"
+		"socket_mode = 0600\n"
+		"memory = 2G\n"
+		"block_size = 4M\n"
+		"log_level = debug\n"
+		"mlock = yes\n"
+		"hugepages = off\n"
+		"metadata_ttl = 0\n"
+		"max_sessions = 17\n"
+		"\n"
+		"[s3]\n"
+		"endpoint = https://s3.example.com:8443/\n"
+		"region = eu-west-3\n"
+		"addressing = virtual\n"
+		"tls_verify = 1\n"
+		"ca_file = /dev/null\n"
+		"max_connections = 1024\n"
+		"max_retries = 0\n"
+		"connect_timeout_ms = 1500\n"
+		"request_timeout_ms = 45000\n"
+		"credentials = config\n"
+		"access_key = AKIDEXAMPLE\n"
+		"secret_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
+		"session_token = tok/en+=\n"
+		"profile = training\n"
+		"credentials_file = /etc/ringcache/aws-credentials\n"
+		"\n"
+		"[dataset imagenet-1k_v2.0]\n"
+		"uri = s3://my.training-data/imagenet/train\n"
+		"allow_uids = 0, 1001\n"
+		"allow_gids = 27\n"
+		"[dataset all]\n"
+		"uri = s3://public-bucket\n"
+		"allow_uids = *\n";
+	struct rc_config c;
+	cr_assert_eq(load(text, &c), 0, "%s", err);
+	cr_assert_str_eq(c.socket_path, "/tmp/rc/test.sock");
+	cr_assert_eq(c.socket_mode, 0600);
+	cr_assert_eq(c.memory_bytes, 2ull << 30);
+	cr_assert_eq(c.block_bytes, 4u << 20);
+	cr_assert_eq(c.log_level, 3);
+	cr_assert(c.mlock);
+	cr_assert_not(c.hugepages);
+	cr_assert_eq(c.metadata_ttl_s, 0);
+	cr_assert_eq(c.max_sessions, 17);
+	cr_assert_str_eq(c.endpoint, "https://s3.example.com:8443");
+	cr_assert_str_eq(c.region, "eu-west-3");
+	cr_assert_eq(c.addressing, S3_VIRTUAL_HOSTED);
+	cr_assert(c.tls_verify);
+	cr_assert_str_eq(c.ca_file, "/dev/null");
+	cr_assert_eq(c.max_connections, 1024);
+	cr_assert_eq(c.max_retries, 0);
+	cr_assert_eq(c.connect_timeout_ms, 1500);
+	cr_assert_eq(c.request_timeout_ms, 45000);
+	cr_assert_eq(c.creds_source, CREDS_CONFIG);
+	cr_assert_str_eq(c.access_key, "AKIDEXAMPLE");
+	cr_assert_str_eq(c.secret_key,
+			 "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+	cr_assert_str_eq(c.session_token, "tok/en+=");
+	cr_assert_str_eq(c.profile, "training");
+	cr_assert_str_eq(c.credentials_file, "/etc/ringcache/aws-credentials");
+
+	cr_assert_eq(c.n_datasets, 2);
+	struct rc_dataset_config *d = &c.datasets[0];
+	cr_assert_str_eq(d->name, "imagenet-1k_v2.0");
+	cr_assert_str_eq(d->uri, "s3://my.training-data/imagenet/train");
+	cr_assert_str_eq(d->bucket, "my.training-data");
+	cr_assert_str_eq(d->prefix, "imagenet/train/");
+	cr_assert_not(d->allow_all);
+	cr_assert_eq(d->n_uids, 2);
+	cr_assert_eq(d->uids[0], 0);
+	cr_assert_eq(d->uids[1], 1001);
+	cr_assert_eq(d->n_gids, 1);
+	cr_assert_eq(d->gids[0], 27);
+	cr_assert_eq(d->line, 31);
+	d = &c.datasets[1];
+	cr_assert_str_eq(d->name, "all");
+	cr_assert_str_eq(d->bucket, "public-bucket");
+	cr_assert_str_eq(d->prefix, "");
+	cr_assert(d->allow_all);
+	cr_assert_eq(d->line, 35);
+	config_free(&c);
+	cr_assert_null(c.path);
+	cr_assert_eq(c.n_datasets, 0);
+	config_free(&c); /* twice is harmless */
+}
+
+Test(config, defaults_when_keys_are_omitted)
+{
+	struct rc_config c;
+	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
+	cr_assert_str_eq(c.socket_path, "/run/ringcache/ringcache.sock");
+	cr_assert_eq(c.socket_mode, 0660);
+	cr_assert_eq(c.memory_bytes, 1ull << 30);
+	cr_assert_eq(c.block_bytes, 1u << 20);
+	cr_assert_eq(c.log_level, 2);
+	cr_assert_not(c.mlock);
+	cr_assert(c.hugepages);
+	cr_assert_eq(c.metadata_ttl_s, 60);
+	cr_assert_eq(c.max_sessions, 256);
+	cr_assert_null(c.endpoint);
+	cr_assert_str_eq(c.region, "us-east-1");
+	cr_assert_eq(c.addressing, S3_VIRTUAL_HOSTED, "AWS: virtual-hosted");
+	cr_assert(c.tls_verify);
+	cr_assert_null(c.ca_file);
+	cr_assert_eq(c.max_connections, 64);
+	cr_assert_eq(c.max_retries, 5);
+	cr_assert_eq(c.connect_timeout_ms, 3000);
+	cr_assert_eq(c.request_timeout_ms, 30000);
+	cr_assert_eq(c.creds_source, CREDS_AUTO);
+	cr_assert_null(c.access_key);
+	cr_assert_null(c.secret_key);
+	cr_assert_null(c.session_token);
+	cr_assert_null(c.profile);
+	cr_assert_null(c.credentials_file);
+	cr_assert_eq(c.n_datasets, 1);
+	cr_assert_str_eq(c.datasets[0].prefix, "x/");
+	config_free(&c);
+}
+
+Test(config, custom_endpoint_defaults_to_path_style)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[s3]\nendpoint = http://127.0.0.1:9080\n" DATASET,
+			  &c), 0, "%s", err);
+	cr_assert_str_eq(c.endpoint, "http://127.0.0.1:9080");
+	cr_assert_eq(c.addressing, S3_PATH_STYLE);
+	config_free(&c);
+}
+
+Test(config, parse_size)
+{
+	uint64_t v;
+	cr_assert_eq(config_parse_size("512M", &v), 0);
+	cr_assert_eq(v, 512ull << 20);
+	cr_assert_eq(config_parse_size("1G", &v), 0);
+	cr_assert_eq(v, 1ull << 30);
+	cr_assert_eq(config_parse_size("4096", &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(config_parse_size("64k", &v), 0);
+	cr_assert_eq(v, 65536);
+	cr_assert_eq(config_parse_size("2T", &v), 0);
+	cr_assert_eq(v, 2ull << 40);
+	cr_assert_eq(config_parse_size("16777215T", &v), 0);
+	cr_assert_eq(v, 16777215ull << 40);
+	cr_assert_eq(config_parse_size("18446744073709551615", &v), 0);
+	cr_assert_eq(v, UINT64_MAX);
+
+	v = 7;
+	const char *bad[] = {"12Q", "", "M", "-1", "+5", " 5", "1.5G", "1GB",
+			     "0x10", "18446744073709551616", "16777216T",
+			     "17179869184G", "99999999999999999999999K"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(config_parse_size(bad[i], &v), -1, "'%s'",
+			     bad[i]);
+	cr_assert_eq(v, 7, "output untouched on error");
+	cr_assert_eq(config_parse_size(NULL, &v), -1);
+}
+
+Test(config, memory_sizes_in_file)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[daemon]\nmemory = 512M\n" DATASET, &c), 0, "%s",
+		     err);
+	cr_assert_eq(c.memory_bytes, 512ull << 20);
+	config_free(&c);
+	expect_error("[daemon]\nmemory = 12Q\n" DATASET,
+		     ":2: [daemon] memory: must be a size like");
+	expect_error("[daemon]\nmemory = 12Q\n" DATASET, "(got '12Q')");
+	expect_error("[daemon]\n\nmemory = 99999999999999999999T\n" DATASET,
+		     ":3: [daemon] memory:");
+	expect_error("[daemon]\nmemory = 64K\nblock_size = 1M\n" DATASET,
+		     ":2: [daemon] memory: memory (65536 bytes) must hold at least one block");
+}
+
+Test(config, unknown_key_names_line_and_key)
+{
+	expect_error("[daemon]\nsocket = /tmp/a.sock\n\n; typo below\n"
+		     "sockett = /tmp/b.sock\n" DATASET,
+		     ":5: [daemon] sockett: unknown key (valid keys: socket,");
+	expect_error(DATASET "allow_uid = 5\n",
+		     ":3: [dataset d] allow_uid: unknown key");
+}
+
+Test(config, bad_bool)
+{
+	expect_error("[daemon]\nmlock = maybe\n" DATASET,
+		     ":2: [daemon] mlock: must be true or false (also yes/no, on/off, 1/0) (got 'maybe')");
+	expect_error("[s3]\nregion = us-east-1\ntls_verify = 2\n" DATASET,
+		     ":3: [s3] tls_verify: must be true or false");
+}
+
+Test(config, bad_block_size)
+{
+	expect_error("[daemon]\nblock_size = 3M\n" DATASET,
+		     ":2: [daemon] block_size: must be a power of two from 64K to 64M (got '3M')");
+	expect_error("[daemon]\nblock_size = 32K\n" DATASET,
+		     ":2: [daemon] block_size:");
+	expect_error("[daemon]\nblock_size = 128M\n" DATASET,
+		     ":2: [daemon] block_size:");
+	struct rc_config c;
+	cr_assert_eq(load("[daemon]\nblock_size = 64M\n" DATASET, &c), 0);
+	cr_assert_eq(c.block_bytes, 64u << 20);
+	config_free(&c);
+	cr_assert_eq(load("[daemon]\nblock_size = 65536\n" DATASET, &c), 0);
+	cr_assert_eq(c.block_bytes, 65536);
+	config_free(&c);
+}
+
+Test(config, missing_uri_names_section_line)
+{
+	expect_error("[daemon]\nlog_level = warn\n\n[dataset first]\n"
+		     "uri = s3://bucket-a/\n\n[dataset second]\n"
+		     "allow_uids = 0\n",
+		     ":7: [dataset second] uri: missing required key");
+	/* an empty section: inih itself never reports it */
+	expect_error("[dataset empty]\n", ":1: [dataset empty] uri: missing");
+}
+
+Test(config, bad_uri)
+{
+	expect_error("[dataset d]\nuri = https://bucket-a/x\n",
+		     ":2: [dataset d] uri: must be an s3:// URI like s3://bucket/prefix/ (got 'https://bucket-a/x')");
+	expect_error("[dataset d]\nuri = s3:///x\n", ":2: [dataset d] uri: has no bucket");
+	expect_error("[dataset d]\nuri = s3://Bucket/x\n", ":2: [dataset d] uri: bucket name may only hold");
+	expect_error("[dataset d]\nuri = s3://ab\n", ":2: [dataset d] uri: bucket name must be 3 to 63");
+	expect_error("[dataset d]\nuri = s3://-abc\n", "must begin and end");
+	expect_error("[dataset d]\nuri = s3://a..b\n", "'..'");
+	expect_error("[dataset d]\nuri = s3://192.168.1.10/\n", "IP address");
+	expect_error("[dataset d]\nuri = s3://bucket_a\n", "may only hold");
+	expect_error("[dataset d]\nuri = s3://bucket-a//x\n", "empty path segment");
+	expect_error("[dataset d]\nuri = s3://bucket-a/x//y\n", "empty path segment");
+}
+
+Test(config, prefix_normalisation)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[dataset a]\nuri = s3://bucket-a/p/q/\n"
+			  "[dataset b]\nuri = s3://bucket-b/\n"
+			  "[dataset c]\nuri = s3://bucket-c/file.bin\n", &c),
+		     0, "%s", err);
+	cr_assert_str_eq(c.datasets[0].prefix, "p/q/");
+	cr_assert_str_eq(c.datasets[1].prefix, "");
+	cr_assert_str_eq(c.datasets[1].bucket, "bucket-b");
+	cr_assert_str_eq(c.datasets[2].prefix, "file.bin/");
+	cr_assert_str_eq(c.datasets[2].uri, "s3://bucket-c/file.bin");
+	config_free(&c);
+}
+
+Test(config, duplicate_dataset)
+{
+	expect_error("[dataset d]\nuri = s3://bucket-a/\n\n[dataset d]\n"
+		     "uri = s3://bucket-b/\n",
+		     ":4: [dataset d]: duplicate dataset (first defined on line 1)");
+}
+
+Test(config, bad_dataset_name)
+{
+	expect_error("[dataset a/b]\nuri = s3://bucket-a/\n",
+		     ":1: [dataset a/b]: bad dataset name");
+	expect_error("[dataset]\nuri = s3://bucket-a/\n",
+		     ":1: [dataset]: a dataset section needs a name");
+	/* 64 characters: one too many (and longer than inih's own limit) */
+	expect_error("[dataset "
+		     "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij1234"
+		     "]\nuri = s3://bucket-a/\n", ":1: [dataset abcdefghij");
+	struct rc_config c;
+	cr_assert_eq(load("[dataset "
+			  "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij123"
+			  "]\nuri = s3://bucket-a/\n", &c), 0, "%s", err);
+	cr_assert_eq(strlen(c.datasets[0].name), 63);
+	config_free(&c);
+}
+
+Test(config, unknown_section)
+{
+	expect_error(DATASET "\n[deamon]\n",
+		     ":4: [deamon]: unknown section (valid: [daemon], [s3], [dataset NAME])");
+	expect_error("[daemon\nsocket = /tmp/x\n" DATASET,
+		     ":1: section header is missing its closing ']'");
+	expect_error("[s3]\n[s3]\n" DATASET,
+		     ":2: [s3]: section appears twice (first on line 1)");
+}
+
+Test(config, bad_octal_socket_mode)
+{
+	expect_error("[daemon]\nsocket_mode = 0980\n" DATASET,
+		     ":2: [daemon] socket_mode: must be octal permission bits from 0000 to 0777 (got '0980')");
+	expect_error("[daemon]\nsocket_mode = 01777\n" DATASET,
+		     ":2: [daemon] socket_mode:");
+	expect_error("[daemon]\nsocket_mode = rw\n" DATASET,
+		     ":2: [daemon] socket_mode:");
+	struct rc_config c;
+	cr_assert_eq(load("[daemon]\nsocket_mode = 666\n" DATASET, &c), 0);
+	cr_assert_eq(c.socket_mode, 0666);
+	config_free(&c);
+}
+
+Test(config, duplicate_key)
+{
+	expect_error("[daemon]\nmemory = 1G\nlog_level = info\nmemory = 2G\n"
+		     DATASET,
+		     ":4: [daemon] memory: duplicate key (first set on line 2)");
+	expect_error(DATASET "uri = s3://bucket-b/\n",
+		     ":3: [dataset d] uri: duplicate key (first set on line 2)");
+}
+
+Test(config, numbers_out_of_range)
+{
+	expect_error("[s3]\nmax_connections = 0\n" DATASET,
+		     ":2: [s3] max_connections: must be a whole number from 1 to 1024 (got '0')");
+	expect_error("[s3]\nmax_connections = 1025\n" DATASET,
+		     "[s3] max_connections:");
+	expect_error("[s3]\nmax_retries = 21\n" DATASET, "[s3] max_retries:");
+	expect_error("[s3]\nmax_retries = -1\n" DATASET, "[s3] max_retries:");
+	expect_error("[daemon]\nmax_sessions = 12abc\n" DATASET,
+		     "[daemon] max_sessions:");
+	expect_error("[daemon]\nmetadata_ttl = 99999999999999999999\n" DATASET,
+		     "[daemon] metadata_ttl:");
+}
+
+Test(config, bad_enums_and_paths)
+{
+	expect_error("[daemon]\nlog_level = verbose\n" DATASET,
+		     ":2: [daemon] log_level: must be one of error, warn, info, debug (got 'verbose')");
+	expect_error("[s3]\naddressing = dns\n" DATASET,
+		     ":2: [s3] addressing: must be path or virtual");
+	expect_error("[s3]\ncredentials = magic\n" DATASET,
+		     ":2: [s3] credentials: must be one of auto,");
+	expect_error("[daemon]\nsocket = relative.sock\n" DATASET,
+		     ":2: [daemon] socket: must be an absolute path");
+	expect_error("[daemon]\nsocket = /tmp/"
+		     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		     "\n" DATASET, "limit of a Unix socket path");
+	expect_error("[s3]\nca_file = /nonexistent/ca.pem\n" DATASET,
+		     ":2: [s3] ca_file: cannot read the file: No such file or directory");
+	expect_error("[s3]\nregion = us east\n" DATASET, ":2: [s3] region:");
+}
+
+Test(config, bad_endpoint)
+{
+	expect_error("[s3]\nendpoint = ftp://host\n" DATASET,
+		     ":2: [s3] endpoint: must start with http:// or https:// (got 'ftp://host')");
+	expect_error("[s3]\nendpoint = 127.0.0.1:9080\n" DATASET,
+		     "[s3] endpoint: must start with");
+	expect_error("[s3]\nendpoint = http://\n" DATASET, "has no host");
+	expect_error("[s3]\nendpoint = http://host:99999\n" DATASET,
+		     "has a bad port");
+	expect_error("[s3]\nendpoint = http://host:\n" DATASET, "has a bad port");
+	expect_error("[s3]\nendpoint = http://u:p@host\n" DATASET,
+		     "must not contain user info");
+	expect_error("[s3]\nendpoint = http://host/?x=1\n" DATASET,
+		     "query or fragment");
+	struct rc_config c;
+	cr_assert_eq(load("[s3]\nendpoint = http://[::1]:9080\n" DATASET, &c),
+		     0, "%s", err);
+	cr_assert_str_eq(c.endpoint, "http://[::1]:9080");
+	config_free(&c);
+}
+
+Test(config, secret_never_echoed)
+{
+	const char *secret = "SuPeRsEcReT123";
+	/* bad value of a secret key */
+	expect_error("[s3]\naccess_key = AKID\nsecret_key = SuPeRsEcReT123 x\n"
+		     DATASET, ":3: [s3] secret_key: must not contain spaces or control characters (value hidden)");
+	cr_assert_null(strstr(err, secret), "%s", err);
+	expect_error("[s3]\naccess_key = AKID\nsession_token = SuPeRsEcReT123 x\n"
+		     DATASET, "(value hidden)");
+	cr_assert_null(strstr(err, secret), "%s", err);
+	/* a secret with no access key */
+	expect_error("[s3]\nsecret_key = SuPeRsEcReT123\n" DATASET,
+		     ":2: [s3] secret_key: secret_key is set but access_key is missing");
+	cr_assert_null(strstr(err, secret), "%s", err);
+	/* a line that is not key = value */
+	expect_error("[s3]\nsecret_key SuPeRsEcReT123\n" DATASET,
+		     ":2: syntax error");
+	cr_assert_null(strstr(err, secret), "%s", err);
+	/* written twice */
+	expect_error("[s3]\naccess_key = A\nsecret_key = SuPeRsEcReT123\n"
+		     "secret_key = SuPeRsEcReT123\n" DATASET,
+		     ":4: [s3] secret_key: duplicate key");
+	cr_assert_null(strstr(err, secret), "%s", err);
+}
+
+Test(config, credential_pairs)
+{
+	expect_error("[s3]\nregion = us-east-1\naccess_key = AKID\n" DATASET,
+		     ":3: [s3] access_key: access_key is set but secret_key is missing: set both access_key and secret_key");
+	expect_error("[s3]\n\ncredentials = config\n" DATASET,
+		     ":3: [s3] credentials: credentials = config requires access_key and secret_key");
+	expect_error("[s3]\nsession_token = T\n" DATASET,
+		     ":2: [s3] session_token: session_token needs access_key and secret_key");
+}
+
+Test(config, missing_file_names_path)
+{
+	struct rc_config c;
+	const char *path = "/nonexistent-dir/ringcache.conf";
+	cr_assert_eq(config_load(path, &c, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "/nonexistent-dir/ringcache.conf: cannot open config file: No such file or directory");
+	cr_assert_eq(config_load("/tmp", &c, err, sizeof(err)), -1);
+	cr_assert_str_eq(err, "/tmp: is a directory, not a config file");
+	cr_assert_eq(config_load(NULL, &c, err, sizeof(err)), -1);
+	cr_assert_eq(config_load(path, &c, NULL, 0), -1, "no err buffer");
+}
+
+Test(config, no_dataset_and_stray_keys)
+{
+	expect_error("[daemon]\nlog_level = info\n",
+		     "no dataset configured: add a [dataset NAME] section");
+	expect_error("log_level = info\n" DATASET,
+		     ":1: log_level: key outside of any section");
+	expect_error("[daemon]\nlog_level =\n" DATASET,
+		     ":2: [daemon] log_level: empty value");
+	expect_error("[daemon]\njust some words\n" DATASET, ":2: syntax error");
+}
+
+Test(config, overlong_line)
+{
+	char text[600];
+	snprintf(text, sizeof(text), "[daemon]\nsocket = /tmp/%0300d\n" DATASET,
+		 0);
+	expect_error(text, ":2: [daemon]: line is longer than");
+}
+
+Test(config, comments_crlf_indent_and_bom)
+{
+	struct rc_config c;
+	cr_assert_eq(load("\xEF\xBB\xBF[daemon] ; the daemon\r\n"
+			  "  memory = 256M ; inline comment\r\n"
+			  "\tmlock = on\r\n"
+			  "[dataset d]\r\nuri = s3://bucket-a/x\r\n", &c),
+		     0, "%s", err);
+	cr_assert_eq(c.memory_bytes, 256ull << 20);
+	cr_assert(c.mlock);
+	cr_assert_str_eq(c.datasets[0].prefix, "x/");
+	config_free(&c);
+}
+
+Test(config, uid_gid_lists)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[dataset d]\nuri = s3://bucket-a/\n"
+			  "allow_uids = root, 1001 ,65534\n"
+			  "allow_gids = root,27\n", &c), 0, "%s", err);
+	struct rc_dataset_config *d = &c.datasets[0];
+	cr_assert_eq(d->n_uids, 3);
+	cr_assert_eq(d->uids[0], 0);
+	cr_assert_eq(d->uids[1], 1001);
+	cr_assert_eq(d->uids[2], 65534);
+	cr_assert_eq(d->n_gids, 2);
+	cr_assert_eq(d->gids[0], 0);
+	cr_assert_eq(d->gids[1], 27);
+	config_free(&c);
+
+	expect_error(DATASET "allow_uids = root, no-such-user-xyz\n",
+		     ":3: [dataset d] allow_uids: unknown user 'no-such-user-xyz' (got 'root, no-such-user-xyz')");
+	expect_error(DATASET "allow_gids = no-such-group-xyz\n",
+		     ":3: [dataset d] allow_gids: unknown group 'no-such-group-xyz'");
+	expect_error(DATASET "allow_uids = 1,,2\n", "has an empty entry");
+	expect_error(DATASET "allow_uids = 1,\n", "has an empty entry");
+	expect_error(DATASET "allow_uids = 1, *\n", "'*' must be the only entry");
+	expect_error(DATASET "allow_gids = *\n", "use allow_uids = *");
+	expect_error(DATASET "allow_uids = 4294967295\n", "is not a valid uid");
+	expect_error(DATASET "allow_uids = 12x\n", "is not a valid uid");
+}
+
+Test(config, secure_default_admits_only_daemon_user)
+{
+	struct rc_config c;
+	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
+	struct rc_dataset_config *d = &c.datasets[0];
+	cr_assert_not(d->allow_all);
+	cr_assert_eq(d->n_uids, 1);
+	cr_assert_eq(d->uids[0], geteuid());
+	cr_assert_eq(d->n_gids, 0);
+	uid_t other = geteuid() == 4242 ? 4243 : 4242;
+	cr_assert(config_dataset_allows(d, geteuid(), 4242, NULL, 0));
+	cr_assert(config_dataset_allows(d, 0, 4242, NULL, 0));
+	cr_assert_not(config_dataset_allows(d, other, 4242, NULL, 0));
+	config_free(&c);
+}
+
+Test(config, allow_semantics)
+{
+	uid_t uids[] = {1001, 1002};
+	gid_t gids[] = {500};
+	struct rc_dataset_config d = {.uids = uids, .n_uids = 2,
+				      .gids = gids, .n_gids = 1};
+	gid_t groups[] = {10, 500, 20};
+	cr_assert(config_dataset_allows(&d, 1001, 9, NULL, 0));
+	cr_assert(config_dataset_allows(&d, 1002, 9, NULL, 0));
+	cr_assert_not(config_dataset_allows(&d, 1003, 9, NULL, 0));
+	cr_assert(config_dataset_allows(&d, 1003, 500, NULL, 0), "primary gid");
+	cr_assert(config_dataset_allows(&d, 1003, 9, groups, 3),
+		  "supplementary gid");
+	cr_assert_not(config_dataset_allows(&d, 1003, 9, groups, 1),
+		      "only ngroups entries count");
+	cr_assert(config_dataset_allows(&d, 0, 0, NULL, 0), "root");
+
+	struct rc_dataset_config none = {0};
+	cr_assert_not(config_dataset_allows(&none, 1001, 500, groups, 3));
+	cr_assert(config_dataset_allows(&none, 0, 0, NULL, 0));
+	struct rc_dataset_config all = {.allow_all = true};
+	cr_assert(config_dataset_allows(&all, 12345, 12345, NULL, 0));
+}
+
+#ifndef RC_SOURCE_DIR
+#define RC_SOURCE_DIR "."
+#endif
+
+Test(config, shipped_example_config_loads)
+{
+	struct rc_config c;
+	const char *path = RC_SOURCE_DIR "/contrib/ringcache.conf";
+	cr_assert_eq(config_load(path, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_geq(c.n_datasets, 1);
+	cr_assert(c.tls_verify);
+	cr_assert_eq(c.creds_source, CREDS_AUTO);
+	config_free(&c);
+}
+
+Test(config, shipped_demo_config_loads)
+{
+	struct rc_config c;
+	const char *path = RC_SOURCE_DIR "/contrib/ringcache-local.conf";
+	cr_assert_eq(config_load(path, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.endpoint, "http://127.0.0.1:9080");
+	cr_assert_eq(c.addressing, S3_PATH_STYLE);
+	cr_assert_not(c.tls_verify);
+	cr_assert_eq(c.creds_source, CREDS_CONFIG);
+	cr_assert_str_eq(c.access_key, "TESTACCESSKEY");
+	cr_assert_str_eq(c.secret_key, "TESTSECRETKEY");
+	cr_assert_str_eq(c.socket_path, "/tmp/ringcache-demo/ringcache.sock");
+	cr_assert_eq(c.memory_bytes, 512ull << 20);
+	cr_assert_eq(c.n_datasets, 1);
+	cr_assert_str_eq(c.datasets[0].name, "sample");
+	cr_assert_str_eq(c.datasets[0].bucket, "ringcache-demo");
+	cr_assert_str_eq(c.datasets[0].prefix, "sample/");
+	config_free(&c);
+}

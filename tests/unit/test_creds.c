@@ -1,1 +1,670 @@
+/* test_creds.c - the credential chain: config, environment, shared
+ * credentials file and profiles, the container endpoint and IMDSv2 (both
+ * served by a small HTTP server thread on 127.0.0.1), expiry-driven
+ * refresh, and malformed responses. Criterion runs each test in its own
+ * process, so setenv() here does not leak between tests. */
 #include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "creds.h"
+
+/* ---- a one-request-per-connection HTTP server ---- */
+
+struct http_req {
+	char method[8];
+	char path[256];
+	char raw[8192]; /* request line and headers */
+};
+
+struct server;
+typedef int (*route_fn)(struct server *s, const struct http_req *r,
+			char *body, size_t cap);
+
+struct server {
+	int fd;
+	int port;
+	pthread_t thread;
+	route_fn route;
+	pthread_mutex_t mu;
+	int hits;             /* requests served */
+	int creds_served;     /* credential documents served */
+	char last_auth[256];  /* Authorization header of the last request */
+	const char *const *bodies; /* for route_bodies: served in turn */
+};
+
+static struct server srv;
+
+/* Returns the value of header name in r (case-insensitive), or "". */
+static void header_value(const struct http_req *r, const char *name,
+			 char *out, size_t cap)
+{
+	const char *p = strstr(r->raw, "\r\n");
+	size_t n = strlen(name);
+
+	out[0] = '\0';
+	while (p && p[2]) {
+		p += 2;
+		if (!strncasecmp(p, name, n) && p[n] == ':') {
+			const char *v = p + n + 1, *e = strstr(v, "\r\n");
+
+			while (*v == ' ')
+				v++;
+			snprintf(out, cap, "%.*s", (int)(e ? e - v : 0), v);
+			return;
+		}
+		p = strstr(p, "\r\n");
+	}
+}
+
+static int read_request(int c, struct http_req *r)
+{
+	size_t len = 0;
+
+	memset(r, 0, sizeof(*r));
+	while (!strstr(r->raw, "\r\n\r\n")) {
+		ssize_t n = read(c, r->raw + len, sizeof(r->raw) - 1 - len);
+
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+		r->raw[len] = '\0';
+	}
+	return sscanf(r->raw, "%7s %255s", r->method, r->path) == 2 ? 0 : -1;
+}
+
+static void serve_one(int c)
+{
+	struct http_req r;
+	char body[8192], head[256];
+	int status;
+
+	if (read_request(c, &r))
+		return;
+	pthread_mutex_lock(&srv.mu);
+	srv.hits++;
+	header_value(&r, "Authorization", srv.last_auth,
+		     sizeof(srv.last_auth));
+	body[0] = '\0';
+	status = srv.route(&srv, &r, body, sizeof(body));
+	pthread_mutex_unlock(&srv.mu);
+	snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n"
+		 "Connection: close\r\n\r\n", status, strlen(body));
+	if (write(c, head, strlen(head)) < 0 ||
+	    write(c, body, strlen(body)) < 0)
+		return;
+}
+
+static void *server_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int c = accept(srv.fd, NULL, NULL);
+
+		if (c < 0)
+			return NULL; /* the listener was shut down */
+		serve_one(c);
+		close(c);
+	}
+}
+
+static void server_start(route_fn route)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+
+	pthread_mutex_init(&srv.mu, NULL);
+	srv.route = route;
+	srv.fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(srv.fd, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(srv.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(srv.fd, 16), 0);
+	cr_assert_eq(getsockname(srv.fd, (struct sockaddr *)&a, &alen), 0);
+	srv.port = ntohs(a.sin_port);
+	cr_assert_eq(pthread_create(&srv.thread, NULL, server_main, NULL), 0);
+}
+
+static void server_stop(void)
+{
+	shutdown(srv.fd, SHUT_RDWR);
+	pthread_join(srv.thread, NULL);
+	close(srv.fd);
+}
+
+static void server_url(char *out, size_t cap, const char *path)
+{
+	snprintf(out, cap, "http://127.0.0.1:%d%s", srv.port, path);
+}
+
+static void iso8601(time_t t, char *out, size_t cap)
+{
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int creds_doc(char *body, size_t cap, const char *ak, time_t expires)
+{
+	char exp[32];
+
+	iso8601(expires, exp, sizeof(exp));
+	snprintf(body, cap,
+		 "{\n  \"Code\" : \"Success\",\n  \"Type\": \"AWS-HMAC\",\n"
+		 "  \"AccessKeyId\": \"%s\",\n"
+		 "  \"SecretAccessKey\": \"se\\/cr\\\"et\\\\\\u00e9\",\n"
+		 "  \"Token\": \"TOKEN-%s\",\n  \"Expiration\": \"%s\",\n"
+		 "  \"Nested\": {\"a\": [1, 2.5e3, true, null]}\n}",
+		 ak, ak, exp);
+	srv.creds_served++;
+	return 200;
+}
+
+/* ---- environment helpers ---- */
+
+static char tmpdir[64];
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void remove_tmpdir(void)
+{
+	nftw(tmpdir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static void clean_env(void)
+{
+	static const char *const vars[] = {
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+		"AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_SHARED_CREDENTIALS_FILE",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+		"AWS_EC2_METADATA_DISABLED",
+	};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	strcpy(tmpdir, "/tmp/rc-creds-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+	atexit(remove_tmpdir);
+	/* No ~/.aws/credentials of the machine's user can interfere. */
+	setenv("HOME", tmpdir, 1);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fputs(text, f) >= 0, 1);
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* A closed local port: the chain's last step fails at once. */
+static const char *dead_imds = "http://127.0.0.1:1";
+
+static void expect_key(struct creds_provider *p, const char *ak,
+		       const char *sk, const char *token)
+{
+	struct rc_creds c;
+	int anon = -1;
+
+	cr_assert_eq(creds_get(p, &c, &anon), 0);
+	cr_assert_eq(anon, 0);
+	cr_assert_str_eq(c.access_key, ak);
+	cr_assert_str_eq(c.secret_key, sk);
+	cr_assert_str_eq(c.session_token, token);
+}
+
+/* ---- config, environment, file ---- */
+
+Test(chain, config_beats_env)
+{
+	struct creds_config cfg = { .access_key = "CFGKEY",
+				    .secret_key = "cfgsecret",
+				    .imds_endpoint = dead_imds };
+	struct creds_provider *p;
+	char err[256];
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(creds_source_name(p), "config");
+	expect_key(p, "CFGKEY", "cfgsecret", "");
+	creds_provider_free(p);
+}
+
+Test(chain, env_when_config_empty)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	struct creds_provider *p;
+	char err[256];
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	setenv("AWS_SESSION_TOKEN", "envtoken", 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(creds_source_name(p), "env");
+	expect_key(p, "ENVKEY", "envsecret", "envtoken");
+	creds_provider_free(p);
+}
+
+Test(chain, partial_env_is_an_error)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	char err[256] = "";
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "AWS_SECRET_ACCESS_KEY"), "%s", err);
+}
+
+Test(chain, config_only_mode_without_keys_fails)
+{
+	struct creds_config cfg = { .source = CREDS_CONFIG };
+	char err[256] = "";
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "envsecret", 1);
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "access_key"), "%s", err);
+}
+
+Test(chain, file_profile_selection)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	struct creds_provider *p;
+	char path[128], text[4096], token[1501], err[256];
+
+	clean_env();
+	/* A 1.5 KiB token: longer than libinih's line buffer. */
+	memset(token, 'Z', sizeof(token) - 1);
+	token[sizeof(token) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/creds", tmpdir);
+	snprintf(text, sizeof(text),
+		 "# comment\n[default]\naws_access_key_id = DEFKEY\n"
+		 "aws_secret_access_key = defsecret\n\n[work]\n"
+		 "region = eu-west-1\naws_access_key_id=WORKKEY\n"
+		 "aws_secret_access_key=  work/secret+x  \n"
+		 "aws_session_token = %s\n", token);
+	write_file(path, text);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(creds_source_name(p), "file");
+	expect_key(p, "DEFKEY", "defsecret", "");
+	creds_provider_free(p);
+
+	setenv("AWS_PROFILE", "work", 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	expect_key(p, "WORKKEY", "work/secret+x", token);
+	creds_provider_free(p);
+
+	/* The config's profile beats AWS_PROFILE. */
+	cfg.profile = "default";
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	expect_key(p, "DEFKEY", "defsecret", "");
+	creds_provider_free(p);
+}
+
+Test(chain, missing_profile_names_it)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	char path[128], err[256] = "";
+
+	clean_env();
+	snprintf(path, sizeof(path), "%s/.aws", tmpdir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	strcat(path, "/credentials");
+	write_file(path, "[default]\naws_access_key_id = K\n"
+			 "aws_secret_access_key = hushhush\n");
+	setenv("AWS_PROFILE", "nosuchprofile", 1);
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "nosuchprofile"), "%s", err);
+	cr_assert(strstr(err, path), "%s", err);
+	cr_assert_null(strstr(err, "hushhush"));
+}
+
+Test(chain, profile_without_secret_is_an_error)
+{
+	struct creds_config cfg = { .source = CREDS_FILE };
+	char path[128], err[256] = "";
+
+	clean_env();
+	snprintf(path, sizeof(path), "%s/c", tmpdir);
+	write_file(path, "[default]\naws_access_key_id = ONLYKEY\n");
+	cfg.credentials_file = path;
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "aws_secret_access_key"), "%s", err);
+}
+
+Test(chain, nothing_configured_gives_clear_error)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	char err[512] = "";
+
+	clean_env();
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "no AWS credentials"), "%s", err);
+	cr_assert(strstr(err, "IMDS"), "%s", err);
+}
+
+Test(chain, anonymous)
+{
+	struct creds_config cfg = { .source = CREDS_ANONYMOUS };
+	struct creds_provider *p;
+	struct rc_creds c;
+	int anon = 0;
+
+	clean_env();
+	p = creds_provider_new(&cfg, NULL, 0);
+	cr_assert_not_null(p);
+	cr_assert_eq(creds_get(p, &c, &anon), 0);
+	cr_assert_eq(anon, 1);
+	cr_assert_str_eq(c.access_key, "");
+	cr_assert_str_eq(creds_source_name(p), "anonymous");
+	creds_provider_free(p);
+}
+
+/* ---- container endpoint ---- */
+
+static int route_container(struct server *s, const struct http_req *r,
+			   char *body, size_t cap)
+{
+	(void)s;
+	if (strcmp(r->method, "GET") || strcmp(r->path, "/creds"))
+		return 404;
+	return creds_doc(body, cap, "CONTKEY", time(NULL) + 3600);
+}
+
+Test(container, full_uri_with_token)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	struct creds_provider *p;
+	struct rc_creds c;
+	char url[128], err[256];
+	time_t now = time(NULL);
+
+	clean_env();
+	server_start(route_container);
+	server_url(url, sizeof(url), "/creds");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "Bearer pod-token", 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(creds_source_name(p), "container");
+	cr_assert_str_eq(srv.last_auth, "Bearer pod-token");
+	/* The JSON escapes \/ \" \\ \u00e9 are decoded. */
+	expect_key(p, "CONTKEY", "se/cr\"et\\\xc3\xa9", "TOKEN-CONTKEY");
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert(c.expires >= now + 3600 && c.expires <= now + 3602);
+	/* Not within 5 minutes of expiry: no second fetch. */
+	cr_assert_eq(srv.hits, 1);
+	creds_provider_free(p);
+	server_stop();
+}
+
+Test(container, token_file)
+{
+	struct creds_config cfg = { .source = CREDS_CONTAINER };
+	struct creds_provider *p;
+	char url[128], path[128], err[256];
+
+	clean_env();
+	server_start(route_container);
+	server_url(url, sizeof(url), "/creds");
+	snprintf(path, sizeof(path), "%s/token", tmpdir);
+	write_file(path, "file-token\n");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", path, 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(srv.last_auth, "file-token");
+	creds_provider_free(p);
+	server_stop();
+}
+
+static int route_expiring(struct server *s, const struct http_req *r,
+			  char *body, size_t cap)
+{
+	(void)r;
+	/* First a key expiring in one minute, then a fresh one. */
+	if (s->creds_served == 0)
+		return creds_doc(body, cap, "OLDKEY", time(NULL) + 60);
+	return creds_doc(body, cap, "NEWKEY", time(NULL) + 3600);
+}
+
+Test(container, refresh_before_expiry)
+{
+	struct creds_config cfg = { .source = CREDS_CONTAINER };
+	struct creds_provider *p;
+	struct rc_creds c;
+	char url[128], err[256];
+
+	clean_env();
+	server_start(route_expiring);
+	server_url(url, sizeof(url), "/creds");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_eq(srv.creds_served, 1);
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert_str_eq(c.access_key, "NEWKEY");
+	cr_assert_eq(srv.creds_served, 2);
+	/* The new key lasts an hour: no further fetch. */
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert_str_eq(c.access_key, "NEWKEY");
+	cr_assert_eq(srv.creds_served, 2);
+	creds_provider_free(p);
+	server_stop();
+}
+
+static int route_fail_after_first(struct server *s, const struct http_req *r,
+				  char *body, size_t cap)
+{
+	(void)r;
+	if (s->creds_served == 0)
+		return creds_doc(body, cap, "OLDKEY", time(NULL) + 60);
+	return 500;
+}
+
+Test(container, failed_refresh_keeps_valid_creds)
+{
+	struct creds_config cfg = { .source = CREDS_CONTAINER };
+	struct creds_provider *p;
+	struct rc_creds c;
+	char url[128], err[256];
+
+	clean_env();
+	server_start(route_fail_after_first);
+	server_url(url, sizeof(url), "/creds");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert_str_eq(c.access_key, "OLDKEY");
+	cr_assert_eq(srv.hits, 2);
+	/* Within the retry back-off: no new request. */
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert_eq(srv.hits, 2);
+	creds_provider_free(p);
+	server_stop();
+}
+
+static const char *const malformed_docs[] = {
+	"{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SUPERSECRET",
+	"{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SUPERSECRET\"",
+	"{\"AccessKeyId\":\"AK\" \"SecretAccessKey\":\"SUPERSECRET\"}",
+	"{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SUPERSECRET\"}x",
+	"{\"AccessKeyId\":\"A\\qK\",\"SecretAccessKey\":\"SUPERSECRET\"}",
+	"{\"AccessKeyId\":\"A\\ud800K\",\"SecretAccessKey\":\"SUPERSECRET\"}",
+	"{\"AccessKeyId\":\"A\\u0000K\",\"SecretAccessKey\":\"SUPERSECRET\"}",
+	"{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SUPERSECRET\","
+	"\"x\":[1,}",
+	"[\"AccessKeyId\",\"SUPERSECRET\"]",
+	"{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SUPERSECRET\","
+	"\"Expiration\":\"tomorrow\"}",
+	"{\"AccessKeyId\":\"AK\"}",
+	"{\"Code\":\"Failure\",\"AccessKeyId\":\"AK\","
+	"\"SecretAccessKey\":\"SUPERSECRET\"}",
+	"",
+};
+
+static int route_malformed(struct server *s, const struct http_req *r,
+			   char *body, size_t cap)
+{
+	(void)r;
+	snprintf(body, cap, "%s", malformed_docs[s->hits - 1]);
+	return 200;
+}
+
+Test(container, malformed_json_is_an_error)
+{
+	struct creds_config cfg = { .source = CREDS_CONTAINER };
+	char url[128], err[256];
+	size_t n = sizeof(malformed_docs) / sizeof(malformed_docs[0]);
+
+	clean_env();
+	server_start(route_malformed);
+	server_url(url, sizeof(url), "/creds");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	for (size_t i = 0; i < n; i++) {
+		err[0] = '\0';
+		cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)),
+			       "document %zu accepted", i);
+		cr_assert(strstr(err, "container credentials"), "%zu: %s", i,
+			  err);
+		cr_assert_null(strstr(err, "SUPERSECRET"), "%s", err);
+	}
+	cr_assert_eq(srv.hits, (int)n);
+	server_stop();
+}
+
+Test(container, http_error_status)
+{
+	struct creds_config cfg = { .imds_endpoint = dead_imds };
+	char url[128], err[256] = "";
+
+	clean_env();
+	server_start(route_container);
+	server_url(url, sizeof(url), "/wrong-path");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	/* A configured container endpoint that fails ends the chain. */
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "HTTP 404"), "%s", err);
+	server_stop();
+}
+
+/* ---- IMDSv2 ---- */
+
+static int route_imds(struct server *s, const struct http_req *r,
+		      char *body, size_t cap)
+{
+	char v[128];
+
+	(void)s;
+	if (!strcmp(r->method, "PUT") &&
+	    !strcmp(r->path, "/latest/api/token")) {
+		header_value(r, "X-aws-ec2-metadata-token-ttl-seconds", v,
+			     sizeof(v));
+		if (strcmp(v, "21600"))
+			return 400;
+		snprintf(body, cap, "SESSION-TOKEN-1");
+		return 200;
+	}
+	header_value(r, "X-aws-ec2-metadata-token", v, sizeof(v));
+	if (strcmp(v, "SESSION-TOKEN-1") || strcmp(r->method, "GET"))
+		return 401;
+	if (!strcmp(r->path, "/latest/meta-data/iam/security-credentials/")) {
+		snprintf(body, cap, "my-role\n");
+		return 200;
+	}
+	if (!strcmp(r->path,
+		    "/latest/meta-data/iam/security-credentials/my-role"))
+		return creds_doc(body, cap, "IMDSKEY", time(NULL) + 6 * 3600);
+	return 404;
+}
+
+Test(imds, token_role_and_credentials)
+{
+	struct creds_config cfg = { 0 };
+	struct creds_provider *p;
+	char url[128], err[256];
+
+	clean_env();
+	server_start(route_imds);
+	server_url(url, sizeof(url), "/");
+	cfg.imds_endpoint = url;
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_str_eq(creds_source_name(p), "imds");
+	expect_key(p, "IMDSKEY", "se/cr\"et\\\xc3\xa9", "TOKEN-IMDSKEY");
+	cr_assert_eq(srv.hits, 3);
+	creds_provider_free(p);
+	server_stop();
+}
+
+static int route_imds_no_role(struct server *s, const struct http_req *r,
+			      char *body, size_t cap)
+{
+	if (!strcmp(r->method, "PUT"))
+		return route_imds(s, r, body, cap);
+	return 404;
+}
+
+Test(imds, no_role_attached)
+{
+	struct creds_config cfg = { .source = CREDS_IMDS };
+	char url[128], err[256] = "";
+
+	clean_env();
+	server_start(route_imds_no_role);
+	server_url(url, sizeof(url), "");
+	cfg.imds_endpoint = url;
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "no IAM role"), "%s", err);
+	server_stop();
+}
+
+Test(imds, disabled_by_env)
+{
+	struct creds_config cfg = { .source = CREDS_IMDS };
+	char err[256] = "";
+
+	clean_env();
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	cfg.imds_endpoint = dead_imds;
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "AWS_EC2_METADATA_DISABLED"), "%s", err);
+}

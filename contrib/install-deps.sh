@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs what ringcache needs to build, test and (with
+# options) benchmark, from Debian packages. Idempotent: apt is not touched
+# when every package is already installed.
+#
+# usage: contrib/install-deps.sh [--perf] [--python]
+#   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot, awscli)
+#   --python  also python3-torch and python3-cffi (binding, PyTorch adapter)
+set -euo pipefail
+
+packages=(
+	build-essential meson ninja-build pkgconf
+	liburing-dev libcurl4-openssl-dev libssl-dev libnuma-dev
+	libjemalloc-dev libcriterion-dev libinih-dev libexpat1-dev
+	ceph-mon ceph-osd radosgw ceph-common
+	curl ca-certificates python3 bc
+)
+perf_packages=(s3fs rclone fio gnuplot-nox awscli)
+python_packages=(python3-torch python3-cffi)
+
+usage() {
+	sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+for arg in "$@"; do
+	case "$arg" in
+	--perf) packages+=("${perf_packages[@]}") ;;
+	--python) packages+=("${python_packages[@]}") ;;
+	-h|--help) usage; exit 0 ;;
+	*) echo "install-deps.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
+	esac
+done
+
+is_installed() {
+	[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+}
+
+missing=()
+for p in "${packages[@]}"; do
+	is_installed "$p" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#packages[@]} packages already installed"
+	exit 0
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "install-deps: not root and no sudo; install as root: ${missing[*]}" >&2
+		exit 1
+	fi
+	as_root=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

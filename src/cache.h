@@ -1,0 +1,95 @@
+/* cache.h - the block index and its eviction policy.
+ *
+ * An entry is one block of one object version: (object id, block number),
+ * where the object id is fresh for every (dataset, key, ETag), so a changed
+ * object never finds its old blocks. Entries live in arena slots of their
+ * size class. Eviction is S3-FIFO per (arena, class): new entries enter a
+ * small FIFO, those touched again move to the main FIFO, one-hit wonders
+ * leave early (scan resistance); a ghost filter of recent evictions admits
+ * returning blocks straight to main. Leased and fetching entries are
+ * pinned: never evicted.
+ */
+#ifndef RC_CACHE_H
+#define RC_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+
+enum entry_state { ENTRY_FETCHING = 0, ENTRY_VALID = 1 };
+enum entry_queue { QUEUE_NONE = 0, QUEUE_SMALL, QUEUE_MAIN };
+
+struct waiter; /* owned by the daemon: who waits for a fetching entry */
+struct cache_arena;
+
+struct cache_entry {
+	uint64_t obj_id;
+	uint32_t blkno;
+	uint32_t len;          /* valid bytes in the slot */
+	uint64_t off;          /* slot offset in the arena */
+	uint32_t leases;
+	uint8_t state, queue, freq, orphan;
+	struct cache_arena *ca;
+	struct cache_entry *hnext;
+	struct cache_entry *qprev, *qnext;
+	struct waiter *waiters;
+};
+
+struct cache_queue {
+	struct cache_entry *head, *tail; /* evict from head */
+	uint64_t n;
+};
+
+struct cache_pool {
+	struct cache_queue small, main;
+};
+
+struct cache_arena {
+	struct arena *arena;
+	struct cache_entry ***owners; /* [sb][slot] -> entry */
+	struct cache_pool pools[ARENA_MAX_CLASSES];
+};
+
+struct cache_stats {
+	uint64_t hits, misses, evictions, reclaims, entries, leases;
+	uint64_t bytes_cached;
+};
+
+struct cache {
+	struct cache_entry **buckets;
+	uint64_t mask;
+	struct arena_budget *budget;
+	struct cache_arena **arenas;
+	uint32_t n_arenas;
+	uint64_t *ghost;
+	uint64_t ghost_mask;
+	struct cache_stats stats;
+};
+
+int cache_init(struct cache *c, struct arena_budget *budget);
+void cache_destroy(struct cache *c);
+/* Arenas join and leave as datasets are configured. */
+struct cache_arena *cache_add_arena(struct cache *c, struct arena *a);
+void cache_remove_arena(struct cache *c, struct cache_arena *ca);
+
+/* Lookup counts a hit (for the policy and stats) when touch is true. */
+struct cache_entry *cache_lookup(struct cache *c, uint64_t obj_id,
+				 uint32_t blkno, bool touch);
+/* A new FETCHING entry with a slot for len bytes, evicting as needed.
+ * NULL and *err = -ENOMEM when everything evictable is pinned. */
+struct cache_entry *cache_insert(struct cache *c, struct cache_arena *ca,
+				 uint64_t obj_id, uint32_t blkno, uint32_t len,
+				 int *err);
+/* Drops an unleased entry now (a failed fetch); a leased one becomes an
+ * orphan, invisible to lookups, freed at its last release. */
+void cache_discard(struct cache *c, struct cache_entry *e);
+void cache_lease(struct cache *c, struct cache_entry *e);
+void cache_release(struct cache *c, struct cache_entry *e);
+
+static inline uint8_t *cache_entry_data(const struct cache_entry *e)
+{
+	return e->ca->arena->base + e->off;
+}
+
+#endif

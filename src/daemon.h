@@ -1,0 +1,229 @@
+/* daemon.h - the daemon's shared state: datasets, shards, sessions,
+ * objects, client operations and S3 fetches, and how they refer to each
+ * other. Each subsystem file owns one part (see its header comment). */
+#ifndef RC_DAEMON_H
+#define RC_DAEMON_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arena.h"
+#include "cache.h"
+#include "config.h"
+#include "creds.h"
+#include "ringcache.h"
+#include "s3.h"
+
+struct shard;
+struct session;
+
+/* Every io_uring submission carries a pointer to one of these. */
+enum ev_kind {
+	EV_ACCEPT = 1,
+	EV_SIGNAL,
+	EV_SESSION_SOCK,
+	EV_SESSION_DOORBELL,
+	EV_CURL_SOCK,
+	EV_IGNORE,
+};
+struct ev {
+	uint8_t kind;
+};
+
+struct dataset {
+	uint32_t id;
+	bool enabled;             /* false once removed by a reload */
+	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
+	struct arena arena;       /* shard 0's arena (one shard for now) */
+	struct cache_arena *ca;
+};
+
+/* One object version as S3 last described it. */
+struct object {
+	uint64_t id;              /* unique per (dataset, key, ETag) */
+	struct dataset *ds;
+	char *key;                /* relative to the dataset prefix */
+	char etag[RC_MAX_ETAG];
+	uint64_t size;
+	uint64_t fetched_ns;      /* when HEAD/LIST last confirmed it */
+	uint32_t refs;            /* handles, ops, fetches */
+	bool stale;               /* replaced or gone: not in the table */
+	bool head_pending;
+	struct waiter *head_waiters;
+	struct object *hnext;
+};
+
+/* A client operation that waits for S3. */
+struct op {
+	struct session *s;
+	struct rc_cqe cqe;        /* the completion being built */
+	uint8_t opcode;
+	struct object *obj;       /* READ, READ_INTO, OPEN */
+	struct dataset *ds;       /* LIST */
+	uint64_t offset, len;     /* clamped range */
+	uint8_t *dst;             /* READ_INTO destination */
+	uint32_t pending;         /* blocks or requests still awaited */
+	uint16_t arg;
+	int32_t err;
+};
+
+struct waiter {
+	struct op *op;
+	struct waiter *next;
+};
+
+enum fetch_kind { FETCH_BLOCK, FETCH_HEAD, FETCH_LIST };
+
+struct fetch {
+	enum fetch_kind kind;
+	struct shard *sh;
+	struct s3_req *req;
+	struct object *obj;
+	struct cache_entry *entry; /* FETCH_BLOCK */
+	struct op *op;             /* FETCH_LIST */
+	char *list_prefix, *token; /* FETCH_LIST */
+	struct s3_list_page acc;   /* FETCH_LIST: accumulated */
+	unsigned attempt;
+	bool probe;                /* FETCH_HEAD: a 1-byte GET for the error code */
+	uint64_t due_ns;           /* retry time */
+	uint64_t received;
+	struct fetch *next_retry;
+	struct fetch *all_next, *all_prev; /* shard's list of fetches */
+	bool in_curl;
+};
+
+struct lease_table {
+	struct cache_entry **e;
+	uint32_t cap, n_used;
+	uint32_t *free;            /* stack of free ids */
+	uint32_t n_free;
+};
+
+struct regbuf {
+	uint8_t *base;
+	uint64_t size;
+};
+
+struct session {
+	struct ev sock_ev, bell_ev;
+	struct shard *sh;
+	int sock, sq_efd, cq_efd, ring_fd;
+	uint64_t bell_buf;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	bool closed;
+	bool sock_armed, bell_armed;
+	uint32_t refs;             /* 1 while open + pending ops */
+	uint8_t *region;
+	size_t region_size;
+	struct rc_ring_hdr *hdr;
+	struct rc_sqe *sqes;
+	struct rc_cqe *cqes;
+	uint8_t *args;
+	uint32_t sq_entries, cq_entries, arg_slots;
+	uint32_t sq_head, cq_tail; /* private copies: the client cannot move ours */
+	struct rc_cqe *backlog;    /* completions waiting for CQ room */
+	uint32_t n_backlog, cap_backlog;
+	bool cq_dirty;
+	uint32_t access[RC_MAX_DATASETS]; /* RC_ACCESS_* by dataset id */
+	struct object **handles;
+	uint32_t n_handles, cap_handles;
+	struct lease_table leases;
+	struct regbuf bufs[64];
+	struct session *next, *prev;
+};
+
+struct curl_sock;
+
+struct metrics {
+	uint64_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
+	uint64_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
+	uint64_t ops, bad_entries, sessions_total, sessions_refused;
+	uint64_t stale;
+};
+
+struct shard {
+	uint32_t id;
+	struct daemon *d;
+	struct io_uring ring;
+	CURLM *multi;
+	struct arena_budget budget;
+	struct cache cache;
+	struct session *sessions;
+	uint32_t n_sessions;
+	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
+	struct fetch *retries;     /* sorted by due_ns */
+	struct fetch *fetches;     /* all live fetches, for shutdown */
+	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
+	int64_t curl_due_ns;       /* -1: no curl timer */
+	uint32_t s3_inflight;
+	struct metrics m;
+};
+
+struct daemon {
+	struct rc_config cfg;
+	char *config_path;
+	struct ev accept_ev, signal_ev;
+	int listen_fd, signal_fd;
+	bool accept_armed, stopping, reload;
+	struct creds_provider *creds;
+	struct s3_client *s3;
+	struct dataset *datasets[RC_MAX_DATASETS];
+	uint32_t n_datasets;
+	struct object **objects;   /* hash (dataset, key) -> current version */
+	uint64_t objects_mask, n_objects, next_obj_id;
+	struct shard *shards;
+	uint32_t n_shards;
+	_Alignas(8) uint8_t sigbuf[128];
+	uint64_t started_ns;
+};
+
+uint64_t now_ns(void);
+
+/* daemon.c: lifecycle, datasets, objects, fetches. */
+int daemon_init(struct daemon *d, const char *config_path, char *err,
+		size_t errlen);
+int daemon_reload(struct daemon *d);
+void daemon_destroy(struct daemon *d);
+void object_put(struct daemon *d, struct object *o);
+void object_get(struct object *o);
+/* OPEN: resolves the key (metadata cache or HEAD) then completes op. */
+void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
+		 const char *key, size_t key_len);
+/* READ/READ_INTO: entries for blocks [first, last] of op->obj, fetching
+ * misses; calls block_ready(op, entry) or block_failed(op, err). */
+void daemon_read(struct shard *sh, struct op *op);
+void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
+		 const char *prefix, size_t len);
+void fetch_done(struct fetch *f, CURLcode code);
+void fetch_run_retries(struct shard *sh);
+
+/* session.c */
+void session_accept(struct daemon *d, int fd);
+void session_on_sock(struct session *s, int res);
+void session_on_doorbell(struct session *s, int res);
+bool session_process(struct session *s);
+void session_flush(struct session *s);
+void session_close(struct session *s);
+void session_put(struct session *s);
+/* Completes an op: posts its CQE (if the session lives), frees it. */
+void op_complete(struct op *op);
+/* Called by daemon.c as blocks of a READ/READ_INTO become valid. */
+void op_block_ready(struct op *op, struct cache_entry *e);
+void op_block_failed(struct op *op, int err);
+void op_list_ready(struct op *op, const struct s3_list_page *page, int err);
+
+/* reactor.c */
+int reactor_init(struct shard *sh);
+void reactor_destroy(struct shard *sh);
+int reactor_run(struct daemon *d);
+struct io_uring_sqe *reactor_sqe(struct shard *sh);
+void reactor_add_transfer(struct shard *sh, struct fetch *f);
+
+/* metrics.c */
+size_t metrics_render(const struct daemon *d, char *buf, size_t len);
+
+#endif

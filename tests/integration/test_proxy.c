@@ -1,0 +1,665 @@
+/* test_proxy.c - perf/rc-proxy between the project's S3 client and the real
+ * S3 server named by RINGCACHE_TEST_S3_*: bytes pass unchanged, first-byte
+ * latency is added, each fault kind reaches the client as the error S3
+ * clients must retry, retries get through a faulty link, and the control
+ * socket counts requests and switches faults at run time. Also the proxy's
+ * answers to bad command lines and malformed HTTP.
+ *
+ * Each test starts its own proxy; objects live under the run's prefix. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "creds.h"
+#include "s3.h"
+#include "../fixture/fixture.h"
+
+#define PROXY_BIN RC_BUILD_DIR "/perf/rc-proxy"
+
+struct proxy {
+	pid_t pid;
+	char endpoint[64];   /* http://127.0.0.1:PORT */
+	char control[108];
+	char log[128];       /* the proxy's stderr */
+};
+
+struct client {
+	struct creds_provider *creds;
+	struct s3_client *s3;
+};
+
+static struct proxy px = {.pid = -1};
+
+/* ---- helpers ---- */
+
+/* "http://host:port" of the env's endpoint as "host:port"; the proxy
+ * speaks plain HTTP only, so an https endpoint skips the test. */
+static void upstream_hostport(char *out, size_t len)
+{
+	const char *ep = fx_env()->endpoint;
+	if (strncmp(ep, "http://", 7) != 0)
+		cr_skip_test("rc-proxy needs an http:// endpoint, not %s", ep);
+	const char *hp = ep + 7;
+	size_t n = strcspn(hp, "/");
+	cr_assert(n > 0 && n < len, "bad endpoint %s", ep);
+	if (memchr(hp, ':', n))
+		snprintf(out, len, "%.*s", (int)n, hp);
+	else
+		snprintf(out, len, "%.*s:80", (int)n, hp);
+}
+
+/* Starts rc-proxy with extra options (NULL-terminated) and waits for its
+ * "listening" line. */
+static void proxy_start_with(const char *upstream, const char *const *extra)
+{
+	const char *argv[40];
+	int n = 0;
+	snprintf(px.control, sizeof(px.control), "%s/proxy-%d.ctl",
+		 fx_tmpdir(), (int)getpid());
+	argv[n++] = PROXY_BIN;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--upstream";
+	argv[n++] = upstream;
+	argv[n++] = "--control";
+	argv[n++] = px.control;
+	argv[n++] = "--seed";
+	argv[n++] = "7";
+	for (; extra && *extra; extra++) {
+		cr_assert_lt(n, 38);
+		argv[n++] = *extra;
+	}
+	argv[n] = NULL;
+
+	int out[2];
+	cr_assert_eq(pipe(out), 0);
+	/* Its counters at exit go to a log beside the control socket. */
+	snprintf(px.log, sizeof(px.log), "%s.log", px.control);
+	int log_fd = open(px.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert_geq(log_fd, 0, "%s: %s", px.log, strerror(errno));
+	px.pid = fork();
+	cr_assert_neq(px.pid, -1);
+	if (px.pid == 0) {
+		dup2(out[1], STDOUT_FILENO);
+		dup2(log_fd, STDERR_FILENO);
+		close(out[0]);
+		close(out[1]);
+		execv(PROXY_BIN, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	close(log_fd);
+	struct pollfd pfd = {.fd = out[0], .events = POLLIN};
+	char line[128] = "";
+	size_t len = 0;
+	while (!memchr(line, '\n', len) && len < sizeof(line) - 1) {
+		cr_assert_gt(poll(&pfd, 1, 5000), 0, "rc-proxy did not start");
+		ssize_t r = read(out[0], line + len, sizeof(line) - 1 - len);
+		cr_assert_gt(r, 0, "rc-proxy exited before listening");
+		len += (size_t)r;
+	}
+	line[len] = '\0';
+	close(out[0]);
+	unsigned port = 0;
+	cr_assert_eq(sscanf(line, "listening 127.0.0.1:%u", &port), 1,
+		     "unexpected first line: %s", line);
+	snprintf(px.endpoint, sizeof(px.endpoint), "http://127.0.0.1:%u", port);
+}
+
+static void proxy_start(const char *const *extra)
+{
+	char upstream[128];
+	upstream_hostport(upstream, sizeof(upstream));
+	proxy_start_with(upstream, extra);
+}
+
+/* SIGTERM must end the proxy with status 0. */
+static void proxy_stop(void)
+{
+	if (px.pid <= 0)
+		return;
+	int status = 0;
+	cr_assert_eq(kill(px.pid, SIGTERM), 0);
+	cr_assert_eq(waitpid(px.pid, &status, 0), px.pid);
+	px.pid = -1;
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "rc-proxy exit status %#x (log: %s)", status, px.log);
+}
+
+/* Sends command lines to the control socket; returns its reply (static). */
+static const char *control(const char *cmds)
+{
+	static char reply[4096];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", px.control);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+		     "control connect: %s", strerror(errno));
+	size_t len = strlen(cmds);
+	cr_assert_eq(write(fd, cmds, len), (ssize_t)len);
+	shutdown(fd, SHUT_WR);
+	size_t got = 0;
+	ssize_t r;
+	while ((r = read(fd, reply + got, sizeof(reply) - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fd);
+	reply[got] = '\0';
+	return reply;
+}
+
+static uint64_t stat_of(const char *stats, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
+			return strtoull(p + nl + 1, NULL, 10);
+	cr_assert_fail("no counter %s in:\n%s", name, stats);
+	return 0;
+}
+
+static void client_open(struct client *c, const char *endpoint,
+			unsigned max_retries)
+{
+	const struct fx_env *env = fx_env();
+	struct creds_config cc = {
+		.source = CREDS_CONFIG,
+		.access_key = env->access_key,
+		.secret_key = env->secret_key,
+	};
+	struct s3_config sc = {
+		.endpoint = endpoint,
+		.region = env->region,
+		.addressing = S3_PATH_STYLE,
+		.tls_verify = true,
+		.connect_timeout_ms = 2000,
+		.request_timeout_ms = 10000,
+		.low_speed_time_s = 5,
+		.max_retries = max_retries,
+		.backoff_base_ms = 2,
+		.backoff_cap_ms = 20,
+	};
+	char err[256] = "";
+	cr_assert_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+	c->creds = creds_provider_new(&cc, err, sizeof(err));
+	cr_assert_not_null(c->creds, "creds: %s", err);
+	sc.creds = c->creds;
+	c->s3 = s3_client_new(&sc, err, sizeof(err));
+	cr_assert_not_null(c->s3, "s3_client_new: %s", err);
+}
+
+static void client_close(struct client *c)
+{
+	s3_client_free(c->s3);
+	creds_provider_free(c->creds);
+}
+
+/* Deterministic, position-dependent bytes so a shifted or short body
+ * cannot compare equal. */
+static unsigned char *make_bytes(size_t len, unsigned salt)
+{
+	unsigned char *b = malloc(len);
+	cr_assert_not_null(b);
+	uint32_t x = 2463534242u ^ salt;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		b[i] = (unsigned char)x;
+	}
+	return b;
+}
+
+static void object_key(char *key, size_t len, const char *tag)
+{
+	char u[96];
+	fx_unique(u, sizeof(u), tag);
+	snprintf(key, len, "%sproxy/%s", fx_env()->prefix, u);
+}
+
+static int put(struct client *c, const char *key, const void *data, size_t len,
+	       struct s3_result *res)
+{
+	struct s3_req_params p = {.op = S3_PUT_OBJECT,
+				  .bucket = fx_env()->bucket, .key = key,
+				  .body = data, .body_len = len};
+	return s3_perform(c->s3, &p, res, NULL, NULL);
+}
+
+static int get(struct client *c, const char *key, struct s3_result *res,
+	       char **body, size_t *body_len)
+{
+	struct s3_req_params p = {.op = S3_GET_OBJECT,
+				  .bucket = fx_env()->bucket, .key = key};
+	return s3_perform(c->s3, &p, res, body, body_len);
+}
+
+/* Puts an object straight to the server (no proxy) for fault tests. */
+static unsigned char *seed_object(char *key, size_t keylen, size_t len,
+				  unsigned salt)
+{
+	struct client direct;
+	struct s3_result res;
+	unsigned char *data = make_bytes(len, salt);
+	object_key(key, keylen, "obj");
+	client_open(&direct, fx_env()->endpoint, 2);
+	cr_assert_eq(put(&direct, key, data, len, &res), 0,
+		     "direct PUT: http %ld %s %s", res.http_status, res.code,
+		     res.message);
+	client_close(&direct);
+	return data;
+}
+
+static double elapsed_ms(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 +
+	       (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void teardown(void)
+{
+	proxy_stop();
+}
+
+TestSuite(proxy, .fini = teardown, .timeout = 60);
+
+/* ---- through the proxy, no faults ---- */
+
+Test(proxy, put_then_get_returns_same_bytes)
+{
+	static const char *const opts[] = {"--latency-ms", "0", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	char key[256];
+	object_key(key, sizeof(key), "rt");
+	size_t len = 3 * 1024 * 1024 + 17; /* large enough for Expect: 100 */
+	unsigned char *data = make_bytes(len, 1);
+	struct s3_result res;
+	cr_assert_eq(put(&c, key, data, len, &res), 0, "PUT: http %ld %s %s",
+		     res.http_status, res.code, res.message);
+
+	char *body = NULL;
+	size_t blen = 0;
+	for (int i = 0; i < 2; i++) { /* the second GET reuses the connection */
+		cr_assert_eq(get(&c, key, &res, &body, &blen), 0,
+			     "GET: http %ld %s %s", res.http_status, res.code,
+			     res.message);
+		cr_assert_eq(blen, len);
+		cr_assert_eq(fx_mismatch(body, data, len), -1,
+			     "GET body differs at %zd", fx_mismatch(body, data, len));
+		free(body);
+	}
+
+	const char *stats = control("stats\n");
+	cr_expect_eq(stat_of(stats, "put"), 1);
+	cr_expect_eq(stat_of(stats, "get"), 2);
+	cr_expect_geq(stat_of(stats, "bytes_up"), len);
+	cr_expect_geq(stat_of(stats, "bytes_down"), 2 * len);
+	free(data);
+	client_close(&c);
+}
+
+Test(proxy, latency_delays_first_byte)
+{
+	char key[256];
+	unsigned char *data = seed_object(key, sizeof(key), 4096, 2);
+	static const char *const opts[] = {"--latency-ms", "100", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	struct s3_result res;
+	char *body = NULL;
+	size_t blen = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0, "GET: http %ld %s",
+		     res.http_status, res.message);
+	double ms = elapsed_ms(&t0);
+	cr_expect_geq(ms, 100.0, "GET took %.1f ms with 100 ms latency", ms);
+	cr_expect_lt(ms, 3000.0, "GET took %.1f ms with 100 ms latency", ms);
+	cr_assert_eq(blen, 4096);
+	cr_assert_eq(fx_mismatch(body, data, blen), -1);
+
+	/* Switched off at run time, the same GET is fast again. */
+	cr_assert_str_eq(control("set latency-ms 0\n"), "ok\n");
+	free(body);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
+	ms = elapsed_ms(&t0);
+	cr_expect_lt(ms, 100.0, "GET took %.1f ms with latency off", ms);
+	free(body);
+	free(data);
+	client_close(&c);
+}
+
+Test(proxy, bandwidth_cap_paces_the_body)
+{
+	char key[256];
+	size_t len = 1024 * 1024;
+	unsigned char *data = seed_object(key, sizeof(key), len, 8);
+	/* 4 MB/s: 1 MiB needs about 260 ms; loopback alone takes ~2 ms. */
+	static const char *const opts[] = {"--latency-ms", "0", "--bw-conn",
+					   "4", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	struct s3_result res;
+	char *body = NULL;
+	size_t blen = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0, "GET: %s", res.message);
+	double ms = elapsed_ms(&t0);
+	cr_expect_geq(ms, 200.0, "1 MiB at 4 MB/s took %.1f ms", ms);
+	cr_expect_lt(ms, 3000.0, "1 MiB at 4 MB/s took %.1f ms", ms);
+	cr_assert_eq(blen, len);
+	cr_assert_eq(fx_mismatch(body, data, len), -1);
+	free(body);
+	free(data);
+	client_close(&c);
+}
+
+/* ---- faults, one kind at a time, no client retries ---- */
+
+static void fault_get(const char *kind, size_t obj_len, struct s3_result *res)
+{
+	char key[256];
+	unsigned char *data = seed_object(key, sizeof(key), obj_len, 3);
+	const char *const opts[] = {"--latency-ms", "0", "--fault-rate", "1",
+				    "--faults", kind, NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	char *body = NULL;
+	size_t blen = 0;
+	int rc = get(&c, key, res, &body, &blen);
+	cr_assert_neq(rc, 0, "%s: GET succeeded through a faulty proxy", kind);
+	free(body);
+	free(data);
+	client_close(&c);
+	const char *stats = control("stats\n");
+	char name[32];
+	snprintf(name, sizeof(name), "fault_%s", kind);
+	cr_expect_eq(stat_of(stats, name), 1);
+	cr_expect_eq(stat_of(stats, "get"), 1);
+}
+
+Test(proxy, fault_503_is_retryable_service_unavailable)
+{
+	struct s3_result res;
+	fault_get("503", 1000, &res);
+	cr_expect_eq(res.http_status, 503);
+	cr_expect(res.retryable);
+	cr_expect_str_eq(res.code, "ServiceUnavailable");
+}
+
+Test(proxy, fault_slowdown_is_retryable_slowdown)
+{
+	struct s3_result res;
+	fault_get("slowdown", 1000, &res);
+	cr_expect_eq(res.http_status, 503);
+	cr_expect(res.retryable);
+	cr_expect_str_eq(res.code, "SlowDown");
+}
+
+Test(proxy, fault_truncate_is_retryable_eio)
+{
+	struct s3_result res;
+	fault_get("truncate", 512 * 1024, &res);
+	cr_expect_eq(res.err, -EIO, "err %d (%s)", res.err, res.message);
+	cr_expect(res.retryable);
+	cr_expect_lt(res.body_bytes, 512 * 1024);
+}
+
+Test(proxy, fault_reset_is_retryable_eio)
+{
+	struct s3_result res;
+	fault_get("reset", 512 * 1024, &res);
+	cr_expect_eq(res.err, -EIO, "err %d (%s)", res.err, res.message);
+	cr_expect(res.retryable);
+}
+
+Test(proxy, fault_stall_only_delays)
+{
+	char key[256];
+	unsigned char *data = seed_object(key, sizeof(key), 64 * 1024, 4);
+	static const char *const opts[] = {"--latency-ms", "0", "--fault-rate",
+		"1", "--faults", "stall", "--stall-ms", "300", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	struct s3_result res;
+	char *body = NULL;
+	size_t blen = 0;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0, "GET: %s", res.message);
+	double ms = elapsed_ms(&t0);
+	cr_expect_geq(ms, 300.0, "stalled GET took %.1f ms", ms);
+	cr_assert_eq(blen, 64 * 1024);
+	cr_assert_eq(fx_mismatch(body, data, blen), -1);
+	free(body);
+	free(data);
+	client_close(&c);
+}
+
+/* ---- retries through a faulty link ---- */
+
+Test(proxy, retries_get_correct_bytes_through_faults)
+{
+	char key[256];
+	size_t len = 200 * 1024;
+	unsigned char *data = seed_object(key, sizeof(key), len, 5);
+	static const char *const opts[] = {"--latency-ms", "0", "--fault-rate",
+		"0.3", "--faults", "503,slowdown,reset,truncate,stall",
+		"--stall-ms", "20", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 10);
+	cr_assert_str_eq(control("reset-stats\n"), "ok\n");
+	const int gets = 50;
+	for (int i = 0; i < gets; i++) {
+		struct s3_result res;
+		char *body = NULL;
+		size_t blen = 0;
+		cr_assert_eq(get(&c, key, &res, &body, &blen), 0,
+			     "GET %d: err %d http %ld %s", i, res.err,
+			     res.http_status, res.message);
+		cr_assert_eq(blen, len, "GET %d: %zu bytes", i, blen);
+		cr_assert_eq(fx_mismatch(body, data, len), -1, "GET %d differs", i);
+		free(body);
+	}
+	const char *stats = control("stats\n");
+	uint64_t failed = stat_of(stats, "fault_503") +
+			  stat_of(stats, "fault_slowdown") +
+			  stat_of(stats, "fault_reset") +
+			  stat_of(stats, "fault_truncate");
+	/* Faults did happen, and every failed attempt was retried: the proxy
+	 * saw exactly one more GET per failing fault (a stall only delays). */
+	cr_expect_gt(failed, 0);
+	cr_expect_eq(stat_of(stats, "get"), gets + failed, "stats:\n%s", stats);
+	free(data);
+	client_close(&c);
+}
+
+/* ---- chunked responses (RGW sends list results chunked) ---- */
+
+static int list(struct client *c, const char *prefix, struct s3_result *res,
+		struct s3_list_page *page)
+{
+	struct s3_req_params p = {.op = S3_LIST_OBJECTS_V2,
+				  .bucket = fx_env()->bucket, .prefix = prefix};
+	char *body = NULL;
+	size_t blen = 0;
+	char err[160];
+	int rc = s3_perform(c->s3, &p, res, &body, &blen);
+	if (rc == 0) {
+		rc = s3_parse_list(body, blen, page, err, sizeof(err));
+		cr_assert_eq(rc, 0, "list XML: %s", err);
+	}
+	free(body);
+	return rc;
+}
+
+Test(proxy, list_passes_through_and_truncates_retryably)
+{
+	char key[256], prefix[256];
+	unsigned char *data = seed_object(key, sizeof(key), 100, 7);
+	snprintf(prefix, sizeof(prefix), "%s", key); /* just this object */
+	static const char *const opts[] = {"--latency-ms", "0", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	struct s3_result res;
+	struct s3_list_page page = {0};
+	cr_assert_eq(list(&c, prefix, &res, &page), 0, "list: http %ld %s",
+		     res.http_status, res.message);
+	cr_assert_eq(page.n_objects, 1);
+	cr_expect_str_eq(page.objects[0].key, key);
+	cr_expect_eq(page.objects[0].size, 100);
+	s3_list_page_free(&page);
+
+	cr_assert_str_eq(control("set faults truncate\nset fault-rate 1\n"),
+			 "ok\nok\n");
+	memset(&page, 0, sizeof(page));
+	cr_assert_neq(list(&c, prefix, &res, &page), 0);
+	cr_expect(res.retryable, "truncated list: err %d http %ld %s", res.err,
+		  res.http_status, res.message);
+	free(data);
+	client_close(&c);
+}
+
+/* ---- the control socket ---- */
+
+Test(proxy, control_switches_faults_and_counts)
+{
+	char key[256];
+	unsigned char *data = seed_object(key, sizeof(key), 1000, 6);
+	static const char *const opts[] = {"--latency-ms", "0", NULL};
+	proxy_start(opts);
+	struct client c;
+	client_open(&c, px.endpoint, 0);
+	struct s3_result res;
+	char *body = NULL;
+	size_t blen = 0;
+
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
+	free(body);
+	cr_assert_str_eq(control("set faults 503\nset fault-rate 1\n"), "ok\nok\n");
+	cr_assert_neq(get(&c, key, &res, &body, &blen), 0);
+	free(body);
+	cr_expect_eq(res.http_status, 503);
+	cr_assert_str_eq(control("set fault-rate 0\n"), "ok\n");
+	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
+	cr_assert_eq(fx_mismatch(body, data, 1000), -1);
+	free(body);
+
+	const char *stats = control("stats\n");
+	cr_expect_eq(stat_of(stats, "get"), 3);
+	cr_expect_eq(stat_of(stats, "requests"), 3);
+	cr_expect_eq(stat_of(stats, "fault_503"), 1);
+	cr_assert_str_eq(control("reset-stats\n"), "ok\n");
+	cr_expect_eq(stat_of(control("stats\n"), "get"), 0);
+
+	/* Bad commands get an error line, not a dropped connection. */
+	const char *r = control("set fault-rate 2\nset nonsense 1\nfly\n");
+	cr_expect(strncmp(r, "error: ", 7) == 0, "reply: %s", r);
+	cr_expect_eq(strstr(strstr(strstr(r, "error: ") + 1, "error: ") + 1,
+			    "error: ") != NULL, 1, "reply: %s", r);
+	free(data);
+	client_close(&c);
+}
+
+/* ---- bad input ---- */
+
+Test(proxy, bad_command_line_fails_clearly)
+{
+	char out[4096];
+	char *const missing[] = {PROXY_BIN, "--listen", "127.0.0.1:0", NULL};
+	cr_expect_eq(fx_run(missing, out, sizeof(out), 5000), 2);
+	cr_expect(strstr(out, "usage") != NULL, "output: %s", out);
+	char *const bad_rate[] = {PROXY_BIN, "--listen", "127.0.0.1:0",
+		"--upstream", "127.0.0.1:1", "--fault-rate", "1.5", NULL};
+	cr_expect_eq(fx_run(bad_rate, out, sizeof(out), 5000), 2);
+	cr_expect(strstr(out, "fault-rate") != NULL, "output: %s", out);
+	char *const bad_fault[] = {PROXY_BIN, "--listen", "127.0.0.1:0",
+		"--upstream", "127.0.0.1:1", "--faults", "503,meteor", NULL};
+	cr_expect_eq(fx_run(bad_fault, out, sizeof(out), 5000), 2);
+	char *const bad_addr[] = {PROXY_BIN, "--listen", "nowhere",
+		"--upstream", "127.0.0.1:1", NULL};
+	cr_expect_eq(fx_run(bad_addr, out, sizeof(out), 5000), 2);
+}
+
+/* Raw bytes to the proxy; returns the first response line. */
+static void raw_exchange(const char *port_endpoint, const void *req,
+			 size_t len, char *line, size_t linelen)
+{
+	unsigned port = 0;
+	cr_assert_eq(sscanf(port_endpoint, "http://127.0.0.1:%u", &port), 1);
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* The proxy may answer before reading everything: ignore EPIPE. */
+	ssize_t w = send(fd, req, len, MSG_NOSIGNAL);
+	(void)w;
+	size_t got = 0;
+	ssize_t r;
+	while (got < linelen - 1 &&
+	       (r = read(fd, line + got, linelen - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fd);
+	line[got] = '\0';
+	char *eol = strstr(line, "\r\n");
+	if (eol)
+		*eol = '\0';
+}
+
+Test(proxy, malformed_http_gets_an_error_response)
+{
+	/* No S3 needed: the upstream is never reached. */
+	static const char *const opts[] = {"--latency-ms", "0", NULL};
+	proxy_start_with("127.0.0.1:1", opts);
+	char line[256];
+	static const char garbage[] = "NONSENSE\r\n\r\n";
+	raw_exchange(px.endpoint, garbage, sizeof(garbage) - 1, line, sizeof(line));
+	cr_expect_str_eq(line, "HTTP/1.1 400 Bad Request");
+
+	static const char bad_len[] = "GET /b/k HTTP/1.1\r\nHost: x\r\n"
+				      "Content-Length: 12abc\r\n\r\n";
+	raw_exchange(px.endpoint, bad_len, sizeof(bad_len) - 1, line, sizeof(line));
+	cr_expect_str_eq(line, "HTTP/1.1 400 Bad Request");
+
+	size_t big = 70 * 1024;
+	char *huge = malloc(big);
+	cr_assert_not_null(huge);
+	memcpy(huge, "GET / HTTP/1.1\r\nX-Pad: ", 23);
+	memset(huge + 23, 'a', big - 23);
+	raw_exchange(px.endpoint, huge, big, line, sizeof(line));
+	cr_expect_str_eq(line, "HTTP/1.1 431 Request Header Fields Too Large");
+	free(huge);
+
+	/* A dead upstream is a 502 the client may retry, not a hang. */
+	static const char ok[] = "GET /b/k HTTP/1.1\r\nHost: x\r\n\r\n";
+	raw_exchange(px.endpoint, ok, sizeof(ok) - 1, line, sizeof(line));
+	cr_expect_str_eq(line, "HTTP/1.1 502 Bad Gateway");
+	cr_expect_eq(stat_of(control("stats\n"), "upstream_errors"), 1);
+}
