@@ -1,0 +1,517 @@
+/* workload.c - rc-workload: the training-job reader of the benchmark harness.
+ *
+ * It owns the access patterns: a list of objects (SIZE KEY lines), read in
+ * sequential or shuffled order (one permutation per epoch, the same for
+ * every tool given the same seed), sharded over N reader processes (one per
+ * GPU), for E epochs in a row. Each reader reads its objects one at a time
+ * in chunks, as a dataloader worker does, and touches every byte (a word
+ * sum), so a zero-copy read is not credited for bytes nobody looked at.
+ *
+ * Two back ends read the same keys:
+ *   ringcache  through include/ringcache.h (rc_open, zero-copy rc_read)
+ *   fs         open/read under a directory: page-cache local files, a bulk
+ *              download's output, or a FUSE mount (s3fs, rclone)
+ *
+ * One TSV line per epoch goes to stdout (columns in perf/README.md); the
+ * checksum column is order independent, so the driver can check that every
+ * tool returned the same bytes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringcache.h"
+
+#define MAX_READERS 64
+#define MAX_EXTENTS 64
+
+enum backend { BACKEND_RINGCACHE, BACKEND_FS };
+
+struct options {
+	enum backend backend;
+	const char *keys_path, *dir, *socket, *dataset, *label;
+	int readers, epochs;
+	bool shuffled;
+	uint64_t seed, chunk;
+};
+
+struct object {
+	char *key;
+	uint64_t size;
+};
+
+/* What one reader reports back through shared memory. */
+struct reader_result {
+	uint64_t files, bytes, checksum, errors;
+	int64_t first_byte_ns; /* since the epoch start; -1: none */
+	int64_t end_ns;
+	char error[160];
+};
+
+/* An epoch's shared memory: results and per-read latencies (ns). */
+struct epoch_shm {
+	int64_t t0; /* epoch start, set before the barrier opens */
+	struct reader_result res[MAX_READERS];
+	int64_t lat[];
+};
+
+/* A reader's view while it runs. */
+struct reader {
+	const struct options *opt;
+	struct reader_result *res;
+	int64_t *lat;      /* this reader's latency slots */
+	size_t n_lat;
+	const int64_t *epoch_t0; /* in shared memory */
+	int64_t t0;        /* epoch start, CLOCK_MONOTONIC ns */
+	uint8_t *buf;      /* fs back end */
+	struct rc_client rc;
+	int ds;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sum of the 64-bit words (tail bytes shifted in): touches every byte at
+ * memory speed and does not depend on how reads were split. */
+static uint64_t word_sum(const uint8_t *p, size_t n, uint64_t off)
+{
+	uint64_t s = 0;
+	size_t i = 0;
+	/* Chunks start at multiples of 8 in the object, so words line up
+	 * the same way whatever the chunk or extent size. */
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		s += w;
+	}
+	for (; i < n; i++)
+		s += (uint64_t)p[i] << (8 * ((off + i) % 8));
+	return s;
+}
+
+static void set_error(struct reader *r, const char *what, const char *key,
+		      const char *why)
+{
+	r->res->errors++;
+	if (!r->res->error[0])
+		snprintf(r->res->error, sizeof(r->res->error), "%s %s: %s",
+			 what, key, why);
+}
+
+static void note_bytes(struct reader *r, uint64_t n)
+{
+	if (n && r->res->first_byte_ns < 0)
+		r->res->first_byte_ns = now_ns() - r->t0;
+	r->res->bytes += n;
+}
+
+static void record_latency(struct reader *r, int64_t started)
+{
+	if (r->n_lat > 0) {
+		*r->lat++ = now_ns() - started;
+		r->n_lat--;
+	}
+}
+
+/* Per-object checksum mixed so the total does not depend on order. */
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+static void read_fs(struct reader *r, const struct object *o)
+{
+	char path[4096];
+	int64_t started = now_ns();
+	snprintf(path, sizeof(path), "%s/%s", r->opt->dir, o->key);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_error(r, "open", o->key, strerror(errno));
+		return;
+	}
+	uint64_t off = 0, sum = 0;
+	for (;;) {
+		ssize_t n = read(fd, r->buf, r->opt->chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			set_error(r, "read", o->key, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		sum += word_sum(r->buf, (size_t)n, off);
+		off += (uint64_t)n;
+		note_bytes(r, (uint64_t)n);
+		record_latency(r, started);
+		started = now_ns();
+	}
+	close(fd);
+	if (off != o->size)
+		set_error(r, "size", o->key, "short object");
+	r->res->checksum += mix(sum ^ o->size);
+	r->res->files++;
+}
+
+/* One chunk through zero-copy READs; returns bytes or a negated errno. */
+static int64_t read_rc_chunk(struct reader *r, int h, uint64_t off,
+			     uint64_t len, uint64_t *sum)
+{
+	struct rc_extent ext[MAX_EXTENTS];
+	int n = rc_read(&r->rc, (uint32_t)h, off, len, ext, MAX_EXTENTS);
+	if (n < 0)
+		return n;
+	int64_t got = 0;
+	for (int i = 0; i < n; i++) {
+		*sum += word_sum(ext[i].data, ext[i].len, off + (uint64_t)got);
+		got += ext[i].len;
+		if (ext[i].lease != RC_NO_LEASE)
+			rc_release(&r->rc, ext[i].lease);
+	}
+	return got;
+}
+
+static void read_rc(struct reader *r, const struct object *o)
+{
+	int64_t started = now_ns();
+	struct rc_stat st;
+	int h = rc_open(&r->rc, r->ds, o->key, &st);
+	if (h < 0) {
+		set_error(r, "open", o->key, rc_strerror(h));
+		return;
+	}
+	uint64_t off = 0, sum = 0;
+	while (off < st.size) {
+		uint64_t len = st.size - off < r->opt->chunk ? st.size - off
+							     : r->opt->chunk;
+		int64_t got = read_rc_chunk(r, h, off, len, &sum);
+		if (got <= 0) {
+			set_error(r, "read", o->key,
+				  got < 0 ? rc_strerror((int)got) : "no bytes");
+			break;
+		}
+		off += (uint64_t)got;
+		note_bytes(r, (uint64_t)got);
+		record_latency(r, started);
+		started = now_ns();
+	}
+	rc_close(&r->rc, (uint32_t)h);
+	if (off != o->size)
+		set_error(r, "size", o->key, "size differs from the key list");
+	r->res->checksum += mix(sum ^ o->size);
+	r->res->files++;
+}
+
+static int reader_setup(struct reader *r)
+{
+	if (r->opt->backend == BACKEND_FS) {
+		r->buf = malloc(r->opt->chunk);
+		return r->buf ? 0 : -ENOMEM;
+	}
+	int e = rc_attach(&r->rc, r->opt->socket, NULL);
+	if (e < 0)
+		return e;
+	r->ds = rc_dataset(&r->rc, r->opt->dataset);
+	return r->ds < 0 ? r->ds : 0;
+}
+
+/* The child: waits at the barrier (a pipe the parent closes), then reads
+ * its shard of the permutation. */
+static void reader_main(struct reader *r, const struct object *objs,
+			const size_t *perm, size_t n, int index, int barrier)
+{
+	r->res->first_byte_ns = -1;
+	int e = reader_setup(r);
+	if (e < 0)
+		set_error(r, "attach", r->opt->socket ? r->opt->socket : "",
+			  rc_strerror(e));
+	char c;
+	while (read(barrier, &c, 1) < 0 && errno == EINTR)
+		;
+	close(barrier);
+	r->t0 = *r->epoch_t0;
+	if (e >= 0)
+		for (size_t i = (size_t)index; i < n;
+		     i += (size_t)r->opt->readers) {
+			if (r->opt->backend == BACKEND_FS)
+				read_fs(r, &objs[perm[i]]);
+			else
+				read_rc(r, &objs[perm[i]]);
+		}
+	r->res->end_ns = now_ns() - r->t0;
+	if (r->opt->backend == BACKEND_RINGCACHE && e >= 0)
+		rc_detach(&r->rc);
+	_exit(0);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void make_order(size_t *perm, size_t n, const struct options *opt,
+		       int epoch)
+{
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	if (!opt->shuffled)
+		return;
+	uint64_t s = opt->seed * 0x9e3779b97f4a7c15ull + (uint64_t)epoch + 1;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)(rng_next(&s) % (i + 1));
+		size_t t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+}
+
+static size_t slots_of(const struct object *o, uint64_t chunk)
+{
+	return o->size ? (size_t)((o->size + chunk - 1) / chunk) : 1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static double pct_ms(const int64_t *v, size_t n, double p)
+{
+	if (n == 0)
+		return 0;
+	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+	return (double)v[i] / 1e6;
+}
+
+static void print_epoch(const struct options *opt, int epoch,
+			struct epoch_shm *shm, size_t n_lat_total)
+{
+	struct reader_result sum = { .first_byte_ns = 0 };
+	const char *err = "-";
+	for (int i = 0; i < opt->readers; i++) {
+		struct reader_result *x = &shm->res[i];
+		sum.files += x->files;
+		sum.bytes += x->bytes;
+		sum.checksum += x->checksum;
+		sum.errors += x->errors;
+		/* Time to first byte: when the last reader got its first byte,
+		 * i.e. when every GPU could start its first step. */
+		if (x->first_byte_ns > sum.first_byte_ns)
+			sum.first_byte_ns = x->first_byte_ns;
+		if (x->end_ns > sum.end_ns)
+			sum.end_ns = x->end_ns;
+		if (x->error[0] && err[0] == '-')
+			err = x->error;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < n_lat_total; i++)
+		if (shm->lat[i] > 0)
+			shm->lat[n++] = shm->lat[i];
+	qsort(shm->lat, n, sizeof(int64_t), cmp_i64);
+	double secs = (double)sum.end_ns / 1e9;
+	printf("%s\t%d\t%d\t%s\t%" PRIu64 "\t%" PRIu64 "\t%.3f\t%.1f\t%.1f"
+	       "\t%.2f\t%.3f\t%.3f\t%016" PRIx64 "\t%" PRIu64 "\t%s\n",
+	       opt->label, epoch, opt->readers,
+	       opt->shuffled ? "shuffled" : "sequential", sum.files, sum.bytes,
+	       secs, secs > 0 ? (double)sum.bytes / 1e6 / secs : 0,
+	       secs > 0 ? (double)sum.files / secs : 0,
+	       (double)sum.first_byte_ns / 1e6, pct_ms(shm->lat, n, 0.50),
+	       pct_ms(shm->lat, n, 0.99), sum.checksum, sum.errors, err);
+	fflush(stdout);
+}
+
+/* Forks the readers, releases them together, waits for all. */
+static int run_epoch(const struct options *opt, const struct object *objs,
+		     size_t n, int epoch)
+{
+	size_t *perm = malloc(n * sizeof(*perm));
+	size_t *lat_off = calloc((size_t)opt->readers, sizeof(*lat_off));
+	if (!perm || !lat_off)
+		return -ENOMEM;
+	make_order(perm, n, opt, epoch);
+	size_t total = 0;
+	for (int r = 0; r < opt->readers; r++) {
+		lat_off[r] = total;
+		for (size_t i = (size_t)r; i < n; i += (size_t)opt->readers)
+			total += slots_of(&objs[perm[i]], opt->chunk);
+	}
+	size_t shm_len = sizeof(struct epoch_shm) + total * sizeof(int64_t);
+	struct epoch_shm *shm = mmap(NULL, shm_len, PROT_READ | PROT_WRITE,
+				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int pipefd[2];
+	if (shm == MAP_FAILED || pipe(pipefd) < 0)
+		return -errno;
+	for (int r = 0; r < opt->readers; r++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return -errno;
+		if (pid == 0) {
+			close(pipefd[1]);
+			size_t next = r + 1 < opt->readers ? lat_off[r + 1] : total;
+			struct reader rd = {
+				.opt = opt, .res = &shm->res[r],
+				.lat = shm->lat + lat_off[r],
+				.n_lat = next - lat_off[r],
+				.epoch_t0 = &shm->t0,
+			};
+			reader_main(&rd, objs, perm, n, r, pipefd[0]);
+		}
+	}
+	close(pipefd[0]);
+	/* Give the readers time to attach before the clock starts: attaching
+	 * is per process start-up, not per epoch. */
+	usleep(200000);
+	shm->t0 = now_ns();
+	close(pipefd[1]);
+	int failed = 0;
+	for (int r = 0; r < opt->readers; r++) {
+		int status;
+		if (wait(&status) < 0 || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			failed = 1;
+	}
+	print_epoch(opt, epoch, shm, total);
+	munmap(shm, shm_len);
+	free(perm);
+	free(lat_off);
+	return failed ? -ECHILD : 0;
+}
+
+/* "SIZE KEY" lines; keys are relative to the dataset or directory. */
+static struct object *load_keys(const char *path, size_t *n_out)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	struct object *objs = NULL;
+	size_t n = 0, cap = 0;
+	char line[RC_MAX_KEY + 64];
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		if (n == cap) {
+			cap = cap ? cap * 2 : 1024;
+			struct object *o = realloc(objs, cap * sizeof(*o));
+			if (!o)
+				break;
+			objs = o;
+		}
+		objs[n].size = strtoull(line, NULL, 10);
+		objs[n].key = strdup(sp + 1);
+		n++;
+	}
+	fclose(f);
+	*n_out = n;
+	return objs;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rc-workload --keys FILE (--socket PATH --dataset NAME | --dir DIR)\n"
+		"                   [--readers N] [--order sequential|shuffled]\n"
+		"                   [--epochs E] [--seed S] [--chunk BYTES] [--label TEXT]\n"
+		"  --keys FILE   lines \"SIZE KEY\", keys relative to the dataset or DIR\n"
+		"  --socket, --dataset   read through ringcached (zero-copy rc_read)\n"
+		"  --dir DIR     read DIR/KEY with open/read (local files, FUSE mounts)\n"
+		"  --readers N   reader processes, each reads every Nth object (default 1)\n"
+		"  --epochs E    epochs in a row, one output line each (default 1)\n"
+		"  --chunk B     bytes per read call (default 4194304)\n"
+		"output, one TSV line per epoch:\n"
+		"  label epoch readers order files bytes secs mb_s files_s ttfb_ms\n"
+		"  p50_ms p99_ms checksum errors first_error\n");
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"keys", required_argument, NULL, 'k'},
+		{"socket", required_argument, NULL, 's'},
+		{"dataset", required_argument, NULL, 'd'},
+		{"dir", required_argument, NULL, 'D'},
+		{"readers", required_argument, NULL, 'r'},
+		{"order", required_argument, NULL, 'o'},
+		{"epochs", required_argument, NULL, 'e'},
+		{"seed", required_argument, NULL, 'S'},
+		{"chunk", required_argument, NULL, 'c'},
+		{"label", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	*o = (struct options){ .readers = 1, .epochs = 1, .seed = 1,
+			       .chunk = 4u << 20, .label = "run" };
+	int c;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k': o->keys_path = optarg; break;
+		case 's': o->socket = optarg; break;
+		case 'd': o->dataset = optarg; break;
+		case 'D': o->dir = optarg; break;
+		case 'r': o->readers = atoi(optarg); break;
+		case 'e': o->epochs = atoi(optarg); break;
+		case 'S': o->seed = strtoull(optarg, NULL, 0); break;
+		case 'c': o->chunk = strtoull(optarg, NULL, 0); break;
+		case 'l': o->label = optarg; break;
+		case 'o':
+			if (strcmp(optarg, "shuffled") && strcmp(optarg, "sequential"))
+				return -1;
+			o->shuffled = strcmp(optarg, "shuffled") == 0;
+			break;
+		case 'h': usage(stdout); exit(0);
+		default: return -1;
+		}
+	}
+	o->backend = o->dir ? BACKEND_FS : BACKEND_RINGCACHE;
+	if (optind != argc || !o->keys_path || (!o->dir == !o->dataset) ||
+	    o->readers < 1 || o->readers > MAX_READERS || o->epochs < 1 ||
+	    o->chunk < 4096 || o->chunk > RC_MAX_IO)
+		return -1;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt;
+	if (parse_options(argc, argv, &opt) < 0) {
+		usage(stderr);
+		return 2;
+	}
+	size_t n = 0;
+	struct object *objs = load_keys(opt.keys_path, &n);
+	if (!objs || n == 0) {
+		fprintf(stderr, "rc-workload: %s: no \"SIZE KEY\" lines\n",
+			opt.keys_path);
+		return 1;
+	}
+	int rc = 0;
+	for (int e = 1; e <= opt.epochs && rc == 0; e++) {
+		int r = run_epoch(&opt, objs, n, e);
+		if (r < 0) {
+			fprintf(stderr, "rc-workload: epoch %d: %s\n", e,
+				strerror(-r));
+			rc = 1;
+		}
+	}
+	return rc;
+}
