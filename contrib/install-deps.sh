@@ -5,7 +5,7 @@
 #
 # usage: contrib/install-deps.sh [--perf] [--python]
 #   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot, awscli)
-#   --python  also python3-torch and python3-cffi (binding, PyTorch adapter)
+#   --python  also python3-torch, python3-cffi, python3-numpy (binding, PyTorch)
 set -euo pipefail
 
 packages=(
@@ -16,7 +16,7 @@ packages=(
 	curl ca-certificates python3 bc
 )
 perf_packages=(s3fs rclone fio gnuplot-nox awscli)
-python_packages=(python3-torch python3-cffi)
+python_packages=(python3-torch python3-cffi python3-numpy)
 
 usage() {
 	sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//'

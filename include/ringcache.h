@@ -84,8 +84,12 @@ extern "C" {
  *                                       buffer; res = bytes copied
  * RELEASE    handle = lease id          res 0
  * CLOSE      handle                     res 0
- * Reserved for later issues, answered -EOPNOTSUPP for now:
- * PREFETCH_PLAN  buf_index, buf_offset, len (array of rc_plan_entry)
+ * PREFETCH_PLAN  buf_index, buf_offset, len = bytes of an array of
+ *            rc_plan_entry (handles of this session); replaces the
+ *            session's plan (an empty array drops it); res = entries.
+ *            The daemon keeps a window ahead of the entry the session
+ *            last READ from fetched and protected from eviction.
+ * Reserved for the write-back issue, answered -EOPNOTSUPP for now:
  * WRITE_OPEN dataset, arg (key)  WRITE handle, offset, len, buf_index,
  * buf_offset  COMMIT/ABORT handle  RENAME handle, arg (new key)
  * SYNC handle or dataset+arg (prefix)
@@ -161,7 +165,7 @@ struct rc_list_entry {
 	uint32_t rec_len;   /* bytes from this record to the next one */
 };
 
-/* Prefetch plan entry (reserved for the prefetch issue). */
+/* Prefetch plan entry: one extent the session will read, in order. */
 struct rc_plan_entry {
 	uint32_t handle;
 	uint32_t reserved;
@@ -401,6 +405,19 @@ static inline void rc_prep_read_into(struct rc_sqe *sqe, uint32_t handle,
 	sqe->buf_offset = buf_offset;
 }
 
+static inline void rc_prep_prefetch_plan(struct rc_sqe *sqe,
+					 uint32_t buf_index,
+					 uint64_t buf_offset,
+					 uint64_t n_entries,
+					 uint64_t user_data)
+{
+	sqe->opcode = RC_OP_PREFETCH_PLAN;
+	sqe->buf_index = buf_index;
+	sqe->buf_offset = buf_offset;
+	sqe->len = n_entries * sizeof(struct rc_plan_entry);
+	sqe->user_data = user_data;
+}
+
 static inline void rc_prep_release(struct rc_sqe *sqe, uint32_t lease,
 				   uint64_t user_data)
 {
@@ -456,6 +473,11 @@ static inline const char *rc_list_name(const struct rc_list_entry *e)
 {
 	return (const char *)(e + 1);
 }
+
+/* Hand over the order of future reads: n entries of rc_plan_entry at
+ * buf_offset in a registered buffer. Returns entries accepted. */
+int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
+		     uint64_t buf_offset, uint64_t n_entries);
 
 const char *rc_strerror(int err);
 

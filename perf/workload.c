@@ -379,7 +379,7 @@ static int run_epoch(const struct options *opt, const struct object *objs,
 	close(pipefd[0]);
 	/* Give the readers time to attach before the clock starts: attaching
 	 * is per process start-up, not per epoch. */
-	usleep(200000);
+	usleep(100000);
 	shm->t0 = now_ns();
 	close(pipefd[1]);
 	int failed = 0;

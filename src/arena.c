@@ -33,7 +33,8 @@ int arena_budget_init(struct arena_budget *b, uint64_t memory_bytes,
 		 * free bitmap tracks */
 		if (b->sb_bytes / s <= SB_MAX_SLOTS)
 			b->class_size[n++] = (uint32_t)s;
-		uint64_t step = s < (64u << 10) ? PAGE : (s / 16 + PAGE - 1) / PAGE * PAGE;
+		/* Rounded down: a step never exceeds 1/16 of the class. */
+		uint64_t step = s < (64u << 10) ? PAGE : s / 16 / PAGE * PAGE;
 		s += step;
 	}
 	b->class_size[n++] = block_bytes;

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ARENA_MAX_CLASSES 96
+#define ARENA_MAX_CLASSES 128
 #define ARENA_NONE UINT32_MAX
 
 struct arena_budget {

@@ -10,7 +10,7 @@
 
 #define SMALL_PERCENT 10
 #define MAX_FREQ 3
-#define RECLAIM_TRIES 64
+#define COLD_SCAN 4 /* superblocks looked at per cold reclaim */
 
 static uint64_t mix64(uint64_t x)
 {
@@ -145,7 +145,7 @@ static bool ghost_take(struct cache *c, uint64_t obj_id, uint32_t blkno)
 
 static bool pinned(const struct cache_entry *e)
 {
-	return e->leases > 0 || e->state == ENTRY_FETCHING;
+	return e->leases > 0 || e->plan_pins > 0 || e->state == ENTRY_FETCHING;
 }
 
 static void evict(struct cache *c, struct cache_entry *e)
@@ -160,7 +160,8 @@ static void evict(struct cache *c, struct cache_entry *e)
  * when every entry is pinned. */
 static bool pool_evict_one(struct cache *c, struct cache_pool *p)
 {
-	uint64_t budget = 2 * (p->small.n + p->main.n) + 2;
+	/* Each visit lowers a frequency or evicts: this bounds the scan. */
+	uint64_t budget = (MAX_FREQ + 2) * (p->small.n + p->main.n) + 2;
 	while (budget--) {
 		bool from_small = p->small.n > 0 &&
 				  (p->small.n * 100 >=
@@ -193,47 +194,58 @@ static bool pool_evict_one(struct cache *c, struct cache_pool *p)
 	return false;
 }
 
-/* Frees a whole superblock of another class so class cls can grow: the
- * oldest entries' superblocks are tried first. */
-static bool reclaim_superblock(struct cache *c, uint32_t want_cls)
+/* True if every entry of the superblock may go now (cold: and none was
+ * touched since it came in). */
+static bool sb_evictable(const struct cache_arena *ca, uint32_t sb, bool cold)
 {
-	for (uint32_t ai = 0; ai < c->n_arenas; ai++) {
+	const struct arena_sb *s = &ca->arena->sbs[sb];
+	if (s->cls == UINT16_MAX || !ca->owners[sb])
+		return false;
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		const struct cache_entry *e = ca->owners[sb][i];
+		if (e && (pinned(e) || (cold && e->freq > 0)))
+			return false;
+	}
+	return true;
+}
+
+static void sb_evict(struct cache *c, struct cache_arena *ca, uint32_t sb)
+{
+	const struct arena_sb *s = &ca->arena->sbs[sb];
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		struct cache_entry *v = ca->owners[sb][i];
+		if (v)
+			evict(c, v);
+	}
+	c->stats.reclaims++;
+	arena_trim(ca->arena);
+}
+
+/* Frees a whole superblock that class `cls` of arena `want` cannot use as
+ * it is, so that class can grow: memory moves between classes and
+ * datasets. A clock hand walks all superblocks; cold mode looks at a few
+ * and takes only superblocks nobody touched again (cheap, on every miss
+ * of a full cache), the other mode walks everything for any unpinned one. */
+static bool reclaim_superblock(struct cache *c, struct cache_arena *want,
+			       uint32_t cls, bool cold)
+{
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < c->n_arenas; i++)
+		total += c->arenas[i]->arena->n_sb;
+	uint64_t steps = cold ? COLD_SCAN : total;
+	for (uint64_t k = 0; k < steps && total; k++) {
+		uint64_t pos = c->reclaim_hand++ % total;
+		uint32_t ai = 0;
+		while (pos >= c->arenas[ai]->arena->n_sb)
+			pos -= c->arenas[ai++]->arena->n_sb;
 		struct cache_arena *ca = c->arenas[ai];
-		struct arena *a = ca->arena;
-		uint32_t best = ARENA_NONE, best_n = 0;
-		for (uint32_t cls = 0; cls < c->budget->n_classes; cls++) {
-			if (cls != want_cls && a->classes[cls].n_sb > best_n) {
-				best = cls;
-				best_n = a->classes[cls].n_sb;
-			}
-		}
-		if (best == ARENA_NONE)
+		uint32_t sb = (uint32_t)pos;
+		if (ca == want && ca->arena->sbs[sb].cls == cls)
+			continue; /* its own class: evicting in it is the pool's job */
+		if (!sb_evictable(ca, sb, cold))
 			continue;
-		struct cache_pool *p = &ca->pools[best];
-		struct cache_queue *qs[2] = {&p->small, &p->main};
-		uint32_t tries = RECLAIM_TRIES;
-		for (int qi = 0; qi < 2; qi++) {
-			for (struct cache_entry *e = qs[qi]->head; e && tries;
-			     e = e->qnext, tries--) {
-				uint32_t sb = arena_sb_of(a, e->off);
-				struct arena_sb *s = &a->sbs[sb];
-				bool ok = true;
-				for (uint32_t i = 0; i < s->n_slots && ok; i++)
-					if (ca->owners[sb][i] &&
-					    pinned(ca->owners[sb][i]))
-						ok = false;
-				if (!ok)
-					continue;
-				for (uint32_t i = 0; i < s->n_slots; i++) {
-					struct cache_entry *v = ca->owners[sb][i];
-					if (v)
-						evict(c, v);
-				}
-				c->stats.reclaims++;
-				arena_trim(a);
-				return true;
-			}
-		}
+		sb_evict(c, ca, sb);
+		return true;
 	}
 	return false;
 }
@@ -255,9 +267,13 @@ static int64_t slot_alloc(struct cache *c, struct cache_arena *ca,
 			return off;
 		if (trim_all(c))
 			continue;
+		/* Cold memory of other classes first, so a class that turns
+		 * hot can grow instead of evicting its own hot blocks. */
+		if (reclaim_superblock(c, ca, cls, true))
+			continue;
 		if (pool_evict_one(c, &ca->pools[cls]))
 			continue;
-		if (!reclaim_superblock(c, cls))
+		if (!reclaim_superblock(c, ca, cls, false))
 			return -ENOMEM;
 	}
 	return -ENOMEM;
@@ -331,7 +347,7 @@ void cache_discard(struct cache *c, struct cache_entry *e)
 	if (e->orphan)
 		return;
 	hash_unlink(c, e);
-	if (e->leases > 0) {
+	if (e->leases > 0 || e->plan_pins > 0) {
 		e->orphan = 1;
 		return;
 	}
@@ -347,7 +363,20 @@ void cache_lease(struct cache *c, struct cache_entry *e)
 void cache_release(struct cache *c, struct cache_entry *e)
 {
 	c->stats.leases--;
-	if (--e->leases == 0 && e->orphan)
+	if (--e->leases == 0 && e->plan_pins == 0 && e->orphan)
+		entry_free(c, e);
+}
+
+void cache_pin(struct cache *c, struct cache_entry *e)
+{
+	e->plan_pins++;
+	c->stats.pins++;
+}
+
+void cache_unpin(struct cache *c, struct cache_entry *e)
+{
+	c->stats.pins--;
+	if (--e->plan_pins == 0 && e->leases == 0 && e->orphan)
 		entry_free(c, e);
 }
 

@@ -29,6 +29,7 @@ struct cache_entry {
 	uint32_t len;          /* valid bytes in the slot */
 	uint64_t off;          /* slot offset in the arena */
 	uint32_t leases;
+	uint32_t plan_pins;    /* prefetched for a plan window, not yet read */
 	uint8_t state, queue, freq, orphan;
 	struct cache_arena *ca;
 	struct cache_entry *hnext;
@@ -52,7 +53,7 @@ struct cache_arena {
 };
 
 struct cache_stats {
-	uint64_t hits, misses, evictions, reclaims, entries, leases;
+	uint64_t hits, misses, evictions, reclaims, entries, leases, pins;
 	uint64_t bytes_cached;
 };
 
@@ -64,6 +65,7 @@ struct cache {
 	uint32_t n_arenas;
 	uint64_t *ghost;
 	uint64_t ghost_mask;
+	uint64_t reclaim_hand;        /* clock over all superblocks */
 	struct cache_stats stats;
 };
 
@@ -86,6 +88,9 @@ struct cache_entry *cache_insert(struct cache *c, struct cache_arena *ca,
 void cache_discard(struct cache *c, struct cache_entry *e);
 void cache_lease(struct cache *c, struct cache_entry *e);
 void cache_release(struct cache *c, struct cache_entry *e);
+/* Plan pins protect prefetched, unread blocks like leases do. */
+void cache_pin(struct cache *c, struct cache_entry *e);
+void cache_unpin(struct cache *c, struct cache_entry *e);
 
 static inline uint8_t *cache_entry_data(const struct cache_entry *e)
 {

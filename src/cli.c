@@ -625,6 +625,12 @@ static int cmd_prefetch(int argc, char **argv)
 		return fail("prefetch %s '%s': %s", argv[1], argv[2],
 			    rc_strerror(r));
 	}
+	if (ol.n == 0) {
+		rc_detach(&s.c);
+		free_object_list(&ol);
+		return fail("prefetch %s: no objects under '%s'", argv[1],
+			    argv[2]);
+	}
 	struct progress p = {.tty = isatty(STDERR_FILENO),
 			     .total_objects = ol.n, .total_bytes = ol.bytes,
 			     .t0 = now_s()};

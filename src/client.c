@@ -601,6 +601,18 @@ int rc_list(struct rc_client *c, int dataset, const char *prefix,
 	return cqe.res;
 }
 
+int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
+		     uint64_t buf_offset, uint64_t n_entries)
+{
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	if (!sqe)
+		return -EBUSY;
+	rc_prep_prefetch_plan(sqe, buf_index, buf_offset, n_entries, SYNC_TAG);
+	struct rc_cqe cqe;
+	int r = sync_one(c, &cqe);
+	return r < 0 ? r : cqe.res;
+}
+
 const char *rc_strerror(int err)
 {
 	switch (-err) {

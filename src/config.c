@@ -241,6 +241,17 @@ static int key_memory(struct parser *p, const char *key, const char *value)
 	return 1;
 }
 
+static int key_prefetch_window(struct parser *p, const char *key,
+			       const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0)
+		return fail_value(p, key, value,
+				  "must be a size like 64M or 1G (0: no prefetch)");
+	p->cfg->prefetch_window_bytes = bytes;
+	return 1;
+}
+
 static int key_block_size(struct parser *p, const char *key,
 			  const char *value)
 {
@@ -699,6 +710,9 @@ static const struct key_spec daemon_keys[] = {
 	BOOL("hugepages", hugepages),
 	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
 	U32("max_sessions", max_sessions, 1, 65536),
+	FN("prefetch_window", key_prefetch_window),
+	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
+	U32("prefetch_inflight", prefetch_inflight, 1, 1024),
 	{0},
 };
 
@@ -1028,6 +1042,9 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->hugepages = true;
 	cfg->metadata_ttl_s = 60;
 	cfg->max_sessions = 256;
+	cfg->prefetch_window_bytes = 256ull << 20;
+	cfg->prefetch_window_entries = 256;
+	cfg->prefetch_inflight = 32;
 	cfg->addressing = S3_PATH_STYLE;
 	cfg->tls_verify = true;
 	cfg->max_connections = 64;

@@ -34,6 +34,10 @@ struct rc_config {
 	bool hugepages;          /* hugepages = true (madvise) */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
 	uint32_t max_sessions;   /* max_sessions = 256 */
+	uint64_t prefetch_window_bytes;   /* prefetch_window = 256M per session
+					     (capped at memory/4; 0: off) */
+	uint32_t prefetch_window_entries; /* prefetch_window_entries = 256 */
+	uint32_t prefetch_inflight;       /* prefetch_inflight = 32 GETs per shard */
 	/* [s3] */
 	char *endpoint;          /* endpoint = (default: AWS for region) */
 	char *region;            /* region = us-east-1 */

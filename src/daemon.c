@@ -217,6 +217,8 @@ static int fetch_start(struct fetch *f)
 
 static void fetch_free(struct fetch *f)
 {
+	if (f->prefetch)
+		f->sh->pf_inflight--;
 	if (f->all_prev)
 		f->all_prev->all_next = f->all_next;
 	else
@@ -347,12 +349,14 @@ static void list_merge(struct s3_list_page *acc, struct s3_list_page *page)
 		acc->prefixes = np;
 	if (!no || !np)
 		return; /* the page is freed below: the listing is short */
-	memcpy(no + acc->n_objects, page->objects,
-	       page->n_objects * sizeof(*no));
+	if (page->n_objects)
+		memcpy(no + acc->n_objects, page->objects,
+		       page->n_objects * sizeof(*no));
 	acc->n_objects += page->n_objects;
 	page->n_objects = 0;
-	memcpy(np + acc->n_prefixes, page->prefixes,
-	       page->n_prefixes * sizeof(*np));
+	if (page->n_prefixes)
+		memcpy(np + acc->n_prefixes, page->prefixes,
+		       page->n_prefixes * sizeof(*np));
 	acc->n_prefixes += page->n_prefixes;
 	page->n_prefixes = 0;
 }
@@ -555,6 +559,55 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 	err = fetch_start(f);
 	if (err)
 		fetch_finish(f, err);
+}
+
+int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
+			  uint64_t gen, struct cache_entry **out, bool *started)
+{
+	*started = false;
+	struct cache_entry *e = cache_lookup(&sh->cache, o->id, (uint32_t)b,
+					     false);
+	if (e) {
+		*out = e;
+		return 0;
+	}
+	int err = 0;
+	e = cache_insert(&sh->cache, o->ds->ca, o->id, (uint32_t)b,
+			 block_len(o, b, sh->d->cfg.block_bytes), &err);
+	if (!e)
+		return err;
+	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
+	if (!f) {
+		cache_discard(&sh->cache, e);
+		return -ENOMEM;
+	}
+	f->entry = e;
+	f->prefetch = true;
+	f->plan_gen = gen;
+	sh->pf_inflight++;
+	if ((err = fetch_start(f)) < 0) {
+		fetch_finish(f, err);
+		return err;
+	}
+	sh->m.prefetch_bytes += e->len;
+	*out = e;
+	*started = true;
+	return 0;
+}
+
+void daemon_cancel_prefetch(struct shard *sh, uint64_t gen)
+{
+	for (struct fetch *f = sh->fetches, *next; f; f = next) {
+		next = f->all_next;
+		if (!f->prefetch || f->plan_gen != gen || !f->in_curl ||
+		    f->entry->waiters)
+			continue;
+		curl_multi_remove_handle(sh->multi, s3_req_easy(f->req));
+		sh->s3_inflight--;
+		f->in_curl = false;
+		sh->m.prefetch_cancelled++;
+		fetch_finish(f, -ECANCELED);
+	}
 }
 
 void daemon_read(struct shard *sh, struct op *op)

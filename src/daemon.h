@@ -12,6 +12,7 @@
 #include "arena.h"
 #include "cache.h"
 #include "config.h"
+#include "prefetch.h"
 #include "creds.h"
 #include "ringcache.h"
 #include "s3.h"
@@ -87,6 +88,8 @@ struct fetch {
 	struct s3_list_page acc;   /* FETCH_LIST: accumulated */
 	unsigned attempt;
 	bool probe;                /* FETCH_HEAD: a 1-byte GET for the error code */
+	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
+	uint64_t plan_gen;         /* which plan asked for it */
 	uint64_t due_ns;           /* retry time */
 	uint64_t received;
 	struct fetch *next_retry;
@@ -133,6 +136,7 @@ struct session {
 	uint32_t n_handles, cap_handles;
 	struct lease_table leases;
 	struct regbuf bufs[64];
+	struct pqueue *pq;         /* this session's GPU prefetch queue */
 	struct session *next, *prev;
 };
 
@@ -143,6 +147,7 @@ struct metrics {
 	uint64_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
 	uint64_t ops, bad_entries, sessions_total, sessions_refused;
 	uint64_t stale;
+	uint64_t prefetch_bytes, prefetch_cancelled;
 };
 
 struct shard {
@@ -160,6 +165,11 @@ struct shard {
 	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
 	int64_t curl_due_ns;       /* -1: no curl timer */
 	uint32_t s3_inflight;
+	struct pqueue *pqueues;
+	uint32_t n_planned;        /* queues with a plan */
+	uint32_t pq_next_id;
+	uint32_t pf_inflight, pf_rr;
+	uint64_t pf_pinned_bytes, pf_generation;
 	struct metrics m;
 };
 
@@ -199,6 +209,12 @@ void daemon_read(struct shard *sh, struct op *op);
 void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
 		 const char *prefix, size_t len);
 void fetch_done(struct fetch *f, CURLcode code);
+/* The block's entry, inserted and fetched for plan gen if absent. */
+int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
+			  uint64_t gen, struct cache_entry **out,
+			  bool *started);
+/* Cancels plan gen's GETs that no read waits for. */
+void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
 void fetch_run_retries(struct shard *sh);
 
 /* session.c */
@@ -209,6 +225,7 @@ bool session_process(struct session *s);
 void session_flush(struct session *s);
 void session_close(struct session *s);
 void session_put(struct session *s);
+struct object *session_handle(struct session *s, uint32_t handle);
 /* Completes an op: posts its CQE (if the session lives), frees it. */
 void op_complete(struct op *op);
 /* Called by daemon.c as blocks of a READ/READ_INTO become valid. */

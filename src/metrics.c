@@ -23,12 +23,34 @@ static void emit(struct out *o, const char *name, const char *type,
 							 : o->len - o->used - 1;
 }
 
+/* Per-queue prefetch progress, labelled by GPU and queue id. */
+static void emit_queues(struct out *o, const struct daemon *d)
+{
+	bool first = true;
+	for (uint32_t i = 0; i < d->n_shards; i++) {
+		for (const struct pqueue *q = d->shards[i].pqueues; q;
+		     q = q->next) {
+			if (!q->plan || o->used >= o->len)
+				continue;
+			int n = snprintf(o->buf + o->used, o->len - o->used,
+				"%sringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\"} %llu\n",
+				first ? "# HELP ringcache_queue_prefetch_bytes Bytes prefetched for the queue's current plan.\n"
+					"# TYPE ringcache_queue_prefetch_bytes gauge\n" : "",
+				i, q->id, q->gpu,
+				(unsigned long long)q->plan->prefetched_bytes);
+			if (n > 0 && (size_t)n < o->len - o->used)
+				o->used += (size_t)n;
+			first = false;
+		}
+	}
+}
+
 size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 {
 	struct out o = {buf, len, 0};
 	struct metrics m = {0};
 	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
-	uint64_t entries = 0, evictions = 0, inflight = 0;
+	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
 	if (len)
 		buf[0] = 0;
 	for (uint32_t i = 0; i < d->n_shards; i++) {
@@ -49,6 +71,9 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.sessions_total += s->sessions_total;
 		m.sessions_refused += s->sessions_refused;
 		m.stale += s->stale;
+		m.prefetch_bytes += s->prefetch_bytes;
+		m.prefetch_cancelled += s->prefetch_cancelled;
+		pinned += sh->pf_pinned_bytes;
 		sessions += sh->n_sessions;
 		for (const struct session *se = sh->sessions; se; se = se->next)
 			handles += se->n_handles;
@@ -82,6 +107,10 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_objects_stale_total", "counter", "Objects found changed or gone in S3.", m.stale);
 	emit(&o, "ringcache_read_bytes_zero_copy_total", "counter", "Bytes served by zero-copy READ.", m.bytes_served_zero_copy);
 	emit(&o, "ringcache_read_bytes_copied_total", "counter", "Bytes copied by READ_INTO.", m.bytes_copied);
+	emit(&o, "ringcache_prefetch_bytes_total", "counter", "Bytes of prefetch GETs started for plans.", m.prefetch_bytes);
+	emit(&o, "ringcache_prefetch_cancelled_total", "counter", "Prefetch GETs cancelled by a replaced plan.", m.prefetch_cancelled);
+	emit(&o, "ringcache_prefetch_pinned_bytes", "gauge", "Prefetched, unread bytes protected from eviction.", pinned);
+	emit_queues(&o, d);
 	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.", (now_ns() - d->started_ns) / 1000000000ull);
 	return o.used;
 }

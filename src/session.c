@@ -39,6 +39,7 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_READ_INTO] = F_HANDLE | F_OFFSET | F_LEN | F_BUF,
 	[RC_OP_RELEASE] = F_HANDLE,
 	[RC_OP_CLOSE] = F_HANDLE,
+	[RC_OP_PREFETCH_PLAN] = F_BUF | F_LEN,
 };
 
 /* ---- lifetime ---------------------------------------------------------- */
@@ -83,6 +84,8 @@ void session_close(struct session *s)
 	s->closed = true;
 	struct shard *sh = s->sh;
 	sh->n_zombies++;
+	pqueue_put(sh, s->pq);
+	s->pq = NULL;
 	struct lease_table *lt = &s->leases;
 	for (uint32_t i = 0; i < lt->cap; i++)
 		if (lt->e[i])
@@ -282,6 +285,7 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 		return;
 	}
 	peer_access(s);
+	s->pq = pqueue_get(s->sh, req->gpu, s->uid);
 	size_t rlen = sizeof(struct rc_attach_reply) +
 		      d->n_datasets * sizeof(struct rc_dataset_info);
 	struct rc_attach_reply *r = calloc(1, rlen);
@@ -355,8 +359,9 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 			goto out;
 		}
 	}
-	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		       0);
+	/* Populated now: no page fault on the first copy into it. */
+	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED) {
 		status = -errno;
 		goto out;
@@ -624,6 +629,11 @@ static int handle_alloc(struct session *s, struct object *o)
 static struct object *handle_get(struct session *s, uint32_t h)
 {
 	return h < s->cap_handles ? s->handles[h] : NULL;
+}
+
+struct object *session_handle(struct session *s, uint32_t handle)
+{
+	return handle_get(s, handle);
 }
 
 static void write_etag(struct session *s, uint16_t arg, const struct object *o)
@@ -897,6 +907,7 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 		return err;
 	if (e->offset >= o->size || e->len == 0)
 		return 0; /* EOF */
+	prefetch_consumed(s, o, e->offset);
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	uint64_t len = o->size - e->offset < e->len ? o->size - e->offset : e->len;
 	if (e->opcode == RC_OP_READ) {
@@ -930,6 +941,19 @@ static int submit_stat(struct session *s, const struct rc_sqe *e,
 	return 0;
 }
 
+static int submit_plan(struct session *s, const struct rc_sqe *e)
+{
+	uint8_t *src;
+	int err;
+	if (e->len % sizeof(struct rc_plan_entry) ||
+	    e->len / sizeof(struct rc_plan_entry) > RC_MAX_PLAN_ENTRIES)
+		return -EINVAL;
+	if ((err = check_buf(s, e, e->len, &src)))
+		return err;
+	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
+				 e->len / sizeof(struct rc_plan_entry));
+}
+
 static int submit_close(struct session *s, uint32_t h)
 {
 	struct object *o = handle_get(s, h);
@@ -946,8 +970,8 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 {
 	if (e->opcode >= RC_OP__COUNT)
 		return -EINVAL;
-	if (e->opcode >= RC_OP_PREFETCH_PLAN)
-		return -EOPNOTSUPP;
+	if (e->opcode > RC_OP_PREFETCH_PLAN)
+		return -EOPNOTSUPP; /* write-back: reserved */
 	if (!fields_ok(e))
 		return -EINVAL;
 	switch (e->opcode) {
@@ -966,6 +990,8 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 		return lease_release(s, e->handle);
 	case RC_OP_CLOSE:
 		return submit_close(s, e->handle);
+	case RC_OP_PREFETCH_PLAN:
+		return submit_plan(s, e);
 	}
 	return -EINVAL;
 }

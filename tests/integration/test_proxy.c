@@ -10,16 +10,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,147 +24,14 @@
 
 #define PROXY_BIN RC_BUILD_DIR "/perf/rc-proxy"
 
-struct proxy {
-	pid_t pid;
-	char endpoint[64];   /* http://127.0.0.1:PORT */
-	char control[108];
-	char log[128];       /* the proxy's stderr */
-};
-
 struct client {
 	struct creds_provider *creds;
 	struct s3_client *s3;
 };
 
-static struct proxy px = {.pid = -1};
+static struct fx_proxy px = {.pid = -1};
 
 /* ---- helpers ---- */
-
-/* "http://host:port" of the env's endpoint as "host:port"; the proxy
- * speaks plain HTTP only, so an https endpoint skips the test. */
-static void upstream_hostport(char *out, size_t len)
-{
-	const char *ep = fx_env()->endpoint;
-	if (strncmp(ep, "http://", 7) != 0)
-		cr_skip_test("rc-proxy needs an http:// endpoint, not %s", ep);
-	const char *hp = ep + 7;
-	size_t n = strcspn(hp, "/");
-	cr_assert(n > 0 && n < len, "bad endpoint %s", ep);
-	if (memchr(hp, ':', n))
-		snprintf(out, len, "%.*s", (int)n, hp);
-	else
-		snprintf(out, len, "%.*s:80", (int)n, hp);
-}
-
-/* Starts rc-proxy with extra options (NULL-terminated) and waits for its
- * "listening" line. */
-static void proxy_start_with(const char *upstream, const char *const *extra)
-{
-	const char *argv[40];
-	int n = 0;
-	snprintf(px.control, sizeof(px.control), "%s/proxy-%d.ctl",
-		 fx_tmpdir(), (int)getpid());
-	argv[n++] = PROXY_BIN;
-	argv[n++] = "--listen";
-	argv[n++] = "127.0.0.1:0";
-	argv[n++] = "--upstream";
-	argv[n++] = upstream;
-	argv[n++] = "--control";
-	argv[n++] = px.control;
-	argv[n++] = "--seed";
-	argv[n++] = "7";
-	for (; extra && *extra; extra++) {
-		cr_assert_lt(n, 38);
-		argv[n++] = *extra;
-	}
-	argv[n] = NULL;
-
-	int out[2];
-	cr_assert_eq(pipe(out), 0);
-	/* Its counters at exit go to a log beside the control socket. */
-	snprintf(px.log, sizeof(px.log), "%s.log", px.control);
-	int log_fd = open(px.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	cr_assert_geq(log_fd, 0, "%s: %s", px.log, strerror(errno));
-	px.pid = fork();
-	cr_assert_neq(px.pid, -1);
-	if (px.pid == 0) {
-		dup2(out[1], STDOUT_FILENO);
-		dup2(log_fd, STDERR_FILENO);
-		close(out[0]);
-		close(out[1]);
-		execv(PROXY_BIN, (char *const *)argv);
-		_exit(127);
-	}
-	close(out[1]);
-	close(log_fd);
-	struct pollfd pfd = {.fd = out[0], .events = POLLIN};
-	char line[128] = "";
-	size_t len = 0;
-	while (!memchr(line, '\n', len) && len < sizeof(line) - 1) {
-		cr_assert_gt(poll(&pfd, 1, 5000), 0, "rc-proxy did not start");
-		ssize_t r = read(out[0], line + len, sizeof(line) - 1 - len);
-		cr_assert_gt(r, 0, "rc-proxy exited before listening");
-		len += (size_t)r;
-	}
-	line[len] = '\0';
-	close(out[0]);
-	unsigned port = 0;
-	cr_assert_eq(sscanf(line, "listening 127.0.0.1:%u", &port), 1,
-		     "unexpected first line: %s", line);
-	snprintf(px.endpoint, sizeof(px.endpoint), "http://127.0.0.1:%u", port);
-}
-
-static void proxy_start(const char *const *extra)
-{
-	char upstream[128];
-	upstream_hostport(upstream, sizeof(upstream));
-	proxy_start_with(upstream, extra);
-}
-
-/* SIGTERM must end the proxy with status 0. */
-static void proxy_stop(void)
-{
-	if (px.pid <= 0)
-		return;
-	int status = 0;
-	cr_assert_eq(kill(px.pid, SIGTERM), 0);
-	cr_assert_eq(waitpid(px.pid, &status, 0), px.pid);
-	px.pid = -1;
-	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		  "rc-proxy exit status %#x (log: %s)", status, px.log);
-}
-
-/* Sends command lines to the control socket; returns its reply (static). */
-static const char *control(const char *cmds)
-{
-	static char reply[4096];
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", px.control);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
-		     "control connect: %s", strerror(errno));
-	size_t len = strlen(cmds);
-	cr_assert_eq(write(fd, cmds, len), (ssize_t)len);
-	shutdown(fd, SHUT_WR);
-	size_t got = 0;
-	ssize_t r;
-	while ((r = read(fd, reply + got, sizeof(reply) - 1 - got)) > 0)
-		got += (size_t)r;
-	close(fd);
-	reply[got] = '\0';
-	return reply;
-}
-
-static uint64_t stat_of(const char *stats, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = stats; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
-		if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
-			return strtoull(p + nl + 1, NULL, 10);
-	cr_assert_fail("no counter %s in:\n%s", name, stats);
-	return 0;
-}
 
 static void client_open(struct client *c, const char *endpoint,
 			unsigned max_retries)
@@ -273,7 +135,7 @@ static double elapsed_ms(const struct timespec *t0)
 
 static void teardown(void)
 {
-	proxy_stop();
+	fx_proxy_stop(&px);
 }
 
 TestSuite(proxy, .fini = teardown, .timeout = 60);
@@ -283,7 +145,7 @@ TestSuite(proxy, .fini = teardown, .timeout = 60);
 Test(proxy, put_then_get_returns_same_bytes)
 {
 	static const char *const opts[] = {"--latency-ms", "0", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	char key[256];
@@ -306,11 +168,11 @@ Test(proxy, put_then_get_returns_same_bytes)
 		free(body);
 	}
 
-	const char *stats = control("stats\n");
-	cr_expect_eq(stat_of(stats, "put"), 1);
-	cr_expect_eq(stat_of(stats, "get"), 2);
-	cr_expect_geq(stat_of(stats, "bytes_up"), len);
-	cr_expect_geq(stat_of(stats, "bytes_down"), 2 * len);
+	const char *stats = fx_proxy_control(&px, "stats\n");
+	cr_expect_eq(fx_proxy_stat(stats, "put"), 1);
+	cr_expect_eq(fx_proxy_stat(stats, "get"), 2);
+	cr_expect_geq(fx_proxy_stat(stats, "bytes_up"), len);
+	cr_expect_geq(fx_proxy_stat(stats, "bytes_down"), 2 * len);
 	free(data);
 	client_close(&c);
 }
@@ -320,7 +182,7 @@ Test(proxy, latency_delays_first_byte)
 	char key[256];
 	unsigned char *data = seed_object(key, sizeof(key), 4096, 2);
 	static const char *const opts[] = {"--latency-ms", "100", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	struct s3_result res;
@@ -337,7 +199,7 @@ Test(proxy, latency_delays_first_byte)
 	cr_assert_eq(fx_mismatch(body, data, blen), -1);
 
 	/* Switched off at run time, the same GET is fast again. */
-	cr_assert_str_eq(control("set latency-ms 0\n"), "ok\n");
+	cr_assert_str_eq(fx_proxy_control(&px, "set latency-ms 0\n"), "ok\n");
 	free(body);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
@@ -356,7 +218,7 @@ Test(proxy, bandwidth_cap_paces_the_body)
 	/* 4 MB/s: 1 MiB needs about 260 ms; loopback alone takes ~2 ms. */
 	static const char *const opts[] = {"--latency-ms", "0", "--bw-conn",
 					   "4", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	struct s3_result res;
@@ -383,7 +245,7 @@ static void fault_get(const char *kind, size_t obj_len, struct s3_result *res)
 	unsigned char *data = seed_object(key, sizeof(key), obj_len, 3);
 	const char *const opts[] = {"--latency-ms", "0", "--fault-rate", "1",
 				    "--faults", kind, NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	char *body = NULL;
@@ -393,11 +255,11 @@ static void fault_get(const char *kind, size_t obj_len, struct s3_result *res)
 	free(body);
 	free(data);
 	client_close(&c);
-	const char *stats = control("stats\n");
+	const char *stats = fx_proxy_control(&px, "stats\n");
 	char name[32];
 	snprintf(name, sizeof(name), "fault_%s", kind);
-	cr_expect_eq(stat_of(stats, name), 1);
-	cr_expect_eq(stat_of(stats, "get"), 1);
+	cr_expect_eq(fx_proxy_stat(stats, name), 1);
+	cr_expect_eq(fx_proxy_stat(stats, "get"), 1);
 }
 
 Test(proxy, fault_503_is_retryable_service_unavailable)
@@ -441,7 +303,7 @@ Test(proxy, fault_stall_only_delays)
 	unsigned char *data = seed_object(key, sizeof(key), 64 * 1024, 4);
 	static const char *const opts[] = {"--latency-ms", "0", "--fault-rate",
 		"1", "--faults", "stall", "--stall-ms", "300", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	struct s3_result res;
@@ -469,10 +331,10 @@ Test(proxy, retries_get_correct_bytes_through_faults)
 	static const char *const opts[] = {"--latency-ms", "0", "--fault-rate",
 		"0.3", "--faults", "503,slowdown,reset,truncate,stall",
 		"--stall-ms", "20", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 10);
-	cr_assert_str_eq(control("reset-stats\n"), "ok\n");
+	cr_assert_str_eq(fx_proxy_control(&px, "reset-stats\n"), "ok\n");
 	const int gets = 50;
 	for (int i = 0; i < gets; i++) {
 		struct s3_result res;
@@ -485,15 +347,15 @@ Test(proxy, retries_get_correct_bytes_through_faults)
 		cr_assert_eq(fx_mismatch(body, data, len), -1, "GET %d differs", i);
 		free(body);
 	}
-	const char *stats = control("stats\n");
-	uint64_t failed = stat_of(stats, "fault_503") +
-			  stat_of(stats, "fault_slowdown") +
-			  stat_of(stats, "fault_reset") +
-			  stat_of(stats, "fault_truncate");
+	const char *stats = fx_proxy_control(&px, "stats\n");
+	uint64_t failed = fx_proxy_stat(stats, "fault_503") +
+			  fx_proxy_stat(stats, "fault_slowdown") +
+			  fx_proxy_stat(stats, "fault_reset") +
+			  fx_proxy_stat(stats, "fault_truncate");
 	/* Faults did happen, and every failed attempt was retried: the proxy
 	 * saw exactly one more GET per failing fault (a stall only delays). */
 	cr_expect_gt(failed, 0);
-	cr_expect_eq(stat_of(stats, "get"), gets + failed, "stats:\n%s", stats);
+	cr_expect_eq(fx_proxy_stat(stats, "get"), gets + failed, "stats:\n%s", stats);
 	free(data);
 	client_close(&c);
 }
@@ -523,7 +385,7 @@ Test(proxy, list_passes_through_and_truncates_retryably)
 	unsigned char *data = seed_object(key, sizeof(key), 100, 7);
 	snprintf(prefix, sizeof(prefix), "%s", key); /* just this object */
 	static const char *const opts[] = {"--latency-ms", "0", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	struct s3_result res;
@@ -535,7 +397,7 @@ Test(proxy, list_passes_through_and_truncates_retryably)
 	cr_expect_eq(page.objects[0].size, 100);
 	s3_list_page_free(&page);
 
-	cr_assert_str_eq(control("set faults truncate\nset fault-rate 1\n"),
+	cr_assert_str_eq(fx_proxy_control(&px, "set faults truncate\nset fault-rate 1\n"),
 			 "ok\nok\n");
 	memset(&page, 0, sizeof(page));
 	cr_assert_neq(list(&c, prefix, &res, &page), 0);
@@ -552,7 +414,7 @@ Test(proxy, control_switches_faults_and_counts)
 	char key[256];
 	unsigned char *data = seed_object(key, sizeof(key), 1000, 6);
 	static const char *const opts[] = {"--latency-ms", "0", NULL};
-	proxy_start(opts);
+	fx_proxy_start(&px, opts);
 	struct client c;
 	client_open(&c, px.endpoint, 0);
 	struct s3_result res;
@@ -561,24 +423,24 @@ Test(proxy, control_switches_faults_and_counts)
 
 	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
 	free(body);
-	cr_assert_str_eq(control("set faults 503\nset fault-rate 1\n"), "ok\nok\n");
+	cr_assert_str_eq(fx_proxy_control(&px, "set faults 503\nset fault-rate 1\n"), "ok\nok\n");
 	cr_assert_neq(get(&c, key, &res, &body, &blen), 0);
 	free(body);
 	cr_expect_eq(res.http_status, 503);
-	cr_assert_str_eq(control("set fault-rate 0\n"), "ok\n");
+	cr_assert_str_eq(fx_proxy_control(&px, "set fault-rate 0\n"), "ok\n");
 	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
 	cr_assert_eq(fx_mismatch(body, data, 1000), -1);
 	free(body);
 
-	const char *stats = control("stats\n");
-	cr_expect_eq(stat_of(stats, "get"), 3);
-	cr_expect_eq(stat_of(stats, "requests"), 3);
-	cr_expect_eq(stat_of(stats, "fault_503"), 1);
-	cr_assert_str_eq(control("reset-stats\n"), "ok\n");
-	cr_expect_eq(stat_of(control("stats\n"), "get"), 0);
+	const char *stats = fx_proxy_control(&px, "stats\n");
+	cr_expect_eq(fx_proxy_stat(stats, "get"), 3);
+	cr_expect_eq(fx_proxy_stat(stats, "requests"), 3);
+	cr_expect_eq(fx_proxy_stat(stats, "fault_503"), 1);
+	cr_assert_str_eq(fx_proxy_control(&px, "reset-stats\n"), "ok\n");
+	cr_expect_eq(fx_proxy_stat(fx_proxy_control(&px, "stats\n"), "get"), 0);
 
 	/* Bad commands get an error line, not a dropped connection. */
-	const char *r = control("set fault-rate 2\nset nonsense 1\nfly\n");
+	const char *r = fx_proxy_control(&px, "set fault-rate 2\nset nonsense 1\nfly\n");
 	cr_expect(strncmp(r, "error: ", 7) == 0, "reply: %s", r);
 	cr_expect_eq(strstr(strstr(strstr(r, "error: ") + 1, "error: ") + 1,
 			    "error: ") != NULL, 1, "reply: %s", r);
@@ -637,7 +499,7 @@ Test(proxy, malformed_http_gets_an_error_response)
 {
 	/* No S3 needed: the upstream is never reached. */
 	static const char *const opts[] = {"--latency-ms", "0", NULL};
-	proxy_start_with("127.0.0.1:1", opts);
+	fx_proxy_start_with(&px, "127.0.0.1:1", opts);
 	char line[256];
 	static const char garbage[] = "NONSENSE\r\n\r\n";
 	raw_exchange(px.endpoint, garbage, sizeof(garbage) - 1, line, sizeof(line));
@@ -661,5 +523,5 @@ Test(proxy, malformed_http_gets_an_error_response)
 	static const char ok[] = "GET /b/k HTTP/1.1\r\nHost: x\r\n\r\n";
 	raw_exchange(px.endpoint, ok, sizeof(ok) - 1, line, sizeof(line));
 	cr_expect_str_eq(line, "HTTP/1.1 502 Bad Gateway");
-	cr_expect_eq(stat_of(control("stats\n"), "upstream_errors"), 1);
+	cr_expect_eq(fx_proxy_stat(fx_proxy_control(&px, "stats\n"), "upstream_errors"), 1);
 }

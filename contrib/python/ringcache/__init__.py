@@ -1,0 +1,571 @@
+"""ringcache - Python binding of the ringcache client (include/ringcache.h).
+
+Owns the Python face of a client session: attaching to ringcached (again
+after a fork), opening objects, zero-copy reads handed out as leased
+memoryviews over the read-only arena mapping, copies into caller buffers
+through registered memfd buffers, listing, counters, and turning negated
+errnos into OSError. The C library (libringcache.so, loaded by ctypes in
+_abi.py) does the socket and ring work.
+
+    import ringcache
+    c = ringcache.Client("/run/ringcache/ringcache.sock")
+    with c.open("imagenet", "train/00001.jpg") as f:
+        with f.read() as lease:          # zero-copy, leased until release
+            decode(lease.view)
+        buf = c.buffer(f.size)           # registered memfd: read_into lands
+        f.read_into(0, buf)              # here without an extra copy
+
+A Client is not thread-safe: use one per thread. It is fork-aware: in a
+child process (a DataLoader worker) its first use attaches a new session;
+Files re-open themselves, but leases and buffers of the parent are not
+usable in the child.
+"""
+
+import ctypes
+import errno as _errno
+import mmap
+import os
+import weakref
+from collections import namedtuple
+
+from . import _abi
+
+__all__ = ["Client", "File", "Lease", "ListEntry", "RingcacheError",
+           "parse_stats", "stats"]
+
+# Copies through the staging buffer go in pieces of at most this size, so a
+# huge read_into into an unregistered buffer does not pin a huge memfd.
+STAGING_MAX = 8 << 20
+# Extents asked of one rc_read call (it clamps to the SQ ring size anyway).
+MAX_EXTENTS = 64
+LIST_BUFFER = 1 << 20
+STATS_BUFFER = 256 << 10
+
+_lib = None
+
+ListEntry = namedtuple("ListEntry", "name size is_prefix")
+
+
+class RingcacheError(OSError):
+    """Raised for errors that carry no errno of their own (misuse)."""
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        _lib = _abi.load_library()
+    return _lib
+
+
+def _error(res, what, filename=None):
+    """OSError for a negated errno: OSError picks the subclass
+    (FileNotFoundError for ENOENT, PermissionError for EACCES, ...)."""
+    err = -res
+    text = _library().rc_strerror(res).decode(errors="replace")
+    if filename is not None:
+        return OSError(err, f"{what}: {text}", filename)
+    return OSError(err, f"{what}: {text}")
+
+
+def _check(res, what, filename=None):
+    if res < 0:
+        raise _error(res, what, filename)
+    return res
+
+
+def _address_of(view):
+    """Start address of a writable, C-contiguous, non-empty buffer."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
+
+
+def _encode(s):
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def parse_stats(text):
+    """Prometheus text -> {metric name: value summed over its labels}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_labels, _, value = line.rpartition(" ")
+        name = name_labels.split("{", 1)[0]
+        try:
+            out[name] = out.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def stats(socket=None):
+    """The daemon's counters (Prometheus text) without attaching."""
+    buf = ctypes.create_string_buffer(STATS_BUFFER)
+    path = _encode(socket) if socket is not None else None
+    n = _check(_library().rc_stats(None, path, buf, len(buf)), "stats")
+    return buf.raw[:n].decode()
+
+
+class _RegisteredBuffer:
+    """A memfd mapped here and registered with the session. The fd stays
+    open so the same memory could be registered again. The daemon seals
+    it against shrinking (F_SEAL_SHRINK), so sealing must be allowed."""
+
+    def __init__(self, client, size):
+        self.size = size
+        self.fd = os.memfd_create("ringcache-py",
+                                  os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, size)
+            self.map = mmap.mmap(self.fd, size)
+            self.address = _address_of(self.map)
+            self.index = _check(_library().rc_register_buffer(
+                client._ptr(), self.fd, size), "register buffer")
+        except BaseException:
+            self.close()
+            raise
+
+    def contains(self, address, length):
+        return self.address <= address and \
+            address + length <= self.address + self.size
+
+    def close(self):
+        if getattr(self, "map", None) is not None:
+            try:
+                self.map.close()
+            except BufferError:
+                pass  # views still exported: the mapping dies with them
+            self.map = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class Client:
+    """One session with ringcached.
+
+    socket: the daemon's socket path (None: $RINGCACHE_SOCKET, else
+    /run/ringcache/ringcache.sock). gpu / numa_node: which GPU (or node)
+    this process feeds, so the daemon serves it from that node's shard.
+    """
+
+    def __init__(self, socket=None, gpu=-1, numa_node=-1):
+        self.socket = socket
+        self.gpu = gpu
+        self.numa_node = numa_node
+        self._c = None
+        self._pid = None
+        self.generation = 0  # bumped on every (re)attach
+        self._busy = False
+        self._deferred = []  # lease ids whose release __del__ postponed
+        self._leases = weakref.WeakSet()
+        self._buffers = []
+        self._staging = None
+        self._attach()
+
+    # ---- session lifetime -------------------------------------------------
+
+    def _attach(self):
+        c = _abi.rc_client()
+        opts = _abi.rc_attach_opts(gpu=self.gpu, numa_node=self.numa_node)
+        path = _encode(self.socket) if self.socket is not None else None
+        _check(_library().rc_attach(ctypes.byref(c), path,
+                                    ctypes.byref(opts)),
+               "attach", self.socket)
+        self._c = c
+        self._pid = os.getpid()
+        self.generation += 1
+
+    def _forget_parent_session(self):
+        """In a forked child: close our copies of the parent's fds and
+        mappings (the parent's session is untouched) and drop everything
+        that belonged to it."""
+        _library().rc_detach(ctypes.byref(self._c))
+        self._c = None
+        self._deferred.clear()
+        for lease in list(self._leases):
+            lease._orphan()
+        self._leases = weakref.WeakSet()
+        for b in self._buffers:
+            b.close()
+        self._buffers = []
+        self._staging = None
+
+    def _ptr(self):
+        """The rc_client of this process, attaching first after a fork."""
+        if self._pid != os.getpid():
+            if self._c is not None:
+                self._forget_parent_session()
+            self._attach()
+        if self._c is None:
+            raise RingcacheError(_errno.EBADF, "client is closed")
+        return ctypes.byref(self._c)
+
+    def close(self):
+        """Release every outstanding lease and detach. Memoryviews handed
+        out earlier must not be touched afterwards (the arena is
+        unmapped)."""
+        if self._c is None:
+            return
+        if self._pid != os.getpid():
+            self._forget_parent_session()
+            return
+        for lease in list(self._leases):
+            lease.release()
+        self._flush_deferred()
+        for b in self._buffers:
+            b.close()
+        self._buffers = []
+        self._staging = None
+        _library().rc_detach(ctypes.byref(self._c))
+        self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def block_size(self):
+        self._ptr()
+        return self._c.block_size
+
+    # ---- calls --------------------------------------------------------------
+
+    def _call(self, fn, *args):
+        """Calls a libringcache function on this session. Marks the client
+        busy so a lease's __del__ running meanwhile (GC in another thread)
+        defers its release instead of re-entering the C client."""
+        ptr = self._ptr()
+        self._flush_deferred()
+        self._busy = True
+        try:
+            return fn(ptr, *args)
+        finally:
+            self._busy = False
+
+    def _flush_deferred(self):
+        while self._deferred and not self._busy:
+            lease_id = self._deferred.pop()
+            _library().rc_release(ctypes.byref(self._c), lease_id)
+
+    def _release(self, lease_id, generation, deferred_ok):
+        if generation != self.generation or self._c is None or \
+                self._pid != os.getpid():
+            return  # the lease died with its session
+        if self._busy:
+            if not deferred_ok:
+                raise RingcacheError(_errno.EBUSY, "client busy")
+            self._deferred.append(lease_id)
+            return
+        _check(self._call(_library().rc_release, lease_id), "release")
+
+    def dataset(self, name):
+        """The dataset id for name (OSError ENOENT / EACCES)."""
+        if isinstance(name, int):
+            return name
+        return _check(self._call(_library().rc_dataset, _encode(name)),
+                      "dataset", name)
+
+    def datasets(self):
+        """Names of the datasets the daemon listed at attach."""
+        self._ptr()
+        return [self._c.datasets[i].name.decode()
+                for i in range(self._c.n_datasets)]
+
+    def open(self, dataset, key):
+        """Opens dataset (name or id) / key; returns a File."""
+        ds = self.dataset(dataset)
+        st = _abi.rc_stat()
+        handle = _check(self._call(_library().rc_open, ds, _encode(key),
+                                   ctypes.byref(st)), "open", key)
+        return File(self, ds, key, handle, st)
+
+    def list(self, dataset, prefix=""):
+        """Yields ListEntry(name, size, is_prefix) for one directory level
+        under prefix (names as the daemon returns them)."""
+        ds = self.dataset(dataset)
+        start = 0
+        while True:
+            buf = self._staging_buffer(LIST_BUFFER)
+            more = ctypes.c_int(0)
+            n = _check(self._call(_library().rc_list, ds, _encode(prefix),
+                                  start, buf.index, 0, buf.size,
+                                  ctypes.byref(more)), "list", prefix)
+            # Decode the page before yielding: the caller may use this
+            # client (and its staging buffer) between entries.
+            yield from self._list_records(buf, n)
+            start += n
+            if not more.value or n == 0:
+                return
+
+    @staticmethod
+    def _list_records(buf, n):
+        entries = []
+        pos = 0
+        head = ctypes.sizeof(_abi.rc_list_entry)
+        for _ in range(n):
+            rec = _abi.rc_list_entry.from_buffer_copy(buf.map, pos)
+            name = buf.map[pos + head:pos + head + rec.name_len].decode()
+            entries.append(ListEntry(name, rec.size, bool(rec.is_prefix)))
+            pos += rec.rec_len
+        return entries
+
+    def buffer(self, size):
+        """A writable memoryview over a new memfd registered with the
+        daemon: read_into() into it (or any slice of it) is a single copy
+        by the daemon, and the memory can be pinned for DMA, e.g.
+        torch.cuda.cudart().cudaHostRegister(addr, size, 0). Lives until
+        close(); not usable in a forked child."""
+        self._ptr()
+        b = _RegisteredBuffer(self, size)
+        self._buffers.append(b)
+        return memoryview(b.map)
+
+    def _staging_buffer(self, size):
+        """The private registered buffer for copies and listings."""
+        self._ptr()
+        if self._staging is None or self._staging.size < size:
+            if self._staging is not None:
+                self._call(_library().rc_unregister_buffer,
+                           self._staging.index)
+                self._buffers.remove(self._staging)
+                self._staging.close()
+            self._staging = _RegisteredBuffer(self, size)
+            self._buffers.append(self._staging)
+        return self._staging
+
+    def _registered_at(self, address, length):
+        for b in self._buffers:
+            if b is not self._staging and b.contains(address, length):
+                return b
+        return None
+
+    def stats(self):
+        """The daemon's counters, Prometheus text."""
+        buf = ctypes.create_string_buffer(STATS_BUFFER)
+        n = _check(self._call(_library().rc_stats, None, buf, len(buf)),
+                   "stats")
+        return buf.raw[:n].decode()
+
+    def counters(self):
+        """stats() as {name: value summed over labels}."""
+        return parse_stats(self.stats())
+
+
+class File:
+    """An open object. Re-opens itself in a forked child."""
+
+    def __init__(self, client, dataset, key, handle, st):
+        self.client = client
+        self.dataset = dataset
+        self.key = key
+        self.size = st.size
+        self.etag = st.etag.decode()
+        self._handle = handle
+        self._generation = client.generation
+
+    def _h(self):
+        if self._handle is None:
+            raise RingcacheError(_errno.EBADF, "file is closed", self.key)
+        self.client._ptr()
+        if self._generation != self.client.generation:
+            st = _abi.rc_stat()
+            self._handle = _check(self.client._call(
+                _library().rc_open, self.dataset, _encode(self.key),
+                ctypes.byref(st)), "open", self.key)
+            self._generation = self.client.generation
+            self.size, self.etag = st.size, st.etag.decode()
+        return self._handle
+
+    def _span(self, offset, length):
+        if offset < 0 or (length is not None and length < 0):
+            raise ValueError("negative offset or length")
+        end = self.size if length is None else min(self.size, offset + length)
+        return max(0, end - offset)
+
+    def read(self, offset=0, length=None):
+        """Zero-copy read of [offset, offset+length) (None: to the end):
+        a Lease whose .view / .views are read-only memoryviews over the
+        daemon's arena. The bytes stay put until the lease is released."""
+        todo = self._span(offset, length)
+        h = self._h()
+        extents = []
+        ext = (_abi.rc_extent * MAX_EXTENTS)()
+        lease = Lease(self.client, extents)
+        try:
+            while todo > 0:
+                n = _check(self.client._call(_library().rc_read, h, offset,
+                                             todo, ext, MAX_EXTENTS),
+                           "read", self.key)
+                if n == 0:
+                    break  # the object shrank under us: EOF
+                for e in ext[:n]:
+                    extents.append((e.data, e.len, e.lease))
+                    offset += e.len
+                    todo -= e.len
+        except BaseException:
+            lease.release()
+            raise
+        return lease
+
+    def pread(self, offset=0, length=None):
+        """[offset, offset+length) as bytes (one copy out of the arena)."""
+        with self.read(offset, length) as lease:
+            return lease.tobytes()
+
+    def read_into(self, offset, buf):
+        """Fills buf (any writable contiguous buffer) from offset; returns
+        the bytes copied (short at EOF). Into a Client.buffer() view the
+        daemon copies directly; elsewhere through a staging buffer."""
+        view = memoryview(buf).cast("B")
+        if view.readonly:
+            raise TypeError("read_into needs a writable buffer")
+        want = self._span(offset, len(view))
+        if want == 0:
+            return 0
+        h = self._h()
+        reg = self.client._registered_at(_address_of(view), want)
+        if reg is not None:
+            base = _address_of(view) - reg.address
+            return self._copy(h, offset, want, reg, base, None)
+        stage = self.client._staging_buffer(min(want, STAGING_MAX))
+        return self._copy(h, offset, want, stage, 0, view)
+
+    def _copy(self, h, offset, want, reg, buf_offset, out):
+        """rc_read_into in pieces; with out, each piece is moved from the
+        staging buffer (reg) into out."""
+        done = 0
+        piece_max = _abi.RC_MAX_IO if out is None else reg.size
+        while done < want:
+            piece = min(want - done, piece_max)
+            n = _check(self.client._call(
+                _library().rc_read_into, h, offset + done, piece, reg.index,
+                buf_offset + (0 if out is not None else done)),
+                "read_into", self.key)
+            if n == 0:
+                break
+            if out is not None:
+                out[done:done + n] = reg.map[:n]
+            done += n
+        return done
+
+    def stat(self):
+        """Refreshes size and etag from the daemon."""
+        st = _abi.rc_stat()
+        _check(self.client._call(_library().rc_stat_handle, self._h(),
+                                 ctypes.byref(st)), "stat", self.key)
+        self.size, self.etag = st.size, st.etag.decode()
+        return self
+
+    def close(self):
+        if self._handle is None:
+            return
+        h, self._handle = self._handle, None
+        if self._generation == self.client.generation and \
+                self.client._c is not None and \
+                self.client._pid == os.getpid():
+            _check(self.client._call(_library().rc_close, h), "close",
+                   self.key)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._handle is not None and not self.client._busy:
+                self.close()
+        except Exception:
+            pass
+
+
+class Lease:
+    """Leased extents of one zero-copy read. Every memoryview made from it
+    keeps it alive; release() (or the with block, or garbage collection of
+    the lease and all its views) hands the blocks back to the cache.
+    Views must not be used after release: the daemon may reuse the bytes."""
+
+    def __init__(self, client, extents):
+        self._client = client
+        self._generation = client.generation
+        self._extents = extents  # [(address, length, lease id)]
+        self.released = False
+        client._leases.add(self)
+
+    def __len__(self):
+        return sum(e[1] for e in self._extents)
+
+    def _view_of(self, address, length):
+        arr = (ctypes.c_char * length).from_address(address)
+        arr._pin = self  # the view keeps arr, arr keeps the lease
+        return memoryview(arr).cast("B").toreadonly()
+
+    @property
+    def views(self):
+        """One read-only memoryview per extent (cache block), zero-copy."""
+        if self.released:
+            raise ValueError("lease released")
+        return [self._view_of(a, n) for a, n, _ in self._extents if n]
+
+    @property
+    def view(self):
+        """The whole range as one zero-copy memoryview; ValueError if it
+        spans several cache blocks (use views or tobytes())."""
+        if self.released:
+            raise ValueError("lease released")
+        if len(self._extents) == 0:
+            return memoryview(b"")
+        if len(self._extents) > 1:
+            raise ValueError(f"range spans {len(self._extents)} cache "
+                             "blocks: use .views or .tobytes()")
+        a, n, _ = self._extents[0]
+        return self._view_of(a, n)
+
+    def tobytes(self):
+        return b"".join(v.tobytes() for v in self.views)
+
+    def copy_into(self, buf):
+        """Copies the leased bytes into buf (writable, contiguous, at least
+        len(self) bytes): the one copy out of the arena. Returns len."""
+        out = memoryview(buf).cast("B")
+        pos = 0
+        for v in self.views:
+            out[pos:pos + len(v)] = v
+            pos += len(v)
+        return pos
+
+    def release(self, _deferred_ok=False):
+        if self.released:
+            return
+        self.released = True
+        self._client._leases.discard(self)
+        for _, _, lease_id in self._extents:
+            if lease_id != _abi.RC_NO_LEASE:
+                self._client._release(lease_id, self._generation,
+                                      _deferred_ok)
+
+    def _orphan(self):
+        """The session is gone (fork): nothing to hand back."""
+        self.released = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release(_deferred_ok=True)
+        except Exception:
+            pass
+

@@ -1,0 +1,119 @@
+"""ringcache.torch - owns the PyTorch adapter: a map-style Dataset whose
+samples are the objects of a ringcache dataset, and a sampler wrapper that
+hands each epoch's order to the daemon as a prefetch plan.
+
+    from ringcache.torch import RingcacheDataset, PlanSampler
+    ds = RingcacheDataset(sock, "imagenet", prefix="train/")
+    loader = DataLoader(ds, sampler=PlanSampler(RandomSampler(ds), ds),
+                        num_workers=8)
+
+Each DataLoader worker attaches its own session on first use (the Client
+notices the fork); with the spawn start method the Dataset pickles without
+its client and attaches in the worker the same way.
+"""
+
+import logging
+
+import torch
+
+import ringcache
+
+log = logging.getLogger("ringcache.torch")
+
+__all__ = ["RingcacheDataset", "PlanSampler"]
+
+
+class RingcacheDataset(torch.utils.data.Dataset):
+    """Sample i is the whole object keys[i] of `dataset`.
+
+    keys: the object keys (relative to the dataset), or prefix: every
+    object under that prefix, listed recursively once here, sorted.
+    output: "bytes" (default) or "tensor" (a 1-D uint8 tensor); either way
+    exactly one copy out of the daemon's arena. transform: applied to that.
+    """
+
+    def __init__(self, socket, dataset, keys=None, prefix=None,
+                 transform=None, output="bytes", gpu=-1):
+        if (keys is None) == (prefix is None):
+            raise ValueError("give exactly one of keys or prefix")
+        if output not in ("bytes", "tensor"):
+            raise ValueError("output must be 'bytes' or 'tensor'")
+        self.socket = socket
+        self.dataset = dataset
+        self.transform = transform
+        self.output = output
+        self.gpu = gpu
+        self._client_obj = None
+        self.plan = None  # the last epoch order given to send_plan()
+        self._plan_logged = False
+        self.keys = list(keys) if keys is not None else self._walk(prefix)
+
+    def client(self):
+        """This process's Client (made on first use; a forked worker's
+        inherited one re-attaches by itself)."""
+        if self._client_obj is None:
+            self._client_obj = ringcache.Client(self.socket, gpu=self.gpu)
+        return self._client_obj
+
+    def _walk(self, prefix):
+        keys = []
+        todo = [prefix]
+        while todo:
+            for e in self.client().list(self.dataset, todo.pop()):
+                (todo if e.is_prefix else keys).append(e.name)
+        return sorted(keys)
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __getitem__(self, index):
+        key = self.keys[index]
+        with self.client().open(self.dataset, key) as f:
+            with f.read() as lease:
+                if self.output == "tensor":
+                    sample = torch.empty(len(lease), dtype=torch.uint8)
+                    lease.copy_into(sample.numpy())
+                else:
+                    sample = lease.tobytes()
+        return self.transform(sample) if self.transform else sample
+
+    def send_plan(self, indices):
+        """Hands the epoch's sample order to the daemon as this session's
+        prefetch plan (whole objects, in order).
+
+        TODO(issue 4, RC_OP_PREFETCH_PLAN = 8): the daemon this binding
+        was written against answers that opcode -EOPNOTSUPP, so the plan
+        is only recorded here (self.plan). To wire it: open the planned
+        keys (rc_plan_entry names a handle of this session), write the
+        rc_plan_entry records into a registered buffer (Client.buffer) and
+        call rc_prefetch_plan(c, buf_index, 0, n) (declare it in _abi.py).
+        Note the plan is sent from the process that iterates the sampler
+        (the main process), not from the workers that read."""
+        self.plan = [self.keys[i] for i in indices]
+        if not self._plan_logged:
+            log.debug("ringcache: prefetch plans not supported by the "
+                      "daemon yet (RC_OP_PREFETCH_PLAN); plan of %d "
+                      "samples recorded only", len(self.plan))
+            self._plan_logged = True
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_client_obj"] = None  # each process attaches on its own
+        return state
+
+
+class PlanSampler(torch.utils.data.Sampler):
+    """Wraps a sampler: at each epoch's __iter__ it materializes the inner
+    order, sends it to dataset.send_plan(), and yields the same order."""
+
+    def __init__(self, sampler, dataset):
+        self.sampler = sampler
+        self.dataset = dataset
+
+    def __iter__(self):
+        order = list(iter(self.sampler))
+        self.dataset.send_plan(order)
+        return iter(order)
+
+    def __len__(self):
+        return len(self.sampler)

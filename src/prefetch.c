@@ -1,0 +1,263 @@
+/* prefetch.c - owns prefetch plans: validating and copying a session's
+ * plan, the window of pinned blocks ahead of the session's reads, and the
+ * deficit-round-robin scheduler that shares prefetch GETs between queues. */
+#include "prefetch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static uint64_t window_bytes(const struct shard *sh)
+{
+	uint64_t cap = sh->budget.sb_total * sh->budget.sb_bytes / 4;
+	uint64_t w = sh->d->cfg.prefetch_window_bytes;
+	return w < cap ? w : cap;
+}
+
+static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
+{
+	while (p->pin_head < p->pin_tail && p->pins[p->pin_head].item < item) {
+		struct cache_entry *e = p->pins[p->pin_head++].e;
+		p->pinned_bytes -= e->len;
+		sh->pf_pinned_bytes -= e->len;
+		cache_unpin(&sh->cache, e);
+	}
+	if (p->pin_head == p->pin_tail)
+		p->pin_head = p->pin_tail = 0;
+}
+
+static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
+		    struct cache_entry *e)
+{
+	if (p->pin_tail == p->pin_cap) {
+		if (p->pin_head > 0) {
+			memmove(p->pins, p->pins + p->pin_head,
+				(p->pin_tail - p->pin_head) * sizeof(*p->pins));
+			p->pin_tail -= p->pin_head;
+			p->pin_head = 0;
+		} else {
+			uint64_t cap = p->pin_cap ? p->pin_cap * 2 : 256;
+			struct plan_pin *np = realloc(p->pins, cap * sizeof(*np));
+			if (!np)
+				return -ENOMEM;
+			p->pins = np;
+			p->pin_cap = cap;
+		}
+	}
+	p->pins[p->pin_tail++] = (struct plan_pin){item, e};
+	p->pinned_bytes += e->len;
+	sh->pf_pinned_bytes += e->len;
+	cache_pin(&sh->cache, e);
+	return 0;
+}
+
+static void plan_free(struct shard *sh, struct plan *p)
+{
+	unpin_until(sh, p, UINT64_MAX);
+	for (uint64_t i = 0; i < p->n; i++)
+		object_put(sh->d, p->items[i].obj);
+	free(p->items);
+	free(p->pins);
+	free(p);
+}
+
+static void queue_drop_plan(struct shard *sh, struct pqueue *q)
+{
+	struct plan *p = q->plan;
+	if (!p)
+		return;
+	q->plan = NULL;
+	sh->n_planned--;
+	daemon_cancel_prefetch(sh, p->generation);
+	plan_free(sh, p);
+}
+
+struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
+{
+	if (gpu >= 0) {
+		for (struct pqueue *q = sh->pqueues; q; q = q->next) {
+			if (q->gpu == gpu && q->uid == uid) {
+				q->refs++;
+				return q;
+			}
+		}
+	}
+	struct pqueue *q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	q->gpu = gpu < 0 ? -1 : gpu;
+	q->uid = uid;
+	q->id = ++sh->pq_next_id;
+	q->refs = 1;
+	q->next = sh->pqueues;
+	if (sh->pqueues)
+		sh->pqueues->prev = q;
+	sh->pqueues = q;
+	return q;
+}
+
+void pqueue_put(struct shard *sh, struct pqueue *q)
+{
+	if (!q || --q->refs > 0)
+		return;
+	queue_drop_plan(sh, q);
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		sh->pqueues = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	free(q);
+}
+
+int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
+		      uint64_t n)
+{
+	struct shard *sh = s->sh;
+	struct pqueue *q = s->pq;
+	if (n > RC_MAX_PLAN_ENTRIES)
+		return -EINVAL;
+	if (!q)
+		return -ENOMEM;
+	if (sh->d->cfg.prefetch_window_bytes == 0)
+		return -EOPNOTSUPP; /* prefetch turned off in the config */
+	struct plan *p = calloc(1, sizeof(*p));
+	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
+		free(p);
+		return -ENOMEM;
+	}
+	int err = 0;
+	for (uint64_t i = 0; i < n && !err; i++) {
+		struct rc_plan_entry e;
+		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
+		struct object *o = session_handle(s, e.handle);
+		if (!o)
+			err = -EBADF;
+		else if (e.reserved || e.len == 0 || e.offset >= o->size)
+			err = -EINVAL;
+		if (err)
+			break;
+		object_get(o);
+		p->items[p->n++] = (struct plan_item){
+			o, e.offset,
+			e.len < o->size - e.offset ? e.len : o->size - e.offset};
+	}
+	if (err) {
+		plan_free(sh, p);
+		return err;
+	}
+	queue_drop_plan(sh, q);
+	if (n == 0) {
+		plan_free(sh, p); /* an empty plan just drops the old one */
+		return 0;
+	}
+	p->generation = ++sh->pf_generation;
+	q->plan = p;
+	sh->n_planned++;
+	return (int)(n > INT32_MAX ? INT32_MAX : n);
+}
+
+void prefetch_consumed(struct session *s, const struct object *obj,
+		       uint64_t offset)
+{
+	struct plan *p = s->pq ? s->pq->plan : NULL;
+	if (!p)
+		return;
+	uint64_t end = p->cursor + s->sh->d->cfg.prefetch_window_entries + 16;
+	for (uint64_t i = p->cursor; i < p->n && i < end; i++) {
+		const struct plan_item *it = &p->items[i];
+		if (it->obj != obj || offset < it->offset ||
+		    offset >= it->offset + it->len)
+			continue;
+		p->cursor = i;
+		unpin_until(s->sh, p, i);
+		if (p->issued < i) {
+			p->issued = i;
+			p->issued_blk = 0;
+		}
+		return;
+	}
+}
+
+static bool plan_has_work(const struct shard *sh, const struct plan *p)
+{
+	return p->issued < p->n &&
+	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
+	       p->pinned_bytes < window_bytes(sh) &&
+	       sh->pf_pinned_bytes < sh->budget.sb_total * sh->budget.sb_bytes / 2;
+}
+
+/* Pins the next block of the plan, fetching it if absent. Returns the
+ * bytes fetched (0 if it was cached already), or -1 to stop for now. */
+static int64_t plan_issue_one(struct shard *sh, struct plan *p)
+{
+	if (!plan_has_work(sh, p))
+		return -1;
+	const struct plan_item *it = &p->items[p->issued];
+	uint64_t bs = sh->d->cfg.block_bytes;
+	uint64_t first = it->offset / bs, last = (it->offset + it->len - 1) / bs;
+	uint64_t b = first + p->issued_blk;
+	int64_t cost = 0;
+	if (!it->obj->stale) {
+		struct cache_entry *e;
+		bool started;
+		if (daemon_prefetch_block(sh, it->obj, b, p->generation, &e,
+					  &started) < 0 ||
+		    pin_push(sh, p, p->issued, e) < 0)
+			return -1; /* no memory now: try again later */
+		cost = started ? e->len : 0;
+		if (started)
+			p->prefetched_bytes += e->len;
+	}
+	if (b >= last) {
+		p->issued++;
+		p->issued_blk = 0;
+	} else {
+		p->issued_blk++;
+	}
+	return cost;
+}
+
+/* Deficit round robin: a queue's turn lasts until it has spent its
+ * quantum of bytes; the turn pointer survives between calls, so a queue
+ * cut short by the in-flight limit resumes first when a GET completes. */
+void prefetch_schedule(struct shard *sh)
+{
+	uint32_t limit = sh->d->cfg.prefetch_inflight;
+	if (!sh->n_planned || sh->pf_inflight >= limit)
+		return;
+	struct plan *q[256];
+	uint32_t n = 0;
+	for (struct pqueue *pq = sh->pqueues; pq && n < 256; pq = pq->next)
+		if (pq->plan)
+			q[n++] = pq->plan;
+	if (n == 0)
+		return;
+	int64_t quantum = sh->d->cfg.block_bytes;
+	uint32_t idle = 0;
+	while (sh->pf_inflight < limit && idle < n) {
+		struct plan *p = q[sh->pf_rr % n];
+		if (!plan_has_work(sh, p)) {
+			p->deficit = 0;
+			sh->pf_rr++;
+			idle++;
+			continue;
+		}
+		if (p->deficit <= 0) {
+			p->deficit += quantum;
+			sh->pf_rr++;
+			continue;
+		}
+		int64_t cost = plan_issue_one(sh, p);
+		if (cost < 0) {
+			sh->pf_rr++;
+			idle++;
+			continue;
+		}
+		p->deficit -= cost;
+		idle = 0;
+	}
+}

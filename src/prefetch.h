@@ -1,0 +1,78 @@
+/* prefetch.h - per-GPU prefetch queues fed by plans (a sampler's order).
+ *
+ * Sessions that name the same GPU (and run as the same user) share one
+ * queue: a DataLoader's main process hands over the epoch's order while
+ * its worker processes read, and any of their reads moves the queue's
+ * window. A session without a GPU has a queue of its own. A plan is an
+ * ordered list of extents. The shard keeps a
+ * window ahead of what the session has read (bytes and entries) fetched
+ * and pinned, so prefetched-but-unread blocks are never evicted by another
+ * queue's prefetch; the window slides as the session's reads match plan
+ * entries. Backend bandwidth is shared between the sessions' queues by
+ * deficit round robin over a per-shard limit of prefetch GETs in flight.
+ * A new plan replaces the old one: its pins go, its GETs in flight that
+ * nobody waits for are cancelled. */
+#ifndef RC_PREFETCH_H
+#define RC_PREFETCH_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ringcache.h"
+
+struct shard;
+struct session;
+struct object;
+struct cache_entry;
+
+#define RC_MAX_PLAN_ENTRIES (16u << 20)
+
+struct plan_item {
+	struct object *obj;
+	uint64_t offset, len;
+};
+
+struct plan_pin {
+	uint64_t item;
+	struct cache_entry *e;
+};
+
+struct plan {
+	struct plan_item *items;
+	uint64_t n;
+	uint64_t cursor;     /* first entry the session has not reached */
+	uint64_t issued;     /* entries before it have their blocks pinned */
+	uint64_t issued_blk; /* next block of items[issued] */
+	struct plan_pin *pins; /* FIFO in entry order */
+	uint64_t pin_head, pin_tail, pin_cap;
+	uint64_t pinned_bytes;
+	int64_t deficit;
+	uint64_t generation;
+	uint64_t prefetched_bytes; /* stats: GETs this plan started */
+};
+
+struct pqueue {
+	int gpu;             /* -1: private to one session */
+	uid_t uid;
+	uint32_t id;         /* for the stats */
+	uint32_t refs;       /* sessions */
+	struct plan *plan;   /* or NULL */
+	struct pqueue *next, *prev;
+};
+
+/* The queue for a session attaching with gpu, as uid. */
+struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);
+/* A session leaves its queue; the last one drops the plan. */
+void pqueue_put(struct shard *sh, struct pqueue *q);
+
+/* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
+ * copied and validated here. Returns entries accepted or a negated errno. */
+int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
+		      uint64_t n);
+/* The session read obj at offset: slide its queue's window. */
+void prefetch_consumed(struct session *s, const struct object *obj,
+		       uint64_t offset);
+/* Issues prefetch GETs across sessions, fairly, within the limits. */
+void prefetch_schedule(struct shard *sh);
+
+#endif

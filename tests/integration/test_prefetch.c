@@ -1,0 +1,357 @@
+/* test_prefetch.c - prefetch plans against a real ringcached and S3: one
+ * submission carries a large plan, reads that follow a plan hit, a
+ * replaced plan cancels its GETs, queues share a saturated backend fairly,
+ * and planned, unread blocks survive another client's scan. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture/fixture.h"
+#include "ringcache.h"
+
+#define MiB (1024u * 1024u)
+
+static struct fx_daemon D;
+static struct fx_proxy P;
+static bool proxy_on;
+static struct ds_spec S;
+
+static void teardown(void)
+{
+	fx_daemon_kill(&D);
+	if (proxy_on)
+		fx_proxy_kill(&P);
+}
+
+static void start(const char *memory, const char *daemon_extra,
+		  const char *const *proxy_args)
+{
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	D.memory = memory;
+	D.daemon_extra = daemon_extra;
+	if (proxy_args) {
+		fx_proxy_start(&P, proxy_args);
+		proxy_on = true;
+		D.s3_endpoint = P.endpoint;
+	}
+	fx_daemon_start(&D, NULL);
+}
+
+static void attach(struct rc_client *c)
+{
+	int r = rc_attach(c, D.socket_path, NULL);
+	cr_assert_eq(r, 0, "attach: %s", rc_strerror(r));
+}
+
+/* Opens every "small/" object; returns how many, handles in h. */
+static size_t open_small(struct rc_client *c, int ds, uint32_t *h,
+			 size_t *idx, size_t max)
+{
+	size_t n = 0;
+	char key[256];
+	for (size_t i = 0; i < ds_count(&S) && n < max; i++) {
+		ds_key(&S, i, key);
+		if (strncmp(key, "small/", 6) != 0)
+			continue;
+		int r = rc_open(c, ds, key, NULL);
+		cr_assert_geq(r, 0, "open %s: %s", key, rc_strerror(r));
+		h[n] = (uint32_t)r;
+		idx[n++] = i;
+	}
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* READ_INTO of a whole object through the async API; returns cqe flags. */
+static uint32_t read_whole(struct rc_client *c, uint32_t h, uint64_t size,
+			   uint32_t buf, const void *mem, size_t i)
+{
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	cr_assert_not_null(sqe);
+	rc_prep_read_into(sqe, h, 0, size, buf, 0, 7);
+	cr_assert_eq(rc_submit(c), 1);
+	struct rc_cqe *cqe;
+	cr_assert_eq(rc_wait_cqe(c, &cqe), 0);
+	cr_assert_eq(cqe->res, (int32_t)size, "read_into: %d", cqe->res);
+	uint32_t flags = cqe->flags;
+	rc_cqe_seen(c);
+	fx_assert_ds_bytes(&S, i, 0, mem, size, "planned read");
+	return flags;
+}
+
+Test(prefetch, plan_of_100k_entries_in_one_submission, .fini = teardown,
+     .timeout = 60)
+{
+	start(NULL, NULL, NULL);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	uint32_t h[300];
+	size_t idx[300];
+	size_t n = open_small(&c, ds, h, idx, 300);
+	cr_assert_geq(n, 100);
+	const uint64_t count = 100000;
+	void *mem;
+	int buf = rc_alloc_buffer(&c, count * sizeof(struct rc_plan_entry), &mem);
+	cr_assert_geq(buf, 0);
+	struct rc_plan_entry *plan = mem;
+	for (uint64_t i = 0; i < count; i++)
+		plan[i] = (struct rc_plan_entry){.handle = h[i % n],
+						 .offset = 0, .len = 4096};
+	int r = rc_prefetch_plan(&c, (uint32_t)buf, 0, count);
+	cr_assert_eq(r, (int)count, "plan: %s", rc_strerror(r));
+	double t0 = now_s();
+	while (fx_stat_value(D.socket_path, "ringcache_prefetch_bytes_total") == 0
+	       && now_s() - t0 < 5)
+		usleep(10000);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_prefetch_bytes_total"), 0);
+	/* A plan naming a wild handle fails whole and changes nothing. */
+	plan[77].handle = 999999;
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)buf, 0, count), -EBADF);
+	plan[77].handle = h[0];
+	plan[78].reserved = 1;
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)buf, 0, count), -EINVAL);
+	/* A length that is not a whole number of entries is malformed. */
+	struct rc_sqe *sqe = rc_get_sqe(&c);
+	rc_prep_prefetch_plan(sqe, (uint32_t)buf, 0, 1, 5);
+	sqe->len = sizeof(struct rc_plan_entry) + 3;
+	rc_submit(&c);
+	struct rc_cqe *cqe;
+	cr_assert_eq(rc_wait_cqe(&c, &cqe), 0);
+	cr_assert_eq(cqe->res, -EINVAL);
+	rc_cqe_seen(&c);
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)buf, 0, 0), 0, "drop plan");
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* A plan is handed over by `planner`; `reader` reads in that order with a
+ * short "GPU step" between reads. They are one client, or two attached
+ * for the same GPU (a DataLoader's main process and its worker). */
+static void follow_plan(bool shared_gpu)
+{
+	start("512M", NULL, NULL);
+	struct rc_client pc, rc;
+	struct rc_attach_opts o = {.gpu = 3, .numa_node = -1};
+	int r = rc_attach(&pc, D.socket_path, shared_gpu ? &o : NULL);
+	cr_assert_eq(r, 0);
+	struct rc_client *planner = &pc, *reader = &pc;
+	if (shared_gpu) {
+		cr_assert_eq(rc_attach(&rc, D.socket_path, &o), 0);
+		reader = &rc;
+	}
+	int ds = rc_dataset(planner, "ds");
+	uint32_t ph[300], rh[300];
+	size_t idx[300];
+	size_t n = open_small(planner, ds, ph, idx, 300);
+	if (shared_gpu)
+		open_small(reader, ds, rh, idx, 300);
+	else
+		memcpy(rh, ph, sizeof(ph));
+	void *plan_mem, *data;
+	int pb = rc_alloc_buffer(planner, n * sizeof(struct rc_plan_entry), &plan_mem);
+	int db = rc_alloc_buffer(reader, 2 * MiB, &data);
+	cr_assert(pb >= 0 && db >= 0);
+	/* A shuffled epoch order, as a sampler would produce. */
+	size_t order[300];
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	srand(42);
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)rand() % (i + 1), t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	struct rc_plan_entry *plan = plan_mem;
+	for (size_t k = 0; k < n; k++)
+		plan[k] = (struct rc_plan_entry){
+			.handle = ph[order[k]], .len = ds_size(&S, idx[order[k]])};
+	cr_assert_eq(rc_prefetch_plan(planner, (uint32_t)pb, 0, n), (int)n);
+	size_t hits = 0, counted = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t o2 = order[k];
+		uint32_t flags = read_whole(reader, rh[o2], ds_size(&S, idx[o2]),
+					    (uint32_t)db, data, idx[o2]);
+		if (k >= 16) { /* after warm-up */
+			counted++;
+			hits += (flags & RC_CQE_F_HIT) != 0;
+		}
+		usleep(3000); /* the "GPU step" */
+	}
+	cr_log_info("planned reads served as hits: %zu of %zu", hits, counted);
+	cr_assert_geq(hits * 100, counted * 90,
+		      "only %zu of %zu planned reads were hits", hits, counted);
+	rc_detach(&pc);
+	if (shared_gpu)
+		rc_detach(&rc);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_prefetch_pinned_bytes", 0, 3000), 0);
+	fx_daemon_stop(&D);
+}
+
+Test(prefetch, reads_that_follow_the_plan_hit, .fini = teardown,
+     .timeout = 120)
+{
+	follow_plan(false);
+}
+
+Test(prefetch, a_gpu_queue_follows_its_workers_reads, .fini = teardown,
+     .timeout = 120)
+{
+	follow_plan(true);
+}
+
+Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
+     .timeout = 60)
+{
+	const char *proxy[] = {"--latency-ms", "400", NULL};
+	start(NULL, "prefetch_inflight = 16", proxy);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	uint32_t h[64];
+	size_t idx[64];
+	size_t n = open_small(&c, ds, h, idx, 64);
+	void *mem;
+	int pb = rc_alloc_buffer(&c, n * sizeof(struct rc_plan_entry), &mem);
+	struct rc_plan_entry *plan = mem;
+	for (size_t k = 0; k < n; k++)
+		plan[k] = (struct rc_plan_entry){.handle = h[k], .len = 1};
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, n), (int)n);
+	usleep(100000); /* GETs are in flight behind the 400 ms latency */
+	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	plan[0] = (struct rc_plan_entry){.handle = h[n - 1], .len = 1};
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, 1), 1);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_prefetch_cancelled_total"), 0);
+	/* Cancelled blocks leave no pins or half-filled entries behind: the
+	 * objects read back correctly. */
+	void *data;
+	int db = rc_alloc_buffer(&c, MiB, &data);
+	for (size_t k = 0; k < 8; k++)
+		read_whole(&c, h[k], ds_size(&S, idx[k]), (uint32_t)db, data,
+			   idx[k]);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+static uint64_t queue_bytes(const char *stats, int nth)
+{
+	const char *needle = "ringcache_queue_prefetch_bytes{";
+	const char *p = stats;
+	for (int i = 0; (p = strstr(p, needle)); i++, p++)
+		if (i == nth)
+			return strtoull(strchr(p, '}') + 1, NULL, 10);
+	return UINT64_MAX;
+}
+
+Test(prefetch, two_queues_share_a_saturated_backend_fairly,
+     .fini = teardown, .timeout = 60)
+{
+	const char *proxy[] = {"--latency-ms", "5", "--bw-total", "20", NULL};
+	start("512M", "prefetch_inflight = 4\nprefetch_window = 128M", proxy);
+	struct rc_client a, b;
+	attach(&a);
+	attach(&b);
+	int ds = rc_dataset(&a, "ds");
+	int ha = rc_open(&a, ds, "large/1.bin", NULL);
+	int hb = rc_open(&b, ds, "large/2.bin", NULL);
+	cr_assert(ha >= 0 && hb >= 0);
+	void *ma, *mb;
+	int pa = rc_alloc_buffer(&a, sizeof(struct rc_plan_entry), &ma);
+	int pb = rc_alloc_buffer(&b, sizeof(struct rc_plan_entry), &mb);
+	*(struct rc_plan_entry *)ma = (struct rc_plan_entry){
+		.handle = (uint32_t)ha, .len = 30 * MiB};
+	*(struct rc_plan_entry *)mb = (struct rc_plan_entry){
+		.handle = (uint32_t)hb, .len = 30 * MiB};
+	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pa, 0, 1), 1);
+	cr_assert_eq(rc_prefetch_plan(&b, (uint32_t)pb, 0, 1), 1);
+	/* Compare progress after both queues are busy: the first plan's
+	 * head start (it filled the in-flight slots alone) is not unfair. */
+	static char stats[65536];
+	usleep(500000);
+	cr_assert_gt(rc_stats(NULL, D.socket_path, stats, sizeof(stats)), 0);
+	uint64_t x0 = queue_bytes(stats, 0);
+	uint64_t y0 = queue_bytes(stats, 1);
+	usleep(1500000);
+	cr_assert_gt(rc_stats(NULL, D.socket_path, stats, sizeof(stats)), 0);
+	uint64_t x = queue_bytes(stats, 0);
+	uint64_t y = queue_bytes(stats, 1);
+	cr_assert(x0 != UINT64_MAX && y0 != UINT64_MAX && x != UINT64_MAX &&
+		  y != UINT64_MAX, "%s", stats);
+	x -= x0;
+	y -= y0;
+	uint64_t hi = x > y ? x : y, lo = x > y ? y : x;
+	cr_log_info("prefetched in 1.5 s: %llu and %llu bytes",
+		    (unsigned long long)x, (unsigned long long)y);
+	cr_assert_lt(hi, 40ull * MiB, "the backend was not saturated");
+	cr_assert_gt(lo, 2ull * MiB, "a queue made no progress");
+	cr_assert_geq(lo * 100, hi * 80, "unfair: %llu vs %llu",
+		      (unsigned long long)x, (unsigned long long)y);
+	rc_detach(&a);
+	rc_detach(&b);
+	fx_daemon_stop(&D);
+}
+
+Test(prefetch, planned_unread_blocks_survive_a_scan, .fini = teardown,
+     .timeout = 120)
+{
+	/* 96 MiB of cache: the window (capped at a quarter) holds the plan,
+	 * the scan of ~150 other objects (85 MB) must evict around it. */
+	start("96M", "prefetch_window = 24M", NULL);
+	struct rc_client a, b;
+	attach(&a);
+	attach(&b);
+	int ds = rc_dataset(&a, "ds");
+	uint32_t ha[300], hb[300];
+	size_t ia[300], ib[300];
+	size_t na = open_small(&a, ds, ha, ia, 300);
+	open_small(&b, ds, hb, ib, 300);
+	const size_t planned = 24;
+	void *pm, *da, *dbm;
+	int pb = rc_alloc_buffer(&a, planned * sizeof(struct rc_plan_entry), &pm);
+	int bufa = rc_alloc_buffer(&a, MiB, &da);
+	int bufb = rc_alloc_buffer(&b, MiB, &dbm);
+	struct rc_plan_entry *plan = pm;
+	for (size_t k = 0; k < planned; k++)
+		plan[k] = (struct rc_plan_entry){.handle = ha[k],
+						 .len = ds_size(&S, ia[k])};
+	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, planned),
+		     (int)planned);
+	/* Wait until the whole plan is fetched and pinned. */
+	double t0 = now_s();
+	while (fx_stat_value(D.socket_path, "ringcache_prefetch_pinned_bytes") <
+		       (int64_t)(planned * 550000) && now_s() - t0 < 20)
+		usleep(20000);
+	while (fx_stat_value(D.socket_path, "ringcache_s3_inflight") > 0 &&
+	       now_s() - t0 < 20)
+		usleep(20000);
+	for (size_t k = 100; k < na; k++)
+		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm,
+			   ib[k]);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_cache_evictions_total"), 0);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	for (size_t k = 0; k < planned; k++) {
+		uint32_t f = read_whole(&a, ha[k], ds_size(&S, ia[k]),
+					(uint32_t)bufa, da, ia[k]);
+		cr_assert(f & RC_CQE_F_HIT, "planned object %zu was evicted", k);
+	}
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     gets, "planned reads went to S3");
+	rc_detach(&a);
+	rc_detach(&b);
+	fx_daemon_stop(&D);
+}

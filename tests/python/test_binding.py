@@ -1,0 +1,550 @@
+#!/usr/bin/python3
+"""test_binding.py - integration tests of the Python binding
+(contrib/python/ringcache) and its PyTorch adapter against a real ringcached
+and a real S3 server.
+
+Owns: its S3 environment (tests/run's RINGCACHE_TEST_*, else a private RGW
+from tests/fixture/s3-up.sh plus an uploaded dataset), one daemon started
+from a generated config (as tests/fixture/fixture.c does), an independent
+numpy copy of the tools/dataset.c generator for expected bytes (itself
+checked against `rc-s3 get`), and a TAP report (RINGCACHE_TAP_FILE) so
+tests/run counts each case.
+
+Run: /usr/bin/python3 tests/python/test_binding.py (meson test python sets
+PYTHONPATH, RINGCACHE_LIB, RINGCACHE_BUILD_DIR, RINGCACHE_TAP_FILE).
+"""
+
+import ctypes
+import errno
+import os
+import shutil
+import signal
+import socket as socketlib
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "contrib", "python"))
+BUILD = os.environ.get("RINGCACHE_BUILD_DIR", os.path.join(SRC, "build"))
+os.environ.setdefault("RINGCACHE_LIB",
+                      os.path.join(BUILD, "libringcache.so"))
+
+import ringcache  # noqa: E402
+
+# ---- the dataset generator (tools/dataset.c, independently) -------------
+M64 = (1 << 64) - 1
+SEED = 0x5EED0001
+N_SMALL = 300
+MIB = 1 << 20
+LARGE = [20 * MIB, 33 * MIB + 12345, 48 * MIB - 1]
+EDGE = {"edge/empty": 0, "edge/one": 1, "edge/block": MIB,
+        "edge/block-plus-one": MIB + 1}
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def splitmix64_np(x):
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def ds_index(key):
+    if key.startswith("small/"):
+        return int(key[6:11])
+    if key.startswith("large/"):
+        return N_SMALL + int(key[6])
+    return N_SMALL + 3 + list(EDGE).index(key)
+
+
+def ds_size(key):
+    i = ds_index(key)
+    if i < N_SMALL:
+        return 570000 - 10000 + splitmix64(SEED ^ (~i & M64)) % 20001
+    if i < N_SMALL + 3:
+        return LARGE[i - N_SMALL]
+    return EDGE[key]
+
+
+def ds_bytes(key, offset=0, length=None):
+    """The object's bytes [offset, offset+length), clamped to its size."""
+    size = ds_size(key)
+    end = size if length is None else min(size, offset + length)
+    if end <= offset:
+        return b""
+    base = splitmix64(SEED ^ splitmix64((ds_index(key) * 0x2545F4914F6CDD1D)
+                                        & M64))
+    w0, w1 = offset // 8, (end + 7) // 8
+    words = np.arange(w0, w1, dtype=np.uint64) + np.uint64(base)
+    raw = splitmix64_np(words).astype("<u8").tobytes()
+    return raw[offset - w0 * 8:end - w0 * 8]
+
+
+def small_key(i):
+    return f"small/{i:05d}.bin"
+
+
+# ---- environment: S3 server, dataset, daemon ----------------------------
+class Env:
+    rgw_dir = None
+    tmp = None
+    daemon = None
+    socket = None
+    log = None
+
+
+def run_tool(*args, **kw):
+    return subprocess.run([os.path.join(BUILD, "rc-s3"), *args], check=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def start_rgw():
+    Env.rgw_dir = os.path.join(Env.tmp, "rgw")
+    subprocess.run(["bash", os.path.join(SRC, "tests/fixture/s3-up.sh"),
+                    "memstore"], check=True,
+                   env=dict(os.environ, RGW_DIR=Env.rgw_dir,
+                            RC_S3=os.path.join(BUILD, "rc-s3")))
+    with open(os.path.join(Env.rgw_dir, "env")) as f:
+        for line in f:
+            name, _, value = line.strip().removeprefix("export ").partition("=")
+            if name:
+                os.environ[name] = value
+
+
+def write_config(path):
+    e = os.environ
+    endpoint = e["RINGCACHE_TEST_S3_ENDPOINT"]
+    text = f"""# written by tests/python/test_binding.py
+[daemon]
+socket = {Env.socket}
+socket_mode = 0666
+memory = 256M
+block_size = 1M
+log_level = info
+metadata_ttl = 0
+
+[s3]
+endpoint = {endpoint}
+region = {e["RINGCACHE_TEST_S3_REGION"]}
+addressing = path
+tls_verify = {"true" if endpoint.startswith("https://") else "false"}
+credentials = config
+access_key = {e["RINGCACHE_TEST_S3_ACCESS_KEY"]}
+secret_key = {e["RINGCACHE_TEST_S3_SECRET_KEY"]}
+max_retries = 3
+
+[dataset ds]
+uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ds/
+allow_uids = *
+"""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def socket_answers(path):
+    s = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_SEQPACKET)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def die_with_parent():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def start_daemon():
+    d = tempfile.mkdtemp(prefix="py-", dir=Env.tmp)
+    os.chmod(d, 0o755)
+    Env.socket = os.path.join(d, "rc.sock")
+    conf = os.path.join(d, "ringcache.conf")
+    Env.log = os.path.join(d, "ringcached.log")
+    write_config(conf)
+    with open(Env.log, "w") as log:
+        Env.daemon = subprocess.Popen(
+            [os.path.join(BUILD, "ringcached"), "-c", conf],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            preexec_fn=die_with_parent)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if Env.daemon.poll() is not None:
+            break
+        if socket_answers(Env.socket):
+            return
+        time.sleep(0.02)
+    stop_daemon(check=False)
+    raise RuntimeError("ringcached did not start; log:\n" + log_tail())
+
+
+def log_tail():
+    with open(Env.log, errors="replace") as f:
+        return "".join(f.readlines()[-40:])
+
+
+def stop_daemon(check=True):
+    p, Env.daemon = Env.daemon, None
+    if p is None:
+        return
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        rc = "timeout"
+    if check and rc != 0:
+        raise RuntimeError(f"ringcached exit {rc} after SIGTERM; log:\n"
+                           + log_tail())
+
+
+def setUpModule():
+    Env.tmp = tempfile.mkdtemp(prefix="rcpy-",
+                               dir=os.environ.get("RINGCACHE_TEST_TMP"))
+    have_s3 = bool(os.environ.get("RINGCACHE_TEST_S3_ENDPOINT"))
+    if not have_s3:
+        start_rgw()
+    if not have_s3 or not os.environ.get("RINGCACHE_TEST_PREFIX"):
+        # Not under tests/run: upload the dataset ourselves.
+        prefix = f"py-{os.getpid()}-{int(time.time())}/"
+        os.environ["RINGCACHE_TEST_PREFIX"] = prefix
+        run_tool("gen-dataset", os.environ["RINGCACHE_TEST_S3_BUCKET"],
+                 prefix + "ds/")
+    start_daemon()
+
+
+def tearDownModule():
+    try:
+        stop_daemon()
+    finally:
+        if Env.rgw_dir:
+            subprocess.run(["bash", os.path.join(SRC,
+                                                 "tests/fixture/s3-down.sh")],
+                           env=dict(os.environ, RGW_DIR=Env.rgw_dir),
+                           check=False)
+        shutil.rmtree(Env.tmp, ignore_errors=True)
+
+
+def leases_active(client):
+    return client.counters().get("ringcache_leases_active", -1)
+
+
+# ---- tests ----------------------------------------------------------------
+ABI_C = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "ringcache.h"
+#define S(t) printf(#t " %zu\n", sizeof(struct t))
+#define O(t, f) printf(#t "." #f " %zu\n", offsetof(struct t, f))
+int main(void)
+{
+	S(rc_client); S(rc_stat); S(rc_extent); S(rc_list_entry);
+	S(rc_attach_opts); S(rc_dataset_info); S(rc_arena_map);
+	S(rc_plan_entry);
+	O(rc_client, block_size); O(rc_client, n_datasets);
+	O(rc_client, datasets); O(rc_client, arenas); O(rc_client, spin);
+	O(rc_stat, etag); O(rc_extent, lease); O(rc_list_entry, rec_len);
+	O(rc_dataset_info, arena_size);
+	return 0;
+}
+"""
+
+
+class TestAbi(unittest.TestCase):
+    def test_struct_layouts_match_header(self):
+        """The ctypes mirrors have the C sizes and field offsets."""
+        from ringcache import _abi
+        d = tempfile.mkdtemp(dir=Env.tmp)
+        src, exe = os.path.join(d, "abi.c"), os.path.join(d, "abi")
+        with open(src, "w") as f:
+            f.write(ABI_C)
+        try:
+            subprocess.run(["cc", "-std=gnu11", "-I",
+                            os.path.join(SRC, "include"), src, "-o", exe],
+                           check=True)
+        except FileNotFoundError:
+            self.skipTest("no C compiler")
+        want = dict(line.split() for line in
+                    subprocess.check_output([exe]).decode().splitlines())
+        for name, value in want.items():
+            struct, _, field = name.partition(".")
+            t = getattr(_abi, struct)
+            got = getattr(t, field).offset if field else ctypes.sizeof(t)
+            self.assertEqual(got, int(value), name)
+
+
+class TestRead(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.c = ringcache.Client(Env.socket)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def test_generator_matches_s3(self):
+        """The expected-bytes generator equals what S3 holds."""
+        out = os.path.join(Env.tmp, "get.bin")
+        bucket = os.environ["RINGCACHE_TEST_S3_BUCKET"]
+        for key in (small_key(7), "edge/block-plus-one"):
+            run_tool("get", bucket,
+                     os.environ["RINGCACHE_TEST_PREFIX"] + "ds/" + key, out)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), ds_bytes(key), key)
+
+    def test_read_whole_objects(self):
+        """Every byte of small, large (many blocks) and edge objects."""
+        keys = [small_key(0), small_key(299), "large/1.bin", "edge/empty",
+                "edge/one", "edge/block", "edge/block-plus-one"]
+        for key in keys:
+            with self.c.open("ds", key) as f:
+                self.assertEqual(f.size, ds_size(key), key)
+                self.assertTrue(f.etag, key)
+                with f.read() as lease:
+                    self.assertEqual(len(lease), ds_size(key), key)
+                    self.assertTrue(lease.tobytes() == ds_bytes(key), key)
+        self.assertEqual(leases_active(self.c), 0)
+
+    def test_read_ranges(self):
+        """Ranges across block boundaries, past EOF, and empty."""
+        key = "large/2.bin"
+        size = ds_size(key)
+        with self.c.open("ds", key) as f:
+            for off, n in [(MIB - 3, 7), (5 * MIB + 1, 3 * MIB + 5),
+                           (size - 10, 100), (size, 10), (123, 0)]:
+                got = f.pread(off, n)
+                self.assertTrue(got == ds_bytes(key, off, n), (off, n))
+
+    def test_zero_copy_view_and_lease_count(self):
+        """read() hands out a read-only view over the arena (no copy) and
+        holds a lease until release; after release the count is 0."""
+        key = small_key(3)
+        f = self.c.open("ds", key)
+        lease = f.read()
+        view = lease.view
+        self.assertIsInstance(view, memoryview)
+        self.assertTrue(view.readonly)
+        self.assertEqual(view.tobytes(), ds_bytes(key))
+        # Zero copy: two views of the lease share one address.
+        a1 = ctypes.addressof(view.obj)
+        self.assertEqual(a1, ctypes.addressof(lease.view.obj))
+        self.assertGreaterEqual(leases_active(self.c), 1)
+        lease.release()
+        self.assertEqual(leases_active(self.c), 0)
+        with self.assertRaises(ValueError):
+            lease.view  # noqa: B018
+        f.close()
+
+    def test_view_keeps_lease_alive(self):
+        """A view outliving its Lease object keeps the lease; dropping the
+        last view releases it (the __del__ fallback)."""
+        with self.c.open("ds", small_key(4)) as f:
+            view = f.read(100, 1000).view
+            self.assertEqual(view.tobytes(), ds_bytes(small_key(4), 100, 1000))
+            self.assertGreaterEqual(leases_active(self.c), 1)
+            del view
+            self.assertEqual(leases_active(self.c), 0)
+
+    def test_multi_block_view_refused(self):
+        with self.c.open("ds", "large/0.bin") as f, f.read(MIB - 1, 2) as l:
+            self.assertEqual(len(l.views), 2)
+            with self.assertRaises(ValueError):
+                l.view  # noqa: B018
+            self.assertEqual(l.tobytes(), ds_bytes("large/0.bin", MIB - 1, 2))
+
+    def test_read_into_staged_and_registered(self):
+        key = "large/0.bin"  # 20 MiB: more than one staging piece
+        want = ds_bytes(key)
+        with self.c.open("ds", key) as f:
+            plain = bytearray(f.size)
+            self.assertEqual(f.read_into(0, plain), f.size)
+            self.assertTrue(plain == want)
+            arr = np.zeros(1000, dtype=np.uint8)
+            self.assertEqual(f.read_into(5, arr), 1000)
+            self.assertEqual(arr.tobytes(), want[5:1005])
+            reg = self.c.buffer(f.size + 4096)
+            # A slice of a registered buffer: the daemon copies straight in.
+            self.assertIsNotNone(self.c._registered_at(
+                ringcache._address_of(reg[4096:]), f.size))
+            n = f.read_into(0, reg[4096:])
+            self.assertEqual(n, f.size)
+            self.assertTrue(reg[4096:4096 + n] == want)
+            tail = bytearray(100)
+            self.assertEqual(f.read_into(f.size - 10, tail), 10)
+            self.assertEqual(bytes(tail[:10]), want[-10:])
+            with self.assertRaises(TypeError):
+                f.read_into(0, b"readonly")
+
+    def test_list(self):
+        """One directory level; names are keys relative to the dataset."""
+        entries = list(self.c.list("ds", "small/"))
+        self.assertEqual(sorted(e.name for e in entries),
+                         [small_key(i) for i in range(N_SMALL)])
+        for e in entries:
+            self.assertFalse(e.is_prefix)
+            self.assertEqual(e.size, ds_size(e.name), e.name)
+        top = sorted(self.c.list("ds", ""))
+        self.assertEqual([(e.name, e.is_prefix) for e in top],
+                         [("edge/", True), ("large/", True), ("small/", True)])
+        self.assertEqual(list(self.c.list("ds", "nothing-here/")), [])
+
+    def test_errors(self):
+        with self.assertRaises(FileNotFoundError) as cm:
+            self.c.open("ds", "small/missing.bin")
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        self.assertIn("no such object", str(cm.exception))
+        with self.assertRaises(OSError) as cm:
+            self.c.dataset("no-such-dataset")
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        with self.assertRaises(OSError):
+            ringcache.Client(os.path.join(Env.tmp, "no.sock"))
+        f = self.c.open("ds", small_key(1))
+        f.close()
+        with self.assertRaises(OSError):
+            f.read()
+
+    def test_fork_child_attaches_own_session(self):
+        """A forked child re-attaches and re-opens; the parent's session
+        and its lease are unaffected."""
+        key = small_key(9)
+        f = self.c.open("ds", key)
+        lease = f.read()
+        pid = os.fork()
+        if pid == 0:
+            ok = False
+            try:
+                ok = f.pread() == ds_bytes(key) and \
+                    self.c.open("ds", small_key(10)).pread() == \
+                    ds_bytes(small_key(10))
+            finally:
+                os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertEqual(lease.view.tobytes(), ds_bytes(key))
+        lease.release()
+        self.assertEqual(f.pread(0, 64), ds_bytes(key, 0, 64))
+        f.close()
+        self.assertEqual(leases_active(self.c), 0)
+
+    def test_stats(self):
+        self.assertIn("ringcache_cache_hits_total", self.c.stats())
+        self.assertIn("ringcache_s3_get_total", ringcache.stats(Env.socket))
+
+
+class TestTorch(unittest.TestCase):
+    def test_dataloader_two_workers(self):
+        """Every sample from a 2-worker DataLoader equals the source, in
+        the order PlanSampler recorded as the plan."""
+        import torch
+        from torch.utils.data import DataLoader, RandomSampler
+        from ringcache.torch import PlanSampler, RingcacheDataset
+        ds = RingcacheDataset(Env.socket, "ds", prefix="small/")
+        self.assertEqual(len(ds), N_SMALL)
+        sampler = PlanSampler(RandomSampler(ds), ds)
+        loader = DataLoader(ds, sampler=sampler, batch_size=None,
+                            num_workers=2)
+        it = iter(loader)  # the sampler's __iter__ runs here
+        plan = list(ds.plan)
+        seen = []
+        for key, sample in zip(plan, it):
+            seen.append(key)
+            self.assertIsInstance(sample, bytes)
+            self.assertTrue(sample == ds_bytes(key), key)
+        self.assertEqual(sorted(seen), [small_key(i) for i in range(N_SMALL)])
+        del it
+        tds = RingcacheDataset(Env.socket, "ds", output="tensor",
+                               keys=[small_key(i) for i in range(20)])
+        for i, t in enumerate(DataLoader(tds, batch_size=None,
+                                         num_workers=2)):
+            self.assertEqual(t.dtype, torch.uint8)
+            self.assertEqual(t.numpy().tobytes(), ds_bytes(small_key(i)))
+
+    def test_plan_sampler_same_order(self):
+        import torch
+        from torch.utils.data import RandomSampler
+        from ringcache.torch import PlanSampler, RingcacheDataset
+        keys = [small_key(i) for i in range(50)]
+        ds = RingcacheDataset(Env.socket, "ds", keys=keys)
+        inner = RandomSampler(ds, generator=torch.Generator().manual_seed(1))
+        ref = RandomSampler(ds, generator=torch.Generator().manual_seed(1))
+        ps = PlanSampler(inner, ds)
+        self.assertEqual(len(ps), 50)
+        for _ in range(2):  # two epochs, two plans
+            order = list(ps)
+            self.assertEqual(order, list(ref))
+            self.assertEqual(ds.plan, [keys[i] for i in order])
+        self.assertEqual(sorted(order), list(range(50)))
+
+
+# ---- TAP ----------------------------------------------------------------
+class TapResult(unittest.TextTestResult):
+    """Also writes one TAP line per test (and per module-level error)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.tap = []
+
+    def _line(self, ok, test, extra=""):
+        name = test.id().removeprefix("__main__.") if hasattr(test, "id") \
+            else str(test)
+        self.tap.append(f"{'ok' if ok else 'not ok'} {len(self.tap) + 1} - "
+                        f"{name}{extra}")
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._line(True, test)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._line(False, test)
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._line(False, test)
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._line(True, test, f" # SKIP {reason}")
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._line(True, test)
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._line(False, test)
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(
+        sys.modules[__name__])
+    if len(sys.argv) > 1:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(
+            sys.argv[1:], sys.modules[__name__])
+    runner = unittest.TextTestRunner(resultclass=TapResult, verbosity=2)
+    result = runner.run(suite)
+    tap_file = os.environ.get("RINGCACHE_TAP_FILE")
+    if tap_file:
+        os.makedirs(os.path.dirname(tap_file), exist_ok=True)
+        with open(tap_file, "w") as f:
+            f.write(f"1..{len(result.tap)}\n" + "\n".join(result.tap) + "\n")
+    sys.exit(0 if result.wasSuccessful() and result.testsRun else 1)
+
+
+if __name__ == "__main__":
+    main()
