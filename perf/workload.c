@@ -8,7 +8,10 @@
  * sum), so a zero-copy read is not credited for bytes nobody looked at.
  *
  * Two back ends read the same keys:
- *   ringcache  through include/ringcache.h (rc_open, zero-copy rc_read)
+ *   ringcache  through include/ringcache.h: at the start of each epoch a
+ *              reader opens its whole shard (OPENs pipelined) and hands
+ *              the daemon its order as a prefetch plan (--no-plan: not),
+ *              as a sampler-aware dataloader does; then zero-copy rc_read
  *   fs         open/read under a directory: page-cache local files, a bulk
  *              download's output, or a FUSE mount (s3fs, rclone)
  *
@@ -39,8 +42,9 @@ struct options {
 	enum backend backend;
 	const char *keys_path, *dir, *socket, *dataset, *label;
 	int readers, epochs;
-	bool shuffled;
+	bool shuffled, plan;
 	uint64_t seed, chunk;
+	long spin; /* rc_client.spin override; -1: the library's default */
 };
 
 struct object {
@@ -74,6 +78,8 @@ struct reader {
 	uint8_t *buf;      /* fs back end */
 	struct rc_client rc;
 	int ds;
+	int *handles;      /* ringcache: this reader's shard, in read order */
+	uint64_t *sizes;
 };
 
 static int64_t now_ns(void)
@@ -186,19 +192,16 @@ static int64_t read_rc_chunk(struct reader *r, int h, uint64_t off,
 	return got;
 }
 
-static void read_rc(struct reader *r, const struct object *o)
+/* Reads one object opened by open_shard; started is when its latency
+ * clock began (the first object of the epoch also pays for the opens and
+ * the plan). */
+static void read_rc(struct reader *r, const struct object *o, int h,
+		    uint64_t size, int64_t started)
 {
-	int64_t started = now_ns();
-	struct rc_stat st;
-	int h = rc_open(&r->rc, r->ds, o->key, &st);
-	if (h < 0) {
-		set_error(r, "open", o->key, rc_strerror(h));
-		return;
-	}
 	uint64_t off = 0, sum = 0;
-	while (off < st.size) {
-		uint64_t len = st.size - off < r->opt->chunk ? st.size - off
-							     : r->opt->chunk;
+	while (off < size) {
+		uint64_t len = size - off < r->opt->chunk ? size - off
+							  : r->opt->chunk;
 		int64_t got = read_rc_chunk(r, h, off, len, &sum);
 		if (got <= 0) {
 			set_error(r, "read", o->key,
@@ -210,11 +213,137 @@ static void read_rc(struct reader *r, const struct object *o)
 		record_latency(r, started);
 		started = now_ns();
 	}
-	rc_close(&r->rc, (uint32_t)h);
 	if (off != o->size)
 		set_error(r, "size", o->key, "size differs from the key list");
 	r->res->checksum += mix(sum ^ o->size);
 	r->res->files++;
+}
+
+/* Queues OPENs for shard[*next...] while arg slots and SQ entries last;
+ * returns how many. */
+static size_t queue_opens(struct reader *r, const struct object *objs,
+			  const size_t *shard, size_t n, size_t *next,
+			  int *slot_of)
+{
+	size_t batch = 0;
+	while (*next < n) {
+		const char *key = objs[shard[*next]].key;
+		size_t len = strlen(key);
+		if (len > RC_MAX_KEY) {
+			r->handles[(*next)++] = -ENAMETOOLONG;
+			continue;
+		}
+		int slot = rc_arg_get(&r->rc);
+		if (slot < 0)
+			break;
+		struct rc_sqe *sqe = rc_get_sqe(&r->rc);
+		if (!sqe) {
+			rc_arg_put(&r->rc, slot);
+			break;
+		}
+		memcpy(rc_arg_ptr(&r->rc, slot), key, len);
+		sqe->opcode = RC_OP_OPEN;
+		sqe->dataset = (uint32_t)r->ds;
+		sqe->arg = (uint16_t)slot;
+		sqe->arg_len = (uint32_t)len;
+		sqe->user_data = *next;
+		slot_of[*next] = slot;
+		(*next)++;
+		batch++;
+	}
+	return batch;
+}
+
+/* Opens this reader's whole shard up front, OPENs in flight together (a
+ * cold OPEN is a HEAD to S3: one at a time would cost n round trips before
+ * the first byte). Fills r->handles (negated errno on failure), r->sizes. */
+static int open_shard(struct reader *r, const struct object *objs,
+		      const size_t *shard, size_t n)
+{
+	int *slot_of = malloc(n * sizeof(*slot_of));
+	if (!slot_of)
+		return -ENOMEM;
+	size_t next = 0;
+	int err = 0;
+	while (next < n && !err) {
+		size_t batch = queue_opens(r, objs, shard, n, &next, slot_of);
+		if (batch == 0 && next < n) {
+			err = -EBUSY; /* no arg slot or SQ entry at all */
+			break;
+		}
+		if ((err = rc_submit(&r->rc)) < 0)
+			break;
+		err = 0;
+		for (size_t i = 0; i < batch && !err; i++) {
+			struct rc_cqe *cqe;
+			if ((err = rc_wait_cqe(&r->rc, &cqe)) < 0)
+				break;
+			uint64_t k = cqe->user_data;
+			if (k < n) {
+				r->handles[k] = cqe->res;
+				r->sizes[k] = cqe->addr;
+				rc_arg_put(&r->rc, slot_of[k]);
+			}
+			rc_cqe_seen(&r->rc);
+		}
+	}
+	free(slot_of);
+	return err;
+}
+
+/* Hands the daemon the order of this epoch's reads: one whole-object
+ * entry per opened object, in a registered buffer. */
+static int send_plan(struct reader *r, size_t n)
+{
+	size_t len = (n * sizeof(struct rc_plan_entry) + 4095) & ~(size_t)4095;
+	struct rc_plan_entry *plan;
+	int buf = rc_alloc_buffer(&r->rc, len, (void **)&plan);
+	if (buf < 0)
+		return buf;
+	uint64_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (r->handles[i] >= 0 && r->sizes[i] > 0)
+			plan[k++] = (struct rc_plan_entry){
+				.handle = (uint32_t)r->handles[i],
+				.len = r->sizes[i],
+			};
+	int got = k ? rc_prefetch_plan(&r->rc, (uint32_t)buf, 0, k) : 0;
+	if (got >= 0 && (uint64_t)got != k)
+		got = -EPROTO;
+	/* The daemon copied the plan: the buffer is no longer needed. */
+	rc_unregister_buffer(&r->rc, (uint32_t)buf);
+	munmap(plan, len);
+	return got < 0 ? got : 0;
+}
+
+/* The ringcache epoch of one reader: open the shard, send the plan, read
+ * in order. */
+static void read_shard_rc(struct reader *r, const struct object *objs,
+			  const size_t *shard, size_t n)
+{
+	int64_t started = now_ns();
+	r->handles = malloc(n * sizeof(*r->handles));
+	r->sizes = calloc(n, sizeof(*r->sizes));
+	int e = r->handles && r->sizes ? 0 : -ENOMEM;
+	if (!e)
+		e = open_shard(r, objs, shard, n);
+	if (e < 0) {
+		set_error(r, "open", "(shard)", rc_strerror(e));
+		return;
+	}
+	if (r->opt->plan && (e = send_plan(r, n)) < 0)
+		set_error(r, "plan", "(shard)", rc_strerror(e));
+	for (size_t i = 0; i < n; i++) {
+		const struct object *o = &objs[shard[i]];
+		if (r->handles[i] < 0) {
+			set_error(r, "open", o->key, rc_strerror(r->handles[i]));
+			continue;
+		}
+		if (i > 0)
+			started = now_ns();
+		read_rc(r, o, r->handles[i], r->sizes[i], started);
+		rc_close(&r->rc, (uint32_t)r->handles[i]);
+	}
 }
 
 static int reader_setup(struct reader *r)
@@ -226,6 +355,8 @@ static int reader_setup(struct reader *r)
 	int e = rc_attach(&r->rc, r->opt->socket, NULL);
 	if (e < 0)
 		return e;
+	if (r->opt->spin >= 0)
+		r->rc.spin = (uint32_t)r->opt->spin;
 	r->ds = rc_dataset(&r->rc, r->opt->dataset);
 	return r->ds < 0 ? r->ds : 0;
 }
@@ -245,14 +376,20 @@ static void reader_main(struct reader *r, const struct object *objs,
 		;
 	close(barrier);
 	r->t0 = *r->epoch_t0;
-	if (e >= 0)
-		for (size_t i = (size_t)index; i < n;
-		     i += (size_t)r->opt->readers) {
-			if (r->opt->backend == BACKEND_FS)
-				read_fs(r, &objs[perm[i]]);
-			else
-				read_rc(r, &objs[perm[i]]);
-		}
+	/* This reader's shard: every Nth object of the epoch's order. */
+	size_t n_mine = 0;
+	size_t *shard = malloc((n / (size_t)r->opt->readers + 1) *
+			       sizeof(*shard));
+	for (size_t i = (size_t)index; shard && i < n;
+	     i += (size_t)r->opt->readers)
+		shard[n_mine++] = perm[i];
+	if (!shard)
+		set_error(r, "alloc", "", strerror(ENOMEM));
+	else if (e >= 0 && r->opt->backend == BACKEND_RINGCACHE)
+		read_shard_rc(r, objs, shard, n_mine);
+	else if (e >= 0)
+		for (size_t i = 0; i < n_mine; i++)
+			read_fs(r, &objs[shard[i]]);
 	r->res->end_ns = now_ns() - r->t0;
 	if (r->opt->backend == BACKEND_RINGCACHE && e >= 0)
 		rc_detach(&r->rc);
@@ -432,8 +569,12 @@ static void usage(FILE *f)
 		"usage: rc-workload --keys FILE (--socket PATH --dataset NAME | --dir DIR)\n"
 		"                   [--readers N] [--order sequential|shuffled]\n"
 		"                   [--epochs E] [--seed S] [--chunk BYTES] [--label TEXT]\n"
+		"                   [--no-plan] [--spin N]\n"
 		"  --keys FILE   lines \"SIZE KEY\", keys relative to the dataset or DIR\n"
-		"  --socket, --dataset   read through ringcached (zero-copy rc_read)\n"
+		"  --socket, --dataset   read through ringcached (zero-copy rc_read); each\n"
+		"                reader opens its shard and sends it as a prefetch plan\n"
+		"  --no-plan     ringcache: open the shard the same way, send no plan\n"
+		"  --spin N      ringcache: CQ polls before sleeping (latency studies)\n"
 		"  --dir DIR     read DIR/KEY with open/read (local files, FUSE mounts)\n"
 		"  --readers N   reader processes, each reads every Nth object (default 1)\n"
 		"  --epochs E    epochs in a row, one output line each (default 1)\n"
@@ -456,11 +597,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"seed", required_argument, NULL, 'S'},
 		{"chunk", required_argument, NULL, 'c'},
 		{"label", required_argument, NULL, 'l'},
+		{"no-plan", no_argument, NULL, 'P'},
+		{"spin", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	*o = (struct options){ .readers = 1, .epochs = 1, .seed = 1,
-			       .chunk = 4u << 20, .label = "run" };
+			       .chunk = 4u << 20, .label = "run",
+			       .plan = true, .spin = -1 };
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -473,6 +617,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'S': o->seed = strtoull(optarg, NULL, 0); break;
 		case 'c': o->chunk = strtoull(optarg, NULL, 0); break;
 		case 'l': o->label = optarg; break;
+		case 'P': o->plan = false; break;
+		case 'w': o->spin = strtol(optarg, NULL, 0); break;
 		case 'o':
 			if (strcmp(optarg, "shuffled") && strcmp(optarg, "sequential"))
 				return -1;

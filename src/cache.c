@@ -150,6 +150,8 @@ static bool pinned(const struct cache_entry *e)
 
 static void evict(struct cache *c, struct cache_entry *e)
 {
+	if (c->on_evict && e->state == ENTRY_VALID)
+		c->on_evict(c->evict_ctx, e);
 	ghost_add(c, e);
 	hash_unlink(c, e);
 	c->stats.evictions++;

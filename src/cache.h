@@ -32,6 +32,7 @@ struct cache_entry {
 	uint32_t plan_pins;    /* prefetched for a plan window, not yet read */
 	uint8_t state, queue, freq, orphan;
 	struct cache_arena *ca;
+	uint64_t ident[3];     /* the owner's durable name for the block */
 	struct cache_entry *hnext;
 	struct cache_entry *qprev, *qnext;
 	struct waiter *waiters;
@@ -66,6 +67,10 @@ struct cache {
 	uint64_t *ghost;
 	uint64_t ghost_mask;
 	uint64_t reclaim_hand;        /* clock over all superblocks */
+	/* Called with every valid block about to leave memory (the NVMe
+	 * tier copies it out); the slot is freed right after it returns. */
+	void (*on_evict)(void *ctx, const struct cache_entry *e);
+	void *evict_ctx;
 	struct cache_stats stats;
 };
 

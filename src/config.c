@@ -53,6 +53,7 @@ struct parser {
 
 	/* Lines of keys that are checked against each other at the end. */
 	int memory_line, block_line, addressing_line, credentials_line;
+	int tier_line;
 	int access_key_line, secret_key_line, session_token_line;
 
 	char *err;
@@ -250,6 +251,27 @@ static int key_prefetch_window(struct parser *p, const char *key,
 				  "must be a size like 64M or 1G (0: no prefetch)");
 	p->cfg->prefetch_window_bytes = bytes;
 	return 1;
+}
+
+static int key_tier_size(struct parser *p, const char *key,
+			 const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 || bytes < (16u << 20))
+		return fail_value(p, key, value,
+				  "must be a size of at least 16M, like 64G");
+	p->cfg->tier_bytes = bytes;
+	p->tier_line = p->line;
+	return 1;
+}
+
+static int key_tier_path(struct parser *p, const char *key,
+			 const char *value)
+{
+	if (value[0] != '/')
+		return fail_value(p, key, value, "must be an absolute path");
+	p->tier_line = p->line;
+	return set_string(p, key, &p->cfg->tier_path, value);
 }
 
 static int key_block_size(struct parser *p, const char *key,
@@ -713,6 +735,8 @@ static const struct key_spec daemon_keys[] = {
 	FN("prefetch_window", key_prefetch_window),
 	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
 	U32("prefetch_inflight", prefetch_inflight, 1, 1024),
+	FN("tier_path", key_tier_path),
+	FN("tier_size", key_tier_size),
 	{0},
 };
 
@@ -1010,6 +1034,12 @@ static void check_whole(struct parser *p)
 			(unsigned long long)cfg->memory_bytes, cfg->block_bytes);
 		return;
 	}
+	if (!cfg->tier_path != !cfg->tier_bytes) {
+		fail_at(p, p->tier_line, "daemon",
+			cfg->tier_path ? "tier_path" : "tier_size",
+			"tier_path and tier_size go together");
+		return;
+	}
 	check_credentials(p);
 	if (p->failed)
 		return;
@@ -1153,6 +1183,7 @@ void config_free(struct rc_config *cfg)
 	free(cfg->endpoint);
 	free(cfg->region);
 	free(cfg->ca_file);
+	free(cfg->tier_path);
 	if (cfg->secret_key)
 		explicit_bzero(cfg->secret_key, strlen(cfg->secret_key));
 	if (cfg->session_token)

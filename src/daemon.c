@@ -319,7 +319,8 @@ static void block_finish(struct fetch *f, int err)
 	e->waiters = NULL;
 	if (err == 0) {
 		e->state = ENTRY_VALID;
-		sh->m.bytes_from_s3 += e->len;
+		if (!f->from_tier)
+			sh->m.bytes_from_s3 += e->len;
 	}
 	while (w) {
 		struct waiter *next = w->next;
@@ -527,6 +528,123 @@ void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
 	}
 }
 
+/* ---- the NVMe tier ------------------------------------------------------ */
+
+static void tier_read_done(void *ctx, int res)
+{
+	struct fetch *f = ctx;
+	struct shard *sh = f->sh;
+	f->tier_reading = false;
+	if (res >= 0 && (uint32_t)res == f->entry->len) {
+		sh->m.tier_hits++;
+		f->from_tier = true;
+		fetch_finish(f, 0);
+		return;
+	}
+	/* A bad checksum or a failed device: S3 still has the bytes. */
+	sh->m.tier_read_errors++;
+	int err = fetch_start(f);
+	if (err)
+		fetch_finish(f, err);
+}
+
+/* A block miss: from the tier if it holds the block, else from S3. */
+static int block_fetch_begin(struct fetch *f)
+{
+	struct shard *sh = f->sh;
+	struct cache_entry *e = f->entry;
+	if (sh->tier && tier_enabled(sh->tier)) {
+		struct tier_key k;
+		tier_key_make(&k, f->obj->ds->cfg->uri, f->obj->key,
+			      f->obj->etag, e->blkno);
+		memcpy(e->ident, &k, sizeof(e->ident));
+		if (tier_read(sh->tier, &k, cache_entry_data(e), e->len,
+			      tier_read_done, f) == 0) {
+			f->tier_reading = true;
+			return 0;
+		}
+	}
+	return fetch_start(f);
+}
+
+static void tier_write_done(void *ctx, int res)
+{
+	struct tier_staging *st = ctx;
+	st->busy = false;
+	if (res >= 0)
+		st->sh->m.tier_admitted++;
+}
+
+/* The cache evicts a valid block: copy it out (the slot is reused at
+ * once) and let the tier write it in the background. */
+static void tier_admit(void *ctx, const struct cache_entry *e)
+{
+	struct shard *sh = ctx;
+	if (!tier_enabled(sh->tier) || !(e->ident[0] | e->ident[1]))
+		return;
+	struct tier_staging *st = NULL;
+	for (unsigned i = 0; i < TIER_STAGING && !st; i++)
+		if (!sh->staging[i].busy)
+			st = &sh->staging[i];
+	if (!st) {
+		sh->m.tier_skipped++; /* the tier is behind: drop, not wait */
+		return;
+	}
+	struct tier_key k;
+	memcpy(&k, e->ident, sizeof(e->ident));
+	memcpy(st->mem, cache_entry_data(e), e->len);
+	int r = tier_write(sh->tier, &k, st->mem, e->len, tier_write_done, st);
+	if (r == 0)
+		st->busy = true;
+	else if (r != -EEXIST)
+		sh->m.tier_skipped++;
+}
+
+static void tier_init(struct daemon *d, struct shard *sh)
+{
+	const struct rc_config *c = &d->cfg;
+	struct tier_config tc = {.path = c->tier_path,
+				 .size_bytes = c->tier_bytes,
+				 .block_bytes = c->block_bytes};
+	char err[256];
+	/* No fixed buffers: arenas are sparse and give pages back, which
+	 * registered (pinned) buffers would not follow. */
+	sh->tier = tier_open(&tc, &sh->ring, NULL, 0, err, sizeof(err));
+	if (!sh->tier) {
+		log_error("tier %s: %s; running from memory only", c->tier_path,
+			  err);
+		return;
+	}
+	for (unsigned i = 0; i < TIER_STAGING; i++) {
+		sh->staging[i].sh = sh;
+		if (posix_memalign((void **)&sh->staging[i].mem, TIER_ALIGN,
+				   tier_io_len(c->block_bytes))) {
+			log_error("tier: out of memory; running from memory only");
+			tier_close(sh->tier);
+			sh->tier = NULL;
+			return;
+		}
+	}
+	sh->cache.on_evict = tier_admit;
+	sh->cache.evict_ctx = sh;
+	sh->tier_sync_due_ns = now_ns() + 30000000000ull;
+	struct tier_stats ts;
+	tier_get_stats(sh->tier, &ts);
+	log_info("tier %s: %llu slots of %u KiB, %llu blocks already there%s",
+		 c->tier_path, (unsigned long long)ts.n_slots,
+		 ts.block_bytes >> 10, (unsigned long long)ts.n_used,
+		 ts.direct ? "" : " (buffered: no O_DIRECT here)");
+}
+
+void daemon_tier_tick(struct shard *sh)
+{
+	if (!sh->tier || now_ns() < sh->tier_sync_due_ns)
+		return;
+	sh->tier_sync_due_ns = now_ns() + 30000000000ull;
+	if (tier_sync_index(sh->tier) < 0)
+		log_error("tier: index sync failed; tier disabled");
+}
+
 static uint32_t block_len(const struct object *o, uint64_t b, uint64_t bs)
 {
 	uint64_t start = b * bs;
@@ -556,7 +674,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		return;
 	}
 	f->entry = e;
-	err = fetch_start(f);
+	err = block_fetch_begin(f);
 	if (err)
 		fetch_finish(f, err);
 }
@@ -585,7 +703,7 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 	f->prefetch = true;
 	f->plan_gen = gen;
 	sh->pf_inflight++;
-	if ((err = fetch_start(f)) < 0) {
+	if ((err = block_fetch_begin(f)) < 0) {
 		fetch_finish(f, err);
 		return err;
 	}
@@ -901,6 +1019,8 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
 		return -1;
 	}
+	if (d->cfg.tier_path)
+		tier_init(d, sh);
 	for (size_t i = 0; i < d->cfg.n_datasets; i++) {
 		r = dataset_add(d, &d->cfg.datasets[i]);
 		if (r < 0) {
@@ -937,7 +1057,14 @@ void daemon_destroy(struct daemon *d)
 							 s3_req_easy(f->req));
 			fetch_finish(f, -ECANCELED);
 		}
+		if (sh->tier) {
+			tier_close(sh->tier); /* syncs the index */
+			sh->tier = NULL;
+		}
+		for (unsigned k = 0; k < TIER_STAGING; k++)
+			free(sh->staging[k].mem);
 		reactor_destroy(sh);
+		sh->cache.on_evict = NULL;
 		cache_destroy(&sh->cache);
 	}
 	for (uint32_t i = 0; i < d->n_datasets; i++) {

@@ -16,6 +16,7 @@
 #include "creds.h"
 #include "ringcache.h"
 #include "s3.h"
+#include "tier.h"
 
 struct shard;
 struct session;
@@ -89,6 +90,7 @@ struct fetch {
 	unsigned attempt;
 	bool probe;                /* FETCH_HEAD: a 1-byte GET for the error code */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
+	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
 	uint64_t plan_gen;         /* which plan asked for it */
 	uint64_t due_ns;           /* retry time */
 	uint64_t received;
@@ -148,6 +150,14 @@ struct metrics {
 	uint64_t ops, bad_entries, sessions_total, sessions_refused;
 	uint64_t stale;
 	uint64_t prefetch_bytes, prefetch_cancelled;
+	uint64_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
+};
+
+#define TIER_STAGING 16 /* blocks being copied out to the tier at once */
+struct tier_staging {
+	struct shard *sh;
+	uint8_t *mem;
+	bool busy;
 };
 
 struct shard {
@@ -170,6 +180,9 @@ struct shard {
 	uint32_t pq_next_id;
 	uint32_t pf_inflight, pf_rr;
 	uint64_t pf_pinned_bytes, pf_generation;
+	struct tier *tier;         /* NULL: memory only */
+	struct tier_staging staging[TIER_STAGING];
+	uint64_t tier_sync_due_ns;
 	struct metrics m;
 };
 
@@ -216,6 +229,8 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 /* Cancels plan gen's GETs that no read waits for. */
 void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
 void fetch_run_retries(struct shard *sh);
+/* Persists the tier's index every 30 s. */
+void daemon_tier_tick(struct shard *sh);
 
 /* session.c */
 void session_accept(struct daemon *d, int fd);
@@ -237,6 +252,8 @@ void op_list_ready(struct op *op, const struct s3_list_page *page, int err);
 int reactor_init(struct shard *sh);
 void reactor_destroy(struct shard *sh);
 int reactor_run(struct daemon *d);
+/* Waits until the tier has no I/O in flight (shutdown). */
+void reactor_drain_tier(struct daemon *d, struct shard *sh);
 struct io_uring_sqe *reactor_sqe(struct shard *sh);
 void reactor_add_transfer(struct shard *sh, struct fetch *f);
 

@@ -51,6 +51,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	struct metrics m = {0};
 	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
 	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
+	uint64_t tier_used = 0, tier_total = 0;
 	if (len)
 		buf[0] = 0;
 	for (uint32_t i = 0; i < d->n_shards; i++) {
@@ -74,6 +75,16 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.prefetch_bytes += s->prefetch_bytes;
 		m.prefetch_cancelled += s->prefetch_cancelled;
 		pinned += sh->pf_pinned_bytes;
+		m.tier_hits += s->tier_hits;
+		m.tier_read_errors += s->tier_read_errors;
+		m.tier_admitted += s->tier_admitted;
+		m.tier_skipped += s->tier_skipped;
+		if (sh->tier) {
+			struct tier_stats ts;
+			tier_get_stats(sh->tier, &ts);
+			tier_used += ts.n_used * ts.block_bytes;
+			tier_total += ts.n_slots * ts.block_bytes;
+		}
 		sessions += sh->n_sessions;
 		for (const struct session *se = sh->sessions; se; se = se->next)
 			handles += se->n_handles;
@@ -111,6 +122,12 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_prefetch_cancelled_total", "counter", "Prefetch GETs cancelled by a replaced plan.", m.prefetch_cancelled);
 	emit(&o, "ringcache_prefetch_pinned_bytes", "gauge", "Prefetched, unread bytes protected from eviction.", pinned);
 	emit_queues(&o, d);
+	emit(&o, "ringcache_tier_hits_total", "counter", "Block misses served by the NVMe tier.", m.tier_hits);
+	emit(&o, "ringcache_tier_read_errors_total", "counter", "Tier reads that failed their CRC32C or I/O (refetched from S3).", m.tier_read_errors);
+	emit(&o, "ringcache_tier_admitted_total", "counter", "Evicted blocks written to the tier.", m.tier_admitted);
+	emit(&o, "ringcache_tier_skipped_total", "counter", "Evicted blocks not written (tier busy or failed).", m.tier_skipped);
+	emit(&o, "ringcache_tier_bytes_used", "gauge", "Tier slots in use, in bytes.", tier_used);
+	emit(&o, "ringcache_tier_bytes_total", "gauge", "Tier capacity in bytes.", tier_total);
 	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.", (now_ns() - d->started_ns) / 1000000000ull);
 	return o.used;
 }

@@ -299,6 +299,9 @@ static void dispatch(struct daemon *d, struct io_uring_cqe *cqe)
 	case EV_CURL_SOCK:
 		on_curl_poll((struct curl_sock *)ev, cqe->res);
 		break;
+	case EV_TIER:
+		tier_complete(d->shards[0].tier, cqe);
+		break;
 	default:
 		break;
 	}
@@ -364,6 +367,7 @@ static void run_timers(struct shard *sh)
 		curl_action(sh, CURL_SOCKET_TIMEOUT, 0);
 	}
 	fetch_run_retries(sh);
+	daemon_tier_tick(sh);
 }
 
 static void reap(struct daemon *d, struct shard *sh)
@@ -408,6 +412,16 @@ static void wait_events(struct daemon *d, struct shard *sh, bool busy)
 	reap(d, sh);
 }
 
+void reactor_drain_tier(struct daemon *d, struct shard *sh)
+{
+	for (int i = 0; i < 1000 && sh->tier && tier_inflight(sh->tier); i++) {
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts = {.tv_nsec = 10000000};
+		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
+		reap(d, sh);
+	}
+}
+
 int reactor_run(struct daemon *d)
 {
 	struct shard *sh = &d->shards[0];
@@ -430,6 +444,7 @@ int reactor_run(struct daemon *d)
 	 * abandoned, nothing acknowledged is pending on the read path. */
 	while (sh->sessions)
 		session_close(sh->sessions);
+	reactor_drain_tier(d, sh);
 	/* Closed sessions are freed when their cancelled polls complete. */
 	for (int i = 0; i < 100 && sh->n_zombies; i++) {
 		struct io_uring_cqe *cqe;

@@ -446,6 +446,13 @@ class TestRead(unittest.TestCase):
         self.assertIn("ringcache_s3_get_total", ringcache.stats(Env.socket))
 
 
+def _counter(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(f"{name} not in the daemon's stats")
+
+
 class TestTorch(unittest.TestCase):
     def test_dataloader_two_workers(self):
         """Every sample from a 2-worker DataLoader equals the source, in
@@ -453,9 +460,11 @@ class TestTorch(unittest.TestCase):
         import torch
         from torch.utils.data import DataLoader, RandomSampler
         from ringcache.torch import PlanSampler, RingcacheDataset
-        ds = RingcacheDataset(Env.socket, "ds", prefix="small/")
+        ds = RingcacheDataset(Env.socket, "ds", prefix="small/", gpu=0)
         self.assertEqual(len(ds), N_SMALL)
         sampler = PlanSampler(RandomSampler(ds), ds)
+        before = _counter(ringcache.stats(Env.socket),
+                          "ringcache_prefetch_bytes_total")
         loader = DataLoader(ds, sampler=sampler, batch_size=None,
                             num_workers=2)
         it = iter(loader)  # the sampler's __iter__ runs here
@@ -466,6 +475,11 @@ class TestTorch(unittest.TestCase):
             self.assertIsInstance(sample, bytes)
             self.assertTrue(sample == ds_bytes(key), key)
         self.assertEqual(sorted(seen), [small_key(i) for i in range(N_SMALL)])
+        # The plan went from this process; the workers' reads moved the
+        # GPU queue's window, so the daemon prefetched past the first one.
+        after = _counter(ringcache.stats(Env.socket),
+                         "ringcache_prefetch_bytes_total")
+        self.assertGreater(after, before)
         del it
         tds = RingcacheDataset(Env.socket, "ds", output="tensor",
                                keys=[small_key(i) for i in range(20)])

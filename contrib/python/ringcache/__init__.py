@@ -317,6 +317,29 @@ class Client:
             pos += rec.rec_len
         return entries
 
+    def prefetch_plan(self, extents):
+        """Hands the daemon the order of future reads: extents is a list
+        of (File, offset, length) of this client. Replaces the previous
+        plan; an empty list drops it. Sessions attached with the same gpu
+        share the plan's queue, so a DataLoader's workers (gpu=rank)
+        advance the window the main process planned. Returns the number
+        of entries accepted."""
+        n = len(extents)
+        size = max(n, 1) * ctypes.sizeof(_abi.rc_plan_entry)
+        buf = _RegisteredBuffer(self, size)
+        try:
+            arr = (_abi.rc_plan_entry * max(n, 1)).from_buffer(buf.map)
+            for i, (f, offset, length) in enumerate(extents):
+                arr[i].handle = f._h()
+                arr[i].offset = offset
+                arr[i].len = length
+            del arr
+            return _check(self._call(_library().rc_prefetch_plan, buf.index,
+                                     0, n), "prefetch plan")
+        finally:
+            self._call(_library().rc_unregister_buffer, buf.index)
+            buf.close()
+
     def buffer(self, size):
         """A writable memoryview over a new memfd registered with the
         daemon: read_into() into it (or any slice of it) is a single copy

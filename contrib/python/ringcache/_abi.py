@@ -134,6 +134,8 @@ _PROTOTYPES = {
                                ctypes.c_uint64, ctypes.c_uint32,
                                ctypes.c_uint64, ctypes.c_uint64,
                                ctypes.POINTER(ctypes.c_int)]),
+    "rc_prefetch_plan": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32,
+                                        ctypes.c_uint64, ctypes.c_uint64]),
     "rc_strerror": (ctypes.c_char_p, [ctypes.c_int]),
 }
 

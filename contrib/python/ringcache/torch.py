@@ -78,27 +78,35 @@ class RingcacheDataset(torch.utils.data.Dataset):
         return self.transform(sample) if self.transform else sample
 
     def send_plan(self, indices):
-        """Hands the epoch's sample order to the daemon as this session's
-        prefetch plan (whole objects, in order).
+        """Hands the epoch's sample order to the daemon as the prefetch
+        plan of this dataset's GPU queue (whole objects, in order).
 
-        TODO(issue 4, RC_OP_PREFETCH_PLAN = 8): the daemon this binding
-        was written against answers that opcode -EOPNOTSUPP, so the plan
-        is only recorded here (self.plan). To wire it: open the planned
-        keys (rc_plan_entry names a handle of this session), write the
-        rc_plan_entry records into a registered buffer (Client.buffer) and
-        call rc_prefetch_plan(c, buf_index, 0, n) (declare it in _abi.py).
-        Note the plan is sent from the process that iterates the sampler
-        (the main process), not from the workers that read."""
+        The plan goes out from the process that iterates the sampler (the
+        DataLoader's main process) while the workers read: give the dataset
+        gpu=<local rank> so their sessions share the queue and their reads
+        move its window. Planned keys stay open in this process (a handle
+        is a pointer in the daemon), reused from epoch to epoch."""
         self.plan = [self.keys[i] for i in indices]
-        if not self._plan_logged:
-            log.debug("ringcache: prefetch plans not supported by the "
-                      "daemon yet (RC_OP_PREFETCH_PLAN); plan of %d "
-                      "samples recorded only", len(self.plan))
-            self._plan_logged = True
+        client = self.client()
+        if not hasattr(self, "_plan_files"):
+            self._plan_files = {}
+        extents = []
+        for key in self.plan:
+            f = self._plan_files.get(key)
+            if f is None:
+                f = self._plan_files[key] = client.open(self.dataset, key)
+            extents.append((f, 0, max(f.size, 1)))
+        try:
+            client.prefetch_plan([e for e in extents if e[0].size > 0])
+        except OSError as e:
+            if not self._plan_logged:
+                log.warning("ringcache: prefetch plan refused: %s", e)
+                self._plan_logged = True
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_client_obj"] = None  # each process attaches on its own
+        state.pop("_plan_files", None)
         return state
 
 
