@@ -160,8 +160,43 @@ static void evict(struct cache *c, struct cache_entry *e)
 
 /* One S3-FIFO step on a pool: evicts one entry and returns true, or false
  * when every entry is pinned. */
+#define PLAN_SAMPLE 64   /* candidates compared by next planned use */
+#define PLAN_SCAN 512    /* entries looked at, pinned ones included */
+
+static bool pool_evict_planned(struct cache *c, struct cache_pool *p)
+{
+	struct cache_entry *best = NULL;
+	int64_t best_d = -1;
+	unsigned seen = 0, looked = 0;
+	struct cache_queue *qs[2] = {&p->small, &p->main};
+	for (int qi = 0; qi < 2 && best_d != INT64_MAX; qi++) {
+		for (struct cache_entry *e = qs[qi]->head;
+		     e && seen < PLAN_SAMPLE && looked < PLAN_SCAN;
+		     e = e->qnext, looked++) {
+			if (pinned(e))
+				continue;
+			seen++;
+			int64_t d = c->next_use(c->next_use_ctx, e);
+			if (d > best_d) {
+				best = e;
+				best_d = d;
+				if (d == INT64_MAX)
+					break; /* no planned use: goes first */
+			}
+		}
+	}
+	if (!best)
+		return false;
+	queue_remove(entry_queue(c, best), best);
+	best->queue = QUEUE_NONE;
+	evict(c, best);
+	return true;
+}
+
 static bool pool_evict_one(struct cache *c, struct cache_pool *p)
 {
+	if (c->plans_active && c->next_use && pool_evict_planned(c, p))
+		return true;
 	/* Each visit lowers a frequency or evicts: this bounds the scan. */
 	uint64_t budget = (MAX_FREQ + 2) * (p->small.n + p->main.n) + 2;
 	while (budget--) {
@@ -198,7 +233,8 @@ static bool pool_evict_one(struct cache *c, struct cache_pool *p)
 
 /* True if every entry of the superblock may go now (cold: and none was
  * touched since it came in). */
-static bool sb_evictable(const struct cache_arena *ca, uint32_t sb, bool cold)
+static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
+			 uint32_t sb, bool cold)
 {
 	const struct arena_sb *s = &ca->arena->sbs[sb];
 	if (s->cls == UINT16_MAX || !ca->owners[sb])
@@ -206,6 +242,10 @@ static bool sb_evictable(const struct cache_arena *ca, uint32_t sb, bool cold)
 	for (uint32_t i = 0; i < s->n_slots; i++) {
 		const struct cache_entry *e = ca->owners[sb][i];
 		if (e && (pinned(e) || (cold && e->freq > 0)))
+			return false;
+		/* A planned block is not cold, however long it waited. */
+		if (e && cold && c->plans_active && c->next_use &&
+		    c->next_use(c->next_use_ctx, e) != INT64_MAX)
 			return false;
 	}
 	return true;
@@ -244,7 +284,7 @@ static bool reclaim_superblock(struct cache *c, struct cache_arena *want,
 		uint32_t sb = (uint32_t)pos;
 		if (ca == want && ca->arena->sbs[sb].cls == cls)
 			continue; /* its own class: evicting in it is the pool's job */
-		if (!sb_evictable(ca, sb, cold))
+		if (!sb_evictable(c, ca, sb, cold))
 			continue;
 		sb_evict(c, ca, sb);
 		return true;

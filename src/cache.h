@@ -33,6 +33,7 @@ struct cache_entry {
 	uint8_t state, queue, freq, orphan;
 	struct cache_arena *ca;
 	uint64_t ident[3];     /* the owner's durable name for the block */
+	uint64_t plan_hint;    /* the owner's note of its next planned use */
 	struct cache_entry *hnext;
 	struct cache_entry *qprev, *qnext;
 	struct waiter *waiters;
@@ -71,6 +72,12 @@ struct cache {
 	 * tier copies it out); the slot is freed right after it returns. */
 	void (*on_evict)(void *ctx, const struct cache_entry *e);
 	void *evict_ctx;
+	/* While plans exist: how far ahead the block's next planned use is
+	 * (INT64_MAX: none). Eviction then takes, among the oldest unpinned
+	 * entries, the one needed last (Belady over the known future). */
+	int64_t (*next_use)(void *ctx, const struct cache_entry *e);
+	void *next_use_ctx;
+	bool plans_active;
 	struct cache_stats stats;
 };
 

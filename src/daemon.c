@@ -665,6 +665,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		op_block_failed(op, err);
 		return;
 	}
+	e->plan_hint = prefetch_hint(sh, o->id, b);
 	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
 	if (!f || add_waiter(&e->waiters, op) < 0) {
 		if (f)
@@ -694,6 +695,7 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 			 block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e)
 		return err;
+	e->plan_hint = prefetch_hint(sh, o->id, b);
 	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
 	if (!f) {
 		cache_discard(&sh->cache, e);
@@ -1014,6 +1016,8 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 			 d->cfg.block_bytes);
 		return -1;
 	}
+	sh->cache.next_use = prefetch_next_use;
+	sh->cache.next_use_ctx = sh;
 	int r = reactor_init(sh);
 	if (r < 0) {
 		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
@@ -1064,6 +1068,8 @@ void daemon_destroy(struct daemon *d)
 		for (unsigned k = 0; k < TIER_STAGING; k++)
 			free(sh->staging[k].mem);
 		reactor_destroy(sh);
+		free(sh->plan_keys);
+		free(sh->plan_hints);
 		sh->cache.on_evict = NULL;
 		cache_destroy(&sh->cache);
 	}

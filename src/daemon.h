@@ -180,6 +180,8 @@ struct shard {
 	uint32_t pq_next_id;
 	uint32_t pf_inflight, pf_rr;
 	uint64_t pf_pinned_bytes, pf_generation;
+	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
+	uint64_t plan_mask;
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	uint64_t tier_sync_due_ns;

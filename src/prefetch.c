@@ -10,6 +10,130 @@
 #include "daemon.h"
 #include "log.h"
 
+/* ---- the plan index: (object, block) -> its next planned use ----------
+ * A hint packs the plan's generation (low 24 bits) and the entry index
+ * (40 bits). Rebuilt whenever a plan comes or goes (once an epoch), so
+ * blocks fetched later learn their place too. Keys are 64-bit hashes: a
+ * rare collision only misplaces one block in the eviction order. */
+
+#define HINT_IDX_BITS 40
+
+static uint64_t block_key(uint64_t obj_id, uint64_t b)
+{
+	uint64_t x = obj_id * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return (x ^ (x >> 29)) | 1;
+}
+
+static uint64_t hint_make(uint64_t gen, uint64_t idx)
+{
+	uint64_t g = gen & 0xffffff;
+	return ((g ? g : 1) << HINT_IDX_BITS) | (idx & ((1ull << HINT_IDX_BITS) - 1));
+}
+
+static struct plan *plan_of_hint(const struct shard *sh, uint64_t hint)
+{
+	uint64_t g = hint >> HINT_IDX_BITS;
+	for (const struct pqueue *q = sh->pqueues; q; q = q->next) {
+		uint64_t qg = q->plan ? q->plan->generation & 0xffffff : 0;
+		if (q->plan && (qg ? qg : 1) == g)
+			return q->plan;
+	}
+	return NULL;
+}
+
+uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b)
+{
+	if (!sh->plan_keys)
+		return 0;
+	uint64_t k = block_key(obj_id, b);
+	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
+		if (sh->plan_keys[i] == k)
+			return sh->plan_hints[i];
+		if (sh->plan_keys[i] == 0)
+			return 0;
+	}
+}
+
+int64_t prefetch_next_use(void *shard, const struct cache_entry *e)
+{
+	const struct shard *sh = shard;
+	if (!e->plan_hint)
+		return INT64_MAX;
+	const struct plan *p = plan_of_hint(sh, e->plan_hint);
+	uint64_t idx = e->plan_hint & ((1ull << HINT_IDX_BITS) - 1);
+	if (!p || idx < p->cursor)
+		return INT64_MAX; /* read already this epoch, or plan gone */
+	return (int64_t)(idx - p->cursor);
+}
+
+static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
+		      uint64_t dist)
+{
+	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
+		if (sh->plan_keys[i] == 0) {
+			sh->plan_keys[i] = k;
+			sh->plan_hints[i] = hint;
+			return;
+		}
+		if (sh->plan_keys[i] != k)
+			continue;
+		/* Planned twice: keep the nearer use. */
+		const struct plan *p = plan_of_hint(sh, sh->plan_hints[i]);
+		uint64_t idx = sh->plan_hints[i] & ((1ull << HINT_IDX_BITS) - 1);
+		if (!p || idx < p->cursor || idx - p->cursor > dist)
+			sh->plan_hints[i] = hint;
+		return;
+	}
+}
+
+static void index_rebuild(struct shard *sh)
+{
+	uint64_t bs = sh->d->cfg.block_bytes, blocks = 0;
+	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
+		struct plan *p = q->plan;
+		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++)
+			blocks += (p->items[i].offset + p->items[i].len - 1) / bs -
+				  p->items[i].offset / bs + 1;
+	}
+	free(sh->plan_keys);
+	free(sh->plan_hints);
+	sh->plan_keys = sh->plan_hints = NULL;
+	sh->cache.plans_active = blocks > 0;
+	if (!blocks)
+		return;
+	uint64_t cap = 1024;
+	while (cap < blocks * 2)
+		cap <<= 1;
+	sh->plan_keys = calloc(cap, sizeof(uint64_t));
+	sh->plan_hints = calloc(cap, sizeof(uint64_t));
+	if (!sh->plan_keys || !sh->plan_hints) {
+		free(sh->plan_keys);
+		free(sh->plan_hints);
+		sh->plan_keys = sh->plan_hints = NULL;
+		sh->cache.plans_active = false; /* the default policy stands */
+		return;
+	}
+	sh->plan_mask = cap - 1;
+	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
+		struct plan *p = q->plan;
+		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++) {
+			const struct plan_item *it = &p->items[i];
+			uint64_t hint = hint_make(p->generation, i);
+			for (uint64_t b = it->offset / bs;
+			     b <= (it->offset + it->len - 1) / bs; b++) {
+				uint64_t k = block_key(it->obj->id, b);
+				index_put(sh, k, hint, i - p->cursor);
+				struct cache_entry *e = cache_lookup(
+					&sh->cache, it->obj->id, (uint32_t)b, false);
+				if (e)
+					e->plan_hint = prefetch_hint(sh, it->obj->id, b);
+			}
+		}
+	}
+}
+
 static uint64_t window_bytes(const struct shard *sh)
 {
 	uint64_t cap = sh->budget.sb_total * sh->budget.sb_bytes / 4;
@@ -73,6 +197,7 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	sh->n_planned--;
 	daemon_cancel_prefetch(sh, p->generation);
 	plan_free(sh, p);
+	index_rebuild(sh);
 }
 
 struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
@@ -157,6 +282,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	p->generation = ++sh->pf_generation;
 	q->plan = p;
 	sh->n_planned++;
+	index_rebuild(sh);
 	return (int)(n > INT32_MAX ? INT32_MAX : n);
 }
 

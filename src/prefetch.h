@@ -72,6 +72,11 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 /* The session read obj at offset: slide its queue's window. */
 void prefetch_consumed(struct session *s, const struct object *obj,
 		       uint64_t offset);
+/* The next planned use of block b of object obj_id, as a cache entry's
+ * plan_hint (0: none); and the cache's next_use callback over hints. */
+uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b);
+int64_t prefetch_next_use(void *shard, const struct cache_entry *e);
+
 /* Issues prefetch GETs across sessions, fairly, within the limits. */
 void prefetch_schedule(struct shard *sh);
 

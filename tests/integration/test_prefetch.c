@@ -355,3 +355,55 @@ Test(prefetch, planned_unread_blocks_survive_a_scan, .fini = teardown,
 	rc_detach(&b);
 	fx_daemon_stop(&D);
 }
+
+/* Plan-aware eviction: blocks a plan will read soon stay, blocks nobody
+ * plans go first, even when the planned ones are the oldest in memory. */
+Test(prefetch, eviction_under_plans_keeps_the_next_needed_blocks,
+     .fini = teardown, .timeout = 120)
+{
+	start("48M", "prefetch_window_entries = 1", NULL);
+	struct rc_client a, b;
+	attach(&a);
+	attach(&b);
+	int ds = rc_dataset(&a, "ds");
+	uint32_t ha[300], hb[300];
+	size_t ia[300], ib[300];
+	size_t n = open_small(&a, ds, ha, ia, 300);
+	open_small(&b, ds, hb, ib, 300);
+	cr_assert_geq(n, 100);
+	void *pm, *da, *dbm;
+	int pb = rc_alloc_buffer(&a, 30 * sizeof(struct rc_plan_entry), &pm);
+	int bufa = rc_alloc_buffer(&a, MiB, &da);
+	int bufb = rc_alloc_buffer(&b, MiB, &dbm);
+	/* Objects 30..59 come in first (the oldest), then 0..29. */
+	for (size_t k = 30; k < 60; k++)
+		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
+	for (size_t k = 0; k < 30; k++)
+		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
+	struct rc_plan_entry *plan = pm;
+	for (size_t k = 0; k < 30; k++)
+		plan[k] = (struct rc_plan_entry){.handle = ha[30 + k],
+						 .len = ds_size(&S, ia[30 + k])};
+	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, 30), 30);
+	/* A scan of 40 unplanned objects overflows the 48 MiB. */
+	for (size_t k = 100; k < 140; k++)
+		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_cache_evictions_total"), 10);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	size_t hits = 0;
+	for (size_t k = 0; k < 30; k++) {
+		uint32_t f = read_whole(&a, ha[30 + k], ds_size(&S, ia[30 + k]),
+					(uint32_t)bufa, da, ia[30 + k]);
+		hits += (f & RC_CQE_F_HIT) != 0;
+	}
+	int64_t extra = fx_stat_value(D.socket_path, "ringcache_s3_get_total") -
+			gets;
+	cr_log_info("planned reads: %zu of 30 hits, %lld GETs", hits,
+		    (long long)extra);
+	cr_assert_geq(hits, 28, "plan-aware eviction dropped planned blocks: "
+		      "%zu of 30 hits", hits);
+	rc_detach(&a);
+	rc_detach(&b);
+	fx_daemon_stop(&D);
+}
