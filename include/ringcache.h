@@ -271,7 +271,7 @@ struct rc_client {
 	struct rc_arena_map *arenas; /* by dataset id */
 	uint64_t *arg_free;          /* bitmap of free arg slots */
 	uint32_t arg_slots;
-	uint32_t spin;               /* polls before sleeping in rc_wait_cqe */
+	uint32_t spin;               /* ns rc_wait_cqe polls before sleeping */
 };
 
 struct rc_attach_opts {
@@ -369,8 +369,8 @@ static inline void rc_cqe_seen(struct rc_client *c)
 	c->inflight--;
 }
 
-/* Wait for a completion: polls c->spin times, then sleeps on the CQ
- * eventfd. Returns 0 with *out set, or a negated errno (-EPIPE: daemon
+/* Wait for a completion: polls up to c->spin ns (default 20 us; not while
+ * the daemon sleeps), then sleeps on the CQ eventfd. Returns 0 with *out set, or a negated errno (-EPIPE: daemon
  * gone). */
 int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out);
 

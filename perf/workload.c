@@ -295,6 +295,8 @@ static int open_shard(struct reader *r, const struct object *objs,
  * entry per opened object, in a registered buffer. */
 static int send_plan(struct reader *r, size_t n)
 {
+	if (n == 0)
+		return 0; /* more readers than objects: nothing to plan */
 	size_t len = (n * sizeof(struct rc_plan_entry) + 4095) & ~(size_t)4095;
 	struct rc_plan_entry *plan;
 	int buf = rc_alloc_buffer(&r->rc, len, (void **)&plan);
@@ -574,7 +576,7 @@ static void usage(FILE *f)
 		"  --socket, --dataset   read through ringcached (zero-copy rc_read); each\n"
 		"                reader opens its shard and sends it as a prefetch plan\n"
 		"  --no-plan     ringcache: open the shard the same way, send no plan\n"
-		"  --spin N      ringcache: CQ polls before sleeping (latency studies)\n"
+		"  --spin NS     ringcache: ns to poll the CQ before sleeping (latency studies)\n"
 		"  --dir DIR     read DIR/KEY with open/read (local files, FUSE mounts)\n"
 		"  --readers N   reader processes, each reads every Nth object (default 1)\n"
 		"  --epochs E    epochs in a row, one output line each (default 1)\n"
