@@ -265,6 +265,14 @@ static int key_tier_size(struct parser *p, const char *key,
 	return 1;
 }
 
+static int key_topology_file(struct parser *p, const char *key,
+			     const char *value)
+{
+	if (access(value, R_OK) != 0)
+		return fail_value(p, key, value, "cannot read the file");
+	return set_string(p, key, &p->cfg->topology_file, value);
+}
+
 static int key_tier_path(struct parser *p, const char *key,
 			 const char *value)
 {
@@ -735,6 +743,8 @@ static const struct key_spec daemon_keys[] = {
 	FN("prefetch_window", key_prefetch_window),
 	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
 	U32("prefetch_inflight", prefetch_inflight, 1, 1024),
+	U32("shards", shards, 0, 16),
+	FN("topology_file", key_topology_file),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
 	{0},
@@ -1184,6 +1194,7 @@ void config_free(struct rc_config *cfg)
 	free(cfg->region);
 	free(cfg->ca_file);
 	free(cfg->tier_path);
+	free(cfg->topology_file);
 	if (cfg->secret_key)
 		explicit_bzero(cfg->secret_key, strlen(cfg->secret_key));
 	if (cfg->session_token)

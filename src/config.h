@@ -38,6 +38,8 @@ struct rc_config {
 					     (capped at memory/4; 0: off) */
 	uint32_t prefetch_window_entries; /* prefetch_window_entries = 256 */
 	uint32_t prefetch_inflight;       /* prefetch_inflight = 32 GETs per shard */
+	uint32_t shards;         /* shards = 0: one per NUMA node (1..16 forces) */
+	char *topology_file;     /* topology_file = a described machine (tests) */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */
 	uint64_t tier_bytes;     /* tier_size = 64G; both or neither */
 	/* [s3] */

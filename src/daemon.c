@@ -26,7 +26,7 @@ static uint64_t str_hash(uint32_t ds, const char *s)
 	return h;
 }
 
-static struct object **object_slot(struct daemon *d, uint32_t ds,
+static struct object **object_slot(struct shard *d, uint32_t ds,
 				   const char *key)
 {
 	struct object **pp = &d->objects[str_hash(ds, key) & d->objects_mask];
@@ -35,7 +35,7 @@ static struct object **object_slot(struct daemon *d, uint32_t ds,
 	return pp;
 }
 
-static void objects_grow(struct daemon *d)
+static void objects_grow(struct shard *d)
 {
 	uint64_t n = (d->objects_mask + 1) * 2;
 	struct object **nb = calloc(n, sizeof(*nb));
@@ -54,7 +54,7 @@ static void objects_grow(struct daemon *d)
 	d->objects_mask = n - 1;
 }
 
-static struct object *object_new(struct daemon *d, struct dataset *ds,
+static struct object *object_new(struct shard *d, struct dataset *ds,
 				 const char *key)
 {
 	struct object *o = calloc(1, sizeof(*o));
@@ -96,10 +96,10 @@ static void object_retire(struct shard *sh, struct object *o)
 	if (o->stale)
 		return;
 	o->stale = true;
-	struct object **pp = object_slot(d, o->ds->id, o->key);
+	struct object **pp = object_slot(sh, o->ds->id, o->key);
 	if (*pp == o) {
 		*pp = o->hnext;
-		d->n_objects--;
+		sh->n_objects--;
 	}
 	o->hnext = NULL;
 	uint64_t bs = d->cfg.block_bytes;
@@ -124,7 +124,7 @@ static struct object *object_update(struct shard *sh, struct object *o,
 		if (!key)
 			return NULL;
 		object_retire(sh, o);
-		o = object_new(sh->d, ds, key);
+		o = object_new(sh, ds, key);
 		free(key);
 		if (!o)
 			return NULL;
@@ -375,9 +375,9 @@ static void list_learn(struct shard *sh, struct dataset *ds,
 		if (strlen(lo->key) <= pl || !lo->etag[0])
 			continue;
 		const char *key = lo->key + pl;
-		struct object *o = *object_slot(sh->d, ds->id, key);
+		struct object *o = *object_slot(sh, ds->id, key);
 		if (!o)
-			o = object_new(sh->d, ds, key);
+			o = object_new(sh, ds, key);
 		if (o && !o->head_pending)
 			object_update(sh, o, lo->etag, lo->size);
 	}
@@ -496,7 +496,7 @@ void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
 {
 	struct daemon *d = sh->d;
 	(void)key_len;
-	struct object *o = *object_slot(d, ds->id, key);
+	struct object *o = *object_slot(sh, ds->id, key);
 	uint64_t ttl = (uint64_t)d->cfg.metadata_ttl_s * 1000000000ull;
 	if (o && !o->head_pending && o->etag[0] &&
 	    now_ns() - o->fetched_ns < ttl) {
@@ -505,7 +505,7 @@ void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
 		op_complete(op);
 		return;
 	}
-	if (!o && !(o = object_new(d, ds, key))) {
+	if (!o && !(o = object_new(sh, ds, key))) {
 		op->err = -ENOMEM;
 		op_complete(op);
 		return;
@@ -659,7 +659,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		op_block_failed(op, -ESTALE);
 		return;
 	}
-	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca, o->id,
+	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id,
 		(uint32_t)b, block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e) {
 		op_block_failed(op, err);
@@ -691,7 +691,7 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 		return 0;
 	}
 	int err = 0;
-	e = cache_insert(&sh->cache, o->ds->ca, o->id, (uint32_t)b,
+	e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id, (uint32_t)b,
 			 block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e)
 		return err;
@@ -814,34 +814,68 @@ static struct rc_dataset_config *dataset_cfg_dup(const struct rc_dataset_config 
 	return c;
 }
 
+/* The arenas of every shard are made here, each bound to its shard's node;
+ * a shard joins its arena to its own cache itself (on its thread). */
 static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 {
-	if (d->n_datasets >= RC_MAX_DATASETS)
+	uint32_t id = atomic_load(&d->n_datasets);
+	if (id >= RC_MAX_DATASETS)
 		return -ENOSPC;
 	struct dataset *ds = calloc(1, sizeof(*ds));
 	if (!ds)
 		return -ENOMEM;
 	ds->cfg = dataset_cfg_dup(cfg);
-	char name[96];
-	snprintf(name, sizeof(name), "ringcache-%s", cfg->name);
-	struct shard *sh = &d->shards[0];
-	int err = ds->cfg ? arena_init(&ds->arena, &sh->budget, name,
-				       d->cfg.hugepages, d->cfg.mlock)
-			  : -ENOMEM;
-	if (!err && !(ds->ca = cache_add_arena(&sh->cache, &ds->arena))) {
-		arena_destroy(&ds->arena);
-		err = -ENOMEM;
+	int err = ds->cfg ? 0 : -ENOMEM;
+	uint32_t made = 0;
+	for (; made < d->n_shards && !err; made++) {
+		char name[96];
+		snprintf(name, sizeof(name), "ringcache-%s-%u", cfg->name, made);
+		struct arena *a = &ds->arena[made];
+		err = arena_init(a, &d->shards[made].budget, name,
+				 d->cfg.hugepages, d->cfg.mlock);
+		if (!err && d->topo.n_shards > 1 &&
+		    topology_bind_memory(&d->topo, (int)made, a->base, a->size) < 0)
+			log_warn("dataset %s: shard %u's arena not bound to its "
+				 "node", cfg->name, made);
 	}
 	if (err) {
+		for (uint32_t k = 0; k + 1 < made; k++)
+			arena_destroy(&ds->arena[k]);
 		dataset_cfg_free(ds->cfg);
 		free(ds);
 		return err;
 	}
-	ds->id = d->n_datasets;
+	ds->id = id;
 	ds->enabled = true;
-	d->datasets[d->n_datasets++] = ds;
+	d->datasets[id] = ds;
+	atomic_store_explicit(&d->n_datasets, id + 1, memory_order_release);
 	log_info("dataset %s: %s (id %u)", cfg->name, cfg->uri, ds->id);
 	return 0;
+}
+
+void daemon_shard_sync_datasets(struct shard *sh)
+{
+	struct daemon *d = sh->d;
+	uint32_t n = atomic_load_explicit(&d->n_datasets, memory_order_acquire);
+	for (; sh->n_datasets_seen < n; sh->n_datasets_seen++) {
+		struct dataset *ds = d->datasets[sh->n_datasets_seen];
+		ds->ca[sh->id] = cache_add_arena(&sh->cache, &ds->arena[sh->id]);
+		if (!ds->ca[sh->id]) {
+			log_error("dataset %s: out of memory on shard %u",
+				  ds->cfg->name, sh->id);
+			break; /* its sessions will see it as absent */
+		}
+	}
+}
+
+static void retire_cfg(struct daemon *d, struct rc_dataset_config *c)
+{
+	struct rc_dataset_config **r =
+		realloc(d->retired_cfgs, (d->n_retired + 1) * sizeof(*r));
+	if (!r)
+		return; /* leaked rather than freed under a reader */
+	d->retired_cfgs = r;
+	r[d->n_retired++] = c;
 }
 
 static struct dataset *dataset_by_name(struct daemon *d, const char *name)
@@ -878,7 +912,9 @@ int daemon_reload(struct daemon *d)
 		if (ds) {
 			struct rc_dataset_config *c = dataset_cfg_dup(&nc.datasets[j]);
 			if (c) {
-				dataset_cfg_free(ds->cfg);
+				/* Other shards may be reading the old one: it is
+				 * freed with the daemon. */
+				retire_cfg(d, ds->cfg);
 				ds->cfg = c; /* new ACL for new sessions */
 			}
 			continue;
@@ -889,6 +925,9 @@ int daemon_reload(struct daemon *d)
 				  strerror(-e));
 	}
 	config_free(&nc);
+	daemon_shard_sync_datasets(&d->shards[0]);
+	for (uint32_t i = 1; i < d->n_shards; i++)
+		reactor_wake(&d->shards[i]);
 	log_info("reloaded %s: %u datasets", d->config_path, d->n_datasets);
 	return 0;
 }
@@ -986,29 +1025,54 @@ static int s3_init(struct daemon *d, char *err, size_t errlen)
 	return d->s3 ? 0 : -1;
 }
 
-int daemon_init(struct daemon *d, const char *config_path, char *err,
-		size_t errlen)
+static int topology_init(struct daemon *d, char *err, size_t errlen)
 {
-	memset(d, 0, sizeof(*d));
-	d->listen_fd = d->signal_fd = -1;
-	d->started_ns = now_ns();
-	if (config_load(config_path, &d->cfg, err, errlen) < 0)
-		return -1;
-	d->config_path = strdup(config_path);
-	rc_log_level = d->cfg.log_level;
-	d->objects_mask = 1023;
-	d->objects = calloc(d->objects_mask + 1, sizeof(*d->objects));
-	d->n_shards = 1;
-	d->shards = calloc(d->n_shards, sizeof(*d->shards));
-	if (!d->config_path || !d->objects || !d->shards) {
-		snprintf(err, errlen, "out of memory");
+	char terr[256];
+	int r;
+	if (d->cfg.topology_file) {
+		FILE *f = fopen(d->cfg.topology_file, "r");
+		char text[16384];
+		size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		text[n] = 0;
+		r = topology_from_description(&d->topo, text, terr, sizeof(terr));
+	} else {
+		r = topology_from_sysfs(&d->topo, "/", terr, sizeof(terr));
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "topology %s: %s",
+			 d->cfg.topology_file ? d->cfg.topology_file : "(sysfs)",
+			 terr);
 		return -1;
 	}
-	if (s3_init(d, err, errlen) < 0)
+	int nodes = topology_shard_count(&d->topo);
+	d->n_shards = d->cfg.shards ? d->cfg.shards : (uint32_t)nodes;
+	if (d->n_shards < 1)
+		d->n_shards = 1;
+	if (d->n_shards > RC_MAX_SHARDS)
+		d->n_shards = RC_MAX_SHARDS;
+	if (d->cfg.memory_bytes / d->n_shards < d->cfg.block_bytes * 4ull) {
+		snprintf(err, errlen, "memory %llu is too small for %u shards",
+			 (unsigned long long)d->cfg.memory_bytes, d->n_shards);
 		return -1;
-	struct shard *sh = &d->shards[0];
+	}
+	log_info("topology: %d NUMA node(s) with CPUs and memory, %d GPU(s): "
+		 "%u shard(s)", nodes, d->topo.n_gpus, d->n_shards);
+	return 0;
+}
+
+static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
+		      char *err, size_t errlen)
+{
 	sh->d = d;
-	if (arena_budget_init(&sh->budget, d->cfg.memory_bytes,
+	sh->id = id;
+	sh->wake_fd = -1;
+	pthread_mutex_init(&sh->lock, NULL);
+	sh->objects_mask = 1023;
+	sh->objects = calloc(sh->objects_mask + 1, sizeof(*sh->objects));
+	if (!sh->objects ||
+	    arena_budget_init(&sh->budget, d->cfg.memory_bytes / d->n_shards,
 			      d->cfg.block_bytes) < 0 ||
 	    cache_init(&sh->cache, &sh->budget) < 0) {
 		snprintf(err, errlen, "memory %llu too small for block size %u",
@@ -1023,8 +1087,34 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
 		return -1;
 	}
+	return 0;
+}
+
+int daemon_init(struct daemon *d, const char *config_path, char *err,
+		size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->listen_fd = d->signal_fd = -1;
+	d->started_ns = now_ns();
+	if (config_load(config_path, &d->cfg, err, errlen) < 0)
+		return -1;
+	d->config_path = strdup(config_path);
+	rc_log_level = d->cfg.log_level;
+	if (topology_init(d, err, errlen) < 0)
+		return -1;
+	d->shards = calloc(d->n_shards, sizeof(*d->shards));
+	if (!d->config_path || !d->shards) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (s3_init(d, err, errlen) < 0)
+		return -1;
+	int r;
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		if ((r = shard_init(d, &d->shards[i], i, err, errlen)) < 0)
+			return -1;
 	if (d->cfg.tier_path)
-		tier_init(d, sh);
+		tier_init(d, &d->shards[0]);
 	for (size_t i = 0; i < d->cfg.n_datasets; i++) {
 		r = dataset_add(d, &d->cfg.datasets[i]);
 		if (r < 0) {
@@ -1033,15 +1123,18 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 			return -1;
 		}
 	}
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		daemon_shard_sync_datasets(&d->shards[i]);
+	struct shard *sh = &d->shards[0];
 	if ((r = signals_init(d)) < 0) {
 		snprintf(err, errlen, "signals: %s", strerror(-r));
 		return -1;
 	}
 	if (listen_socket(d, err, errlen) < 0)
 		return -1;
-	log_info("ringcached: %s, %llu MiB in %llu superblocks, block %u KiB, "
-		 "socket %s", config_path,
-		 (unsigned long long)(d->cfg.memory_bytes >> 20),
+	log_info("ringcached: %s, %u shard(s), %llu MiB in %llu superblocks "
+		 "each, block %u KiB, socket %s", config_path, d->n_shards,
+		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),
 		 (unsigned long long)sh->budget.sb_total,
 		 d->cfg.block_bytes >> 10, d->cfg.socket_path);
 	return 0;
@@ -1049,8 +1142,10 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 
 void daemon_destroy(struct daemon *d)
 {
-	for (uint32_t i = 0; i < d->n_shards; i++) {
+	for (uint32_t i = 0; d->shards && i < d->n_shards; i++) {
 		struct shard *sh = &d->shards[i];
+		if (!sh->d)
+			continue; /* init failed before this shard */
 		while (sh->sessions)
 			session_close(sh->sessions);
 		sh->retries = NULL;
@@ -1074,20 +1169,28 @@ void daemon_destroy(struct daemon *d)
 		cache_destroy(&sh->cache);
 	}
 	for (uint32_t i = 0; i < d->n_datasets; i++) {
-		arena_destroy(&d->datasets[i]->arena);
+		for (uint32_t k = 0; k < d->n_shards; k++)
+			arena_destroy(&d->datasets[i]->arena[k]);
 		dataset_cfg_free(d->datasets[i]->cfg);
 		free(d->datasets[i]);
 	}
-	if (d->objects) {
-		for (uint64_t i = 0; i <= d->objects_mask; i++) {
-			for (struct object *o = d->objects[i], *n; o; o = n) {
+	for (size_t i = 0; i < d->n_retired; i++)
+		dataset_cfg_free(d->retired_cfgs[i]);
+	free(d->retired_cfgs);
+	for (uint32_t k = 0; d->shards && k < d->n_shards; k++) {
+		struct shard *sh = &d->shards[k];
+		for (uint64_t i = 0; sh->objects && i <= sh->objects_mask; i++) {
+			for (struct object *o = sh->objects[i], *n; o; o = n) {
 				n = o->hnext;
 				free(o->key);
 				free(o);
 			}
 		}
+		free(sh->objects);
+		if (sh->wake_fd >= 0)
+			close(sh->wake_fd);
+		pthread_mutex_destroy(&sh->lock);
 	}
-	free(d->objects);
 	free(d->shards);
 	if (d->s3)
 		s3_client_free(d->s3);

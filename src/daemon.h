@@ -5,6 +5,7 @@
 #define RC_DAEMON_H
 
 #include <liburing.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,6 +18,7 @@
 #include "ringcache.h"
 #include "s3.h"
 #include "tier.h"
+#include "topology.h"
 
 struct shard;
 struct session;
@@ -29,7 +31,10 @@ enum ev_kind {
 	EV_SESSION_DOORBELL,
 	EV_CURL_SOCK,
 	EV_IGNORE,
+	/* 7 is EV_TIER (tier.h) */
+	EV_WAKE = 8,
 };
+#define RC_MAX_SHARDS 16
 struct ev {
 	uint8_t kind;
 };
@@ -38,8 +43,8 @@ struct dataset {
 	uint32_t id;
 	bool enabled;             /* false once removed by a reload */
 	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
-	struct arena arena;       /* shard 0's arena (one shard for now) */
-	struct cache_arena *ca;
+	struct arena arena[RC_MAX_SHARDS];   /* one per shard, on its node */
+	struct cache_arena *ca[RC_MAX_SHARDS]; /* set by the shard itself */
 };
 
 /* One object version as S3 last described it. */
@@ -128,6 +133,7 @@ struct session {
 	struct rc_sqe *sqes;
 	struct rc_cqe *cqes;
 	uint8_t *args;
+	struct rc_attach_req attach;  /* kept while handed to another shard */
 	uint32_t sq_entries, cq_entries, arg_slots;
 	uint32_t sq_head, cq_tail; /* private copies: the client cannot move ours */
 	struct rc_cqe *backlog;    /* completions waiting for CQ room */
@@ -163,6 +169,15 @@ struct tier_staging {
 struct shard {
 	uint32_t id;
 	struct daemon *d;
+	pthread_t thread;          /* shards > 0 run a thread each */
+	struct ev wake_ev;
+	int wake_fd;               /* eventfd: inbox, new datasets, stop */
+	uint64_t wake_buf;
+	pthread_mutex_t lock;      /* inbox, and the lists metrics walk */
+	struct session *inbox;     /* sessions handed over by shard 0 */
+	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
+	struct object **objects;   /* hash (dataset, key) -> current version */
+	uint64_t objects_mask, n_objects, next_obj_id;
 	struct io_uring ring;
 	CURLM *multi;
 	struct arena_budget budget;
@@ -193,15 +208,17 @@ struct daemon {
 	char *config_path;
 	struct ev accept_ev, signal_ev;
 	int listen_fd, signal_fd;
-	bool accept_armed, stopping, reload;
+	bool accept_armed, reload;
+	_Atomic bool stopping;
 	struct creds_provider *creds;
 	struct s3_client *s3;
 	struct dataset *datasets[RC_MAX_DATASETS];
-	uint32_t n_datasets;
-	struct object **objects;   /* hash (dataset, key) -> current version */
-	uint64_t objects_mask, n_objects, next_obj_id;
+	_Atomic uint32_t n_datasets; /* published after the dataset is whole */
 	struct shard *shards;
 	uint32_t n_shards;
+	struct topology topo;
+	struct rc_dataset_config **retired_cfgs; /* replaced by reloads */
+	size_t n_retired;
 	_Alignas(8) uint8_t sigbuf[128];
 	uint64_t started_ns;
 };
@@ -233,9 +250,13 @@ void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
 void fetch_run_retries(struct shard *sh);
 /* Persists the tier's index every 30 s. */
 void daemon_tier_tick(struct shard *sh);
+/* Attaches datasets added since the shard last looked (reload). */
+void daemon_shard_sync_datasets(struct shard *sh);
 
 /* session.c */
 void session_accept(struct daemon *d, int fd);
+/* A session shard 0 handed over: attach it on sh. */
+void session_adopt(struct shard *sh, struct session *s);
 void session_on_sock(struct session *s, int res);
 void session_on_doorbell(struct session *s, int res);
 bool session_process(struct session *s);
@@ -254,6 +275,9 @@ void op_list_ready(struct op *op, const struct s3_list_page *page, int err);
 int reactor_init(struct shard *sh);
 void reactor_destroy(struct shard *sh);
 int reactor_run(struct daemon *d);
+/* Shards > 0: a thread each, until the daemon stops. */
+void *reactor_thread(void *shard);
+void reactor_wake(struct shard *sh);
 /* Waits until the tier has no I/O in flight (shutdown). */
 void reactor_drain_tier(struct daemon *d, struct shard *sh);
 struct io_uring_sqe *reactor_sqe(struct shard *sh);

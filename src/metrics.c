@@ -28,6 +28,8 @@ static void emit_queues(struct out *o, const struct daemon *d)
 {
 	bool first = true;
 	for (uint32_t i = 0; i < d->n_shards; i++) {
+		pthread_mutex_t *lock = (pthread_mutex_t *)&d->shards[i].lock;
+		pthread_mutex_lock(lock);
 		for (const struct pqueue *q = d->shards[i].pqueues; q;
 		     q = q->next) {
 			if (!q->plan || o->used >= o->len)
@@ -42,6 +44,7 @@ static void emit_queues(struct out *o, const struct daemon *d)
 				o->used += (size_t)n;
 			first = false;
 		}
+		pthread_mutex_unlock(lock);
 	}
 }
 
@@ -86,8 +89,10 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 			tier_total += ts.n_slots * ts.block_bytes;
 		}
 		sessions += sh->n_sessions;
+		pthread_mutex_lock((pthread_mutex_t *)&sh->lock);
 		for (const struct session *se = sh->sessions; se; se = se->next)
 			handles += se->n_handles;
+		pthread_mutex_unlock((pthread_mutex_t *)&sh->lock);
 		leases += sh->cache.stats.leases;
 		entries += sh->cache.stats.entries;
 		evictions += sh->cache.stats.evictions;

@@ -193,7 +193,9 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	struct plan *p = q->plan;
 	if (!p)
 		return;
+	pthread_mutex_lock(&sh->lock); /* the stats read q->plan under it */
 	q->plan = NULL;
+	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned--;
 	daemon_cancel_prefetch(sh, p->generation);
 	plan_free(sh, p);
@@ -217,10 +219,12 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
 	q->uid = uid;
 	q->id = ++sh->pq_next_id;
 	q->refs = 1;
+	pthread_mutex_lock(&sh->lock); /* the stats walk this list */
 	q->next = sh->pqueues;
 	if (sh->pqueues)
 		sh->pqueues->prev = q;
 	sh->pqueues = q;
+	pthread_mutex_unlock(&sh->lock);
 	return q;
 }
 
@@ -229,12 +233,14 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 	if (!q || --q->refs > 0)
 		return;
 	queue_drop_plan(sh, q);
+	pthread_mutex_lock(&sh->lock);
 	if (q->prev)
 		q->prev->next = q->next;
 	else
 		sh->pqueues = q->next;
 	if (q->next)
 		q->next->prev = q->prev;
+	pthread_mutex_unlock(&sh->lock);
 	free(q);
 }
 
@@ -280,7 +286,9 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		return 0;
 	}
 	p->generation = ++sh->pf_generation;
+	pthread_mutex_lock(&sh->lock);
 	q->plan = p;
+	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned++;
 	index_rebuild(sh);
 	return (int)(n > INT32_MAX ? INT32_MAX : n);

@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "daemon.h"
@@ -223,7 +225,9 @@ int reactor_init(struct shard *sh)
 	curl_multi_setopt(sh->multi, CURLMOPT_MAXCONNECTS,
 			  (long)cfg->max_connections);
 	sh->curl_due_ns = -1;
-	return 0;
+	sh->wake_ev.kind = EV_WAKE;
+	sh->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return sh->wake_fd < 0 ? -errno : 0;
 }
 
 void reactor_destroy(struct shard *sh)
@@ -270,8 +274,41 @@ static void on_signal(struct daemon *d, int res)
 		arm_signal(d);
 }
 
-static void dispatch(struct daemon *d, struct io_uring_cqe *cqe)
+static void arm_wake(struct shard *sh)
 {
+	struct io_uring_sqe *sqe = reactor_sqe(sh);
+	io_uring_prep_read(sqe, sh->wake_fd, &sh->wake_buf,
+			   sizeof(sh->wake_buf), 0);
+	io_uring_sqe_set_data(sqe, &sh->wake_ev);
+}
+
+void reactor_wake(struct shard *sh)
+{
+	uint64_t one = 1;
+	if (write(sh->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("shard %u: wake: %s", sh->id, strerror(errno));
+}
+
+/* Another shard handed sessions over, added datasets, or asks to stop. */
+static void on_wake(struct shard *sh)
+{
+	pthread_mutex_lock(&sh->lock);
+	struct session *in = sh->inbox;
+	sh->inbox = NULL;
+	pthread_mutex_unlock(&sh->lock);
+	daemon_shard_sync_datasets(sh);
+	while (in) {
+		struct session *next = in->next;
+		session_adopt(sh, in);
+		in = next;
+	}
+	if (!sh->d->stopping)
+		arm_wake(sh);
+}
+
+static void dispatch(struct shard *sh, struct io_uring_cqe *cqe)
+{
+	struct daemon *d = sh->d;
 	struct ev *ev = io_uring_cqe_get_data(cqe);
 	if (!ev)
 		return;
@@ -300,7 +337,10 @@ static void dispatch(struct daemon *d, struct io_uring_cqe *cqe)
 		on_curl_poll((struct curl_sock *)ev, cqe->res);
 		break;
 	case EV_TIER:
-		tier_complete(d->shards[0].tier, cqe);
+		tier_complete(sh->tier, cqe);
+		break;
+	case EV_WAKE:
+		on_wake(sh);
 		break;
 	default:
 		break;
@@ -370,18 +410,18 @@ static void run_timers(struct shard *sh)
 	daemon_tier_tick(sh);
 }
 
-static void reap(struct daemon *d, struct shard *sh)
+static void reap(struct shard *sh)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
 	io_uring_for_each_cqe(&sh->ring, head, cqe) {
-		dispatch(d, cqe);
+		dispatch(sh, cqe);
 		n++;
 	}
 	io_uring_cq_advance(&sh->ring, n);
 }
 
-static void wait_events(struct daemon *d, struct shard *sh, bool busy)
+static void wait_events(struct shard *sh, bool busy)
 {
 	if (!busy && sh->sessions) {
 		uint64_t until = now_ns() + IDLE_SPIN_NS;
@@ -409,28 +449,54 @@ static void wait_events(struct daemon *d, struct shard *sh, bool busy)
 						 NULL);
 	}
 	set_need_wakeup(sh, false);
-	reap(d, sh);
+	reap(sh);
 }
 
 void reactor_drain_tier(struct daemon *d, struct shard *sh)
 {
+	(void)d;
 	for (int i = 0; i < 1000 && sh->tier && tier_inflight(sh->tier); i++) {
 		struct io_uring_cqe *cqe;
 		struct __kernel_timespec ts = {.tv_nsec = 10000000};
 		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
-		reap(d, sh);
+		reap(sh);
 	}
 }
 
-int reactor_run(struct daemon *d)
+/* Drain: sessions go (their leases with them); transfers are abandoned,
+ * nothing acknowledged is pending on the read path. */
+static void shard_drain(struct shard *sh)
 {
-	struct shard *sh = &d->shards[0];
-	d->accept_ev.kind = EV_ACCEPT;
-	d->signal_ev.kind = EV_SIGNAL;
-	arm_accept(d);
-	arm_signal(d);
+	pthread_mutex_lock(&sh->lock);
+	struct session *in = sh->inbox;
+	sh->inbox = NULL;
+	pthread_mutex_unlock(&sh->lock);
+	while (in) { /* handed over, never attached */
+		struct session *next = in->next;
+		in->sh = sh;
+		in->closed = true;
+		sh->n_zombies++;
+		session_put(in);
+		in = next;
+	}
+	while (sh->sessions)
+		session_close(sh->sessions);
+	reactor_drain_tier(sh->d, sh);
+	/* Closed sessions are freed when their cancelled polls complete. */
+	for (int i = 0; i < 100 && sh->n_zombies; i++) {
+		struct io_uring_cqe *cqe;
+		struct __kernel_timespec ts = {.tv_nsec = 10000000};
+		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
+		reap(sh);
+	}
+}
+
+static void shard_loop(struct shard *sh)
+{
+	struct daemon *d = sh->d;
+	arm_wake(sh);
 	while (!d->stopping) {
-		if (d->reload) {
+		if (sh->id == 0 && d->reload) {
 			d->reload = false;
 			daemon_reload(d);
 		}
@@ -438,19 +504,45 @@ int reactor_run(struct daemon *d)
 		run_timers(sh);
 		prefetch_schedule(sh);
 		flush_sessions(sh);
-		wait_events(d, sh, busy);
+		wait_events(sh, busy);
 	}
-	/* Drain: sessions go (their leases with them); transfers are
-	 * abandoned, nothing acknowledged is pending on the read path. */
-	while (sh->sessions)
-		session_close(sh->sessions);
-	reactor_drain_tier(d, sh);
-	/* Closed sessions are freed when their cancelled polls complete. */
-	for (int i = 0; i < 100 && sh->n_zombies; i++) {
-		struct io_uring_cqe *cqe;
-		struct __kernel_timespec ts = {.tv_nsec = 10000000};
-		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
-		reap(d, sh);
+	shard_drain(sh);
+}
+
+void *reactor_thread(void *arg)
+{
+	struct shard *sh = arg;
+	int r = topology_bind_thread(&sh->d->topo, (int)sh->id);
+	if (r < 0)
+		log_warn("shard %u: not pinned to its node's CPUs: %s", sh->id,
+			 strerror(-r));
+	shard_loop(sh);
+	return NULL;
+}
+
+int reactor_run(struct daemon *d)
+{
+	struct shard *sh0 = &d->shards[0];
+	d->accept_ev.kind = EV_ACCEPT;
+	d->signal_ev.kind = EV_SIGNAL;
+	arm_accept(d);
+	arm_signal(d);
+	uint32_t started = 1;
+	for (; started < d->n_shards; started++) {
+		int r = pthread_create(&d->shards[started].thread, NULL,
+				       reactor_thread, &d->shards[started]);
+		if (r) {
+			log_error("shard %u: thread: %s", started, strerror(r));
+			d->stopping = true;
+			break;
+		}
+	}
+	if (d->n_shards > 1 && topology_bind_thread(&d->topo, 0) < 0)
+		log_warn("shard 0: not pinned to its node's CPUs");
+	shard_loop(sh0);
+	for (uint32_t i = 1; i < started; i++) {
+		reactor_wake(&d->shards[i]);
+		pthread_join(d->shards[i].thread, NULL);
 	}
 	return 0;
 }

@@ -2,6 +2,8 @@
  * and signing libcurl easy handles for each operation, capturing response
  * headers and bodies, classifying outcomes into errno values with a retry
  * verdict, parsing S3's XML (expat), and the blocking retry loop tools use.
+ * Write operations (multipart upload, copy) share all of it: they differ
+ * only in method, query, body and a few signed headers.
  *
  * Ownership: an s3_client owns copies of its config strings. An s3_req owns
  * its easy handle, header list, URL and response buffer; a PUT body is
@@ -13,6 +15,7 @@
 #include <errno.h>
 #include <expat.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +54,8 @@ struct s3_req {
 	CURL *easy;
 	struct curl_slist *headers;
 	char *url;
-	char *own_body;        /* CreateBucketConfiguration, if any */
+	char *own_body;        /* CreateBucketConfiguration, Complete's parts */
+	char *copy_source;     /* CopyObject's header value, encoded */
 	const unsigned char *body;
 	size_t body_len, body_pos;
 	enum s3_op op;
@@ -349,6 +353,7 @@ static size_t body_cap(const struct s3_req *r)
 		return S3_ERROR_BODY_CAP;
 	switch (r->op) {
 	case S3_LIST_OBJECTS_V2:
+	case S3_LIST_MULTIPART:
 		return S3_LIST_BODY_CAP;
 	case S3_GET_OBJECT:
 		return S3_GET_MEM_CAP;
@@ -474,7 +479,22 @@ static bool valid_header_value(const char *v)
 static bool op_has_key(enum s3_op op)
 {
 	return op == S3_HEAD_OBJECT || op == S3_GET_OBJECT ||
-	       op == S3_PUT_OBJECT || op == S3_DELETE_OBJECT;
+	       op == S3_PUT_OBJECT || op == S3_DELETE_OBJECT ||
+	       op == S3_CREATE_MULTIPART || op == S3_UPLOAD_PART ||
+	       op == S3_COMPLETE_MULTIPART || op == S3_ABORT_MULTIPART ||
+	       op == S3_COPY_OBJECT;
+}
+
+/* Operations that send a caller's body (borrowed, resent on retries). */
+static bool op_sends_body(enum s3_op op)
+{
+	return op == S3_PUT_OBJECT || op == S3_UPLOAD_PART;
+}
+
+static bool op_needs_upload_id(enum s3_op op)
+{
+	return op == S3_UPLOAD_PART || op == S3_COMPLETE_MULTIPART ||
+	       op == S3_ABORT_MULTIPART;
 }
 
 static const char *op_method(enum s3_op op)
@@ -488,11 +508,66 @@ static const char *op_method(enum s3_op op)
 		return "GET";
 	case S3_PUT_OBJECT:
 	case S3_CREATE_BUCKET:
+	case S3_UPLOAD_PART:
+	case S3_COPY_OBJECT:
 		return "PUT";
 	case S3_DELETE_OBJECT:
+	case S3_ABORT_MULTIPART:
 		return "DELETE";
+	case S3_CREATE_MULTIPART:
+	case S3_COMPLETE_MULTIPART:
+		return "POST";
+	case S3_LIST_MULTIPART:
+		return "GET";
 	}
 	return NULL;
+}
+
+static int validate_parts(const struct s3_req_params *p, char *err,
+			  size_t errlen)
+{
+	if (!p->parts || p->n_parts == 0 || p->n_parts > 10000) {
+		set_err(err, errlen, "CompleteMultipartUpload needs 1..10000 parts");
+		return -1;
+	}
+	for (size_t i = 0; i < p->n_parts; i++) {
+		const struct s3_part *pt = &p->parts[i];
+		if (pt->number < 1 || pt->number > 10000 || !pt->etag ||
+		    !pt->etag[0]) {
+			set_err(err, errlen, "part %zu: needs a number in 1..10000 "
+				"and an ETag", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* What the write operations need beyond bucket and key. */
+static int validate_write_params(const struct s3_req_params *p, char *err,
+				 size_t errlen)
+{
+	if (op_needs_upload_id(p->op) && (!p->upload_id || !p->upload_id[0])) {
+		set_err(err, errlen, "this operation needs an upload id");
+		return -1;
+	}
+	if (p->op == S3_UPLOAD_PART &&
+	    (p->part_number < 1 || p->part_number > 10000)) {
+		set_err(err, errlen, "part number %u is not in 1..10000",
+			p->part_number);
+		return -1;
+	}
+	if (p->op == S3_COMPLETE_MULTIPART && validate_parts(p, err, errlen) < 0)
+		return -1;
+	if (p->op == S3_COPY_OBJECT && (!p->copy_source || !strchr(p->copy_source, '/'))) {
+		set_err(err, errlen, "CopyObject needs a source \"bucket/key\"");
+		return -1;
+	}
+	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
+	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c))) {
+		set_err(err, errlen, "checksum value has control characters");
+		return -1;
+	}
+	return 0;
 }
 
 static int validate_params(const struct s3_req_params *p, char *err,
@@ -524,12 +599,12 @@ static int validate_params(const struct s3_req_params *p, char *err,
 		set_err(err, errlen, "If-Match value has control characters");
 		return -1;
 	}
-	if (p->op == S3_PUT_OBJECT && p->body_len && !p->body) {
+	if (op_sends_body(p->op) && p->body_len && !p->body) {
 		set_err(err, errlen, "PUT body is NULL but body_len is %zu",
 			p->body_len);
 		return -1;
 	}
-	return 0;
+	return validate_write_params(p, err, errlen);
 }
 
 /* Percent-encodes s into a fresh string; NULL on failure. */
@@ -619,6 +694,60 @@ static char *list_query(const struct s3_req_params *p)
 	return q.s;
 }
 
+/* A query parameter without a value ("uploads"): SigV4 signs it as
+ * "uploads=", S3 takes it either way. */
+static void sb_add_flag(struct strbuf *b, const char *name)
+{
+	if (b->len)
+		sb_add(b, "&");
+	sb_add(b, name);
+}
+
+/* The query of the multipart operations, parameters in sorted order. */
+static char *multipart_query(const struct s3_req_params *p)
+{
+	struct strbuf q = {0};
+	char num[16] = "";
+
+	switch (p->op) {
+	case S3_CREATE_MULTIPART:
+		sb_add_flag(&q, "uploads");
+		break;
+	case S3_UPLOAD_PART:
+		snprintf(num, sizeof(num), "%u", p->part_number);
+		sb_add_param(&q, "partNumber", num);
+		sb_add_param(&q, "uploadId", p->upload_id);
+		break;
+	case S3_COMPLETE_MULTIPART:
+	case S3_ABORT_MULTIPART:
+		sb_add_param(&q, "uploadId", p->upload_id);
+		break;
+	case S3_LIST_MULTIPART:
+		if (p->max_uploads)
+			snprintf(num, sizeof(num), "%u", p->max_uploads);
+		sb_add_param(&q, "key-marker", p->key_marker);
+		sb_add_param(&q, "max-uploads", num);
+		sb_add_param(&q, "prefix", p->prefix);
+		sb_add_param(&q, "upload-id-marker", p->upload_id_marker);
+		sb_add_flag(&q, "uploads");
+		break;
+	default:
+		break;
+	}
+	if (q.failed) {
+		free(q.s);
+		return NULL;
+	}
+	return q.s;
+}
+
+static bool op_is_multipart(enum s3_op op)
+{
+	return op == S3_CREATE_MULTIPART || op == S3_UPLOAD_PART ||
+	       op == S3_COMPLETE_MULTIPART || op == S3_ABORT_MULTIPART ||
+	       op == S3_LIST_MULTIPART;
+}
+
 /* Host and path for the addressing style: the bucket goes in the path or
  * in front of the host. */
 static int build_target(const struct s3_client *c, const struct s3_req_params *p,
@@ -667,16 +796,102 @@ static int add_header(struct s3_req *r, const char *name, const char *value)
 
 /* Headers that are both sent and signed, besides the x-amz-* trio. */
 struct signed_headers {
-	struct sigv4_header h[4];
+	struct sigv4_header h[8];
 	size_t n;
 	char range[64];
+	char md5[25];
 };
+
+/* XML text: the five characters XML reserves, escaped. */
+static void sb_add_xml(struct strbuf *b, const char *s)
+{
+	char one[2] = "";
+
+	for (; *s; s++) {
+		switch (*s) {
+		case '&': sb_add(b, "&amp;"); break;
+		case '<': sb_add(b, "&lt;"); break;
+		case '>': sb_add(b, "&gt;"); break;
+		case '"': sb_add(b, "&quot;"); break;
+		case '\'': sb_add(b, "&apos;"); break;
+		default:
+			one[0] = *s;
+			sb_add(b, one);
+		}
+	}
+}
+
+/* CompleteMultipartUpload's body: the parts as the caller listed them
+ * (order and numbers are the server's to judge). */
+static char *complete_body(const struct s3_req_params *p)
+{
+	struct strbuf b = {0};
+	char num[16];
+
+	sb_add(&b, "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+	for (size_t i = 0; i < p->n_parts; i++) {
+		snprintf(num, sizeof(num), "%u", p->parts[i].number);
+		sb_add(&b, "<Part><PartNumber>");
+		sb_add(&b, num);
+		sb_add(&b, "</PartNumber><ETag>");
+		sb_add_xml(&b, p->parts[i].etag);
+		sb_add(&b, "</ETag>");
+		if (p->parts[i].crc32c) {
+			sb_add(&b, "<ChecksumCRC32C>");
+			sb_add_xml(&b, p->parts[i].crc32c);
+			sb_add(&b, "</ChecksumCRC32C>");
+		}
+		sb_add(&b, "</Part>");
+	}
+	sb_add(&b, "</CompleteMultipartUpload>");
+	if (b.failed) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}
+
+/* Checksum and copy headers of the write operations; -1 when out of
+ * memory. All x-amz-* headers are signed, as S3 requires. */
+static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
+			     struct signed_headers *sh)
+{
+	if (op_sends_body(p->op) && (p->content_md5 || p->content_md5_value ||
+				     p->op == S3_UPLOAD_PART)) {
+		if (p->content_md5_value)
+			snprintf(sh->md5, sizeof(sh->md5), "%s", p->content_md5_value);
+		else
+			s3_content_md5(r->body, r->body_len, sh->md5);
+		sh->h[sh->n++] = (struct sigv4_header){ "Content-MD5", sh->md5 };
+	}
+	if (op_sends_body(p->op) && p->checksum_crc32c)
+		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-checksum-crc32c",
+							p->checksum_crc32c };
+	if (p->op == S3_CREATE_MULTIPART && p->checksum_crc32c)
+		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-checksum-algorithm",
+							"CRC32C" };
+	if (p->op == S3_COPY_OBJECT) {
+		r->copy_source = uri_encode(p->copy_source, 1);
+		if (!r->copy_source)
+			return -1;
+		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-copy-source",
+							r->copy_source };
+	}
+	return 0;
+}
 
 static int prepare_body(struct s3_req *r, const struct s3_req_params *p)
 {
-	if (p->op == S3_PUT_OBJECT) {
+	if (op_sends_body(p->op)) {
 		r->body = p->body;
 		r->body_len = p->body_len;
+		return 0;
+	}
+	if (p->op == S3_COMPLETE_MULTIPART) {
+		if (!(r->own_body = complete_body(p)))
+			return -1;
+		r->body = (const unsigned char *)r->own_body;
+		r->body_len = strlen(r->own_body);
 		return 0;
 	}
 	if (p->op != S3_CREATE_BUCKET || strcmp(r->c->region, "us-east-1") == 0)
@@ -711,6 +926,8 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 	}
 	if (p->if_match && (p->op == S3_GET_OBJECT || p->op == S3_HEAD_OBJECT))
 		sh.h[sh.n++] = (struct sigv4_header){ "If-Match", p->if_match };
+	if (add_write_headers(r, p, &sh) < 0)
+		goto nomem;
 
 	if (add_header(r, "Host", host) < 0)
 		goto nomem;
@@ -771,6 +988,45 @@ nomem:
 	return -1;
 }
 
+static int add_raw_header(struct s3_req *r, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(r->headers, line);
+	if (!l)
+		return -1;
+	r->headers = l;
+	return 0;
+}
+
+/* The body goes through on_read/on_seek so a retry or a redirect of the
+ * connection rewinds it instead of asking the caller again. */
+static CURLcode set_body_reader(struct s3_req *r)
+{
+	CURL *e = r->easy;
+	CURLcode rc;
+
+	if ((rc = curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read)) == CURLE_OK &&
+	    (rc = curl_easy_setopt(e, CURLOPT_READDATA, r)) == CURLE_OK &&
+	    (rc = curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek)) == CURLE_OK)
+		rc = curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
+	return rc;
+}
+
+/* POST with our own body; curl's default form Content-Type is replaced
+ * (unsigned, so harmless to S3, but it is not a form). */
+static int set_post(struct s3_req *r)
+{
+	CURL *e = r->easy;
+
+	if (curl_easy_setopt(e, CURLOPT_POST, 1L) != CURLE_OK ||
+	    set_body_reader(r) != CURLE_OK ||
+	    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+			     (curl_off_t)r->body_len) != CURLE_OK)
+		return -1;
+	return add_raw_header(r, r->body_len ? "Content-Type: application/xml"
+					     : "Content-Type:") < 0 ||
+	       add_raw_header(r, "Expect:") < 0 ? -1 : 0;
+}
+
 static int set_method(struct s3_req *r)
 {
 	CURL *e = r->easy;
@@ -785,8 +1041,16 @@ static int set_method(struct s3_req *r)
 	case S3_LIST_OBJECTS_V2:
 		rc = curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 		break;
+	case S3_CREATE_MULTIPART:
+	case S3_COMPLETE_MULTIPART:
+		return set_post(r);
+	case S3_LIST_MULTIPART:
+		rc = curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+		break;
 	case S3_PUT_OBJECT:
 	case S3_CREATE_BUCKET:
+	case S3_UPLOAD_PART:
+	case S3_COPY_OBJECT:
 		if ((rc = curl_easy_setopt(e, CURLOPT_UPLOAD, 1L)) == CURLE_OK &&
 		    (rc = curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read)) == CURLE_OK &&
 		    (rc = curl_easy_setopt(e, CURLOPT_READDATA, r)) == CURLE_OK &&
@@ -803,6 +1067,7 @@ static int set_method(struct s3_req *r)
 		}
 		break;
 	case S3_DELETE_OBJECT:
+	case S3_ABORT_MULTIPART:
 		rc = curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
 		break;
 	}
@@ -873,6 +1138,8 @@ struct s3_req *s3_req_new(struct s3_client *c, const struct s3_req_params *p,
 		goto nomem;
 	if (p->op == S3_LIST_OBJECTS_V2 && !(query = list_query(p)))
 		goto nomem;
+	if (op_is_multipart(p->op) && !(query = multipart_query(p)))
+		goto nomem;
 	if (asprintf(&r->url, "%s://%s%s%s%s", c->scheme, host, path,
 		     query ? "?" : "", query ? query : "") < 0) {
 		r->url = NULL;
@@ -919,6 +1186,7 @@ void s3_req_free(struct s3_req *r)
 	curl_slist_free_all(r->headers);
 	free(r->url);
 	free(r->own_body);
+	free(r->copy_source);
 	free(r->buf);
 	free(r);
 }
@@ -952,6 +1220,23 @@ static const char *const retry_codes[] = {
 	"SlowDown", "InternalError", "RequestTimeout", "ServiceUnavailable",
 	"Throttling", "ThrottlingException", NULL,
 };
+
+/* Write-path codes with their own errno: a corrupted body, and requests
+ * that are wrong however often they are sent. */
+static const char *const digest_codes[] = {
+	"BadDigest", "InvalidDigest", NULL,
+};
+static const char *const bad_request_codes[] = {
+	"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge",
+	"MalformedXML", "InvalidArgument", "InvalidRequest", NULL,
+};
+
+static bool op_writes(enum s3_op op)
+{
+	return op == S3_PUT_OBJECT || op == S3_UPLOAD_PART ||
+	       op == S3_CREATE_MULTIPART || op == S3_COMPLETE_MULTIPART ||
+	       op == S3_COPY_OBJECT;
+}
 
 static bool curl_code_retryable(CURLcode code)
 {
@@ -1056,11 +1341,15 @@ static void classify_success(const struct s3_req *r, struct s3_result *out)
 	}
 }
 
-static void classify_status(long status, struct s3_result *out)
+static void classify_status(enum s3_op op, long status, struct s3_result *out)
 {
 	const char *code = out->code;
 
-	if (status == 404) {
+	if (op_writes(op) && code_is(code, digest_codes)) {
+		out->err = -EBADMSG;
+	} else if (op_writes(op) && code_is(code, bad_request_codes)) {
+		out->err = -EINVAL;
+	} else if (status == 404) {
 		out->err = -ENOENT;
 	} else if ((status == 403 || status == 400) && code_is(code, auth_codes)) {
 		out->err = -EKEYREJECTED;
@@ -1099,6 +1388,26 @@ static void fill_error_text(const struct s3_req *r, struct s3_result *out)
 		 msg[0] ? msg : out->code[0] ? out->code : "no message");
 }
 
+/* CompleteMultipartUpload and CopyObject send 200 before they finish and
+ * report a late failure as an <Error> document in that 200. True (code
+ * and message filled) when this body is one. */
+static bool error_in_200(const struct s3_req *r, struct s3_result *out)
+{
+	char msg[sizeof(out->message) - 32] = "";
+
+	if ((r->op != S3_COMPLETE_MULTIPART && r->op != S3_COPY_OBJECT) ||
+	    r->buf_len == 0)
+		return false;
+	if (s3_parse_error(r->buf, r->buf_len, out->code, sizeof(out->code),
+			   msg, sizeof(msg)) < 0 || !out->code[0]) {
+		out->code[0] = '\0';
+		return false;
+	}
+	snprintf(out->message, sizeof(out->message), "%s (in a 200 response)",
+		 msg[0] ? msg : out->code);
+	return true;
+}
+
 void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -1114,12 +1423,13 @@ void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out)
 		classify_curl_error(r, code, out);
 		return;
 	}
-	if (is_2xx(out->http_status)) {
+	if (is_2xx(out->http_status) && !error_in_200(r, out)) {
 		classify_success(r, out);
 		return;
 	}
-	fill_error_text(r, out);
-	classify_status(out->http_status, out);
+	if (!out->code[0])
+		fill_error_text(r, out);
+	classify_status(r->op, out->http_status, out);
 }
 
 /* ---- blocking loop and backoff ------------------------------------------ */
@@ -1247,7 +1557,11 @@ static const char *local_name(const char *name)
 static const char *const known_names[] = {
 	"ListBucketResult", "Contents", "CommonPrefixes", "Key", "Size",
 	"ETag", "Prefix", "IsTruncated", "NextContinuationToken", "KeyCount",
-	"Error", "Code", "Message", NULL,
+	"Error", "Code", "Message",
+	"InitiateMultipartUploadResult", "UploadId", "Bucket",
+	"CompleteMultipartUploadResult", "Location", "CopyObjectResult",
+	"LastModified", "ListMultipartUploadsResult", "Upload", "Initiated",
+	"NextKeyMarker", "NextUploadIdMarker", NULL,
 };
 
 static const char *intern_name(const char *name)
@@ -1568,4 +1882,225 @@ int s3_parse_error(const char *xml, size_t len, char *code, size_t codelen,
 	if (msglen)
 		msg[0] = '\0';
 	return xml_run(&x, xml, len, NULL, 0);
+}
+
+/* -- one-value results: InitiateMultipartUpload, Complete, Copy -- */
+
+struct field_state {
+	const char *root, *field;
+	char *buf;
+	size_t buflen;
+	bool seen;
+	bool too_long;
+};
+
+static void field_on_end(struct xml_ctx *x, const char *name)
+{
+	struct field_state *st = x->user;
+	const char *t = xml_text_of(x);
+
+	if (!xml_at(x, 2, st->root, intern_name(name)) ||
+	    strcmp(name, st->field) != 0)
+		return;
+	st->seen = true;
+	if (strlen(t) >= st->buflen)
+		xml_fail(x, "<%s> longer than %zu bytes", st->field, st->buflen - 1);
+	else
+		copy_str(st->buf, st->buflen, t, strlen(t));
+}
+
+/* The text of root/field; -EPROTO if the document has another root or,
+ * when required, lacks the field. */
+static int parse_field(const char *xml, size_t len, const char *root,
+		       const char *field, bool required, char *buf,
+		       size_t buflen, char *err, size_t errlen)
+{
+	struct field_state st = { .root = root, .field = field, .buf = buf,
+				  .buflen = buflen };
+	struct xml_ctx x = { .root = root, .on_end = field_on_end, .user = &st };
+
+	if (buflen)
+		buf[0] = '\0';
+	int rc = xml_run(&x, xml, len, err, errlen);
+	if (rc == 0 && required && !st.seen) {
+		set_err(err, errlen, "malformed XML: <%s> without <%s>", root, field);
+		rc = -EPROTO;
+	}
+	return rc;
+}
+
+int s3_parse_upload_id(const char *xml, size_t len, char *buf, size_t buflen,
+		       char *err, size_t errlen)
+{
+	int rc = parse_field(xml, len, "InitiateMultipartUploadResult",
+			     "UploadId", true, buf, buflen, err, errlen);
+	if (rc == 0 && !buf[0]) {
+		set_err(err, errlen, "malformed XML: empty <UploadId>");
+		rc = -EPROTO;
+	}
+	return rc;
+}
+
+/* ETags compare with the header's form, quotes included; RGW's bodies
+ * leave them out. */
+static void quote_etag(char *etag, size_t etaglen)
+{
+	size_t n = strlen(etag);
+
+	if (n == 0 || etag[0] == '"' || n + 3 > etaglen)
+		return;
+	memmove(etag + 1, etag, n);
+	etag[0] = '"';
+	etag[n + 1] = '"';
+	etag[n + 2] = '\0';
+}
+
+int s3_parse_complete(const char *xml, size_t len, char *etag,
+		      size_t etaglen, char *err, size_t errlen)
+{
+	int rc = parse_field(xml, len, "CompleteMultipartUploadResult", "ETag",
+			     false, etag, etaglen, err, errlen);
+	if (rc == 0)
+		quote_etag(etag, etaglen);
+	return rc;
+}
+
+int s3_parse_copy_result(const char *xml, size_t len, char *etag,
+			 size_t etaglen, char *err, size_t errlen)
+{
+	int rc = parse_field(xml, len, "CopyObjectResult", "ETag", true, etag,
+			     etaglen, err, errlen);
+	if (rc == 0)
+		quote_etag(etag, etaglen);
+	return rc;
+}
+
+/* -- ListMultipartUploadsResult -- */
+
+struct uploads_state {
+	struct s3_upload_page *page;
+	struct s3_upload cur;        /* the <Upload> being read */
+	size_t cap;
+};
+
+static char *replace_str(struct xml_ctx *x, char *old)
+{
+	char *s = strdup(xml_text_of(x));
+	free(old);
+	if (!s)
+		xml_fail(x, "out of memory");
+	return s;
+}
+
+static void uploads_end_upload(struct xml_ctx *x, struct uploads_state *st)
+{
+	struct s3_upload_page *pg = st->page;
+
+	if (!st->cur.key || !st->cur.upload_id) {
+		xml_fail(x, "<Upload> without %s", st->cur.key ? "<UploadId>" : "<Key>");
+		return;
+	}
+	if (!grow((void **)&pg->uploads, &st->cap, pg->n_uploads,
+		  sizeof(*pg->uploads))) {
+		xml_fail(x, "out of memory");
+		return;
+	}
+	pg->uploads[pg->n_uploads++] = st->cur;
+	memset(&st->cur, 0, sizeof(st->cur));
+}
+
+static void uploads_top_field(struct xml_ctx *x, struct uploads_state *st,
+			      const char *name)
+{
+	const char *t = xml_text_of(x);
+
+	if (strcmp(name, "IsTruncated") == 0) {
+		if (strcmp(t, "true") != 0 && strcmp(t, "false") != 0)
+			xml_fail(x, "<IsTruncated> '%.16s' is not true/false", t);
+		st->page->truncated = strcmp(t, "true") == 0;
+	} else if (strcmp(name, "NextKeyMarker") == 0) {
+		st->page->next_key_marker = replace_str(x, st->page->next_key_marker);
+	} else if (strcmp(name, "NextUploadIdMarker") == 0) {
+		st->page->next_upload_id_marker =
+			replace_str(x, st->page->next_upload_id_marker);
+	} else if (strcmp(name, "Upload") == 0) {
+		uploads_end_upload(x, st);
+	}
+}
+
+static void uploads_on_end(struct xml_ctx *x, const char *name)
+{
+	struct uploads_state *st = x->user;
+	const char *in = intern_name(name);
+
+	if (xml_at(x, 2, "ListMultipartUploadsResult", in)) {
+		uploads_top_field(x, st, name);
+	} else if (xml_at(x, 3, "ListMultipartUploadsResult", "Upload", in)) {
+		if (strcmp(name, "Key") == 0)
+			st->cur.key = replace_str(x, st->cur.key);
+		else if (strcmp(name, "UploadId") == 0)
+			st->cur.upload_id = replace_str(x, st->cur.upload_id);
+		else if (strcmp(name, "Initiated") == 0)
+			copy_str(st->cur.initiated, sizeof(st->cur.initiated),
+				 xml_text_of(x), strlen(xml_text_of(x)));
+	}
+}
+
+int s3_parse_uploads(const char *xml, size_t len, struct s3_upload_page *page,
+		     char *err, size_t errlen)
+{
+	struct uploads_state st = { .page = page };
+	struct xml_ctx x = { .root = "ListMultipartUploadsResult",
+			     .on_end = uploads_on_end, .user = &st };
+
+	memset(page, 0, sizeof(*page));
+	int rc = xml_run(&x, xml, len, err, errlen);
+	free(st.cur.key);
+	free(st.cur.upload_id);
+	if (rc == 0 && page->truncated &&
+	    (!page->next_key_marker || !page->next_key_marker[0])) {
+		set_err(err, errlen,
+			"malformed XML: truncated listing without NextKeyMarker");
+		rc = -EPROTO;
+	}
+	if (rc < 0)
+		s3_upload_page_free(page);
+	return rc;
+}
+
+void s3_upload_page_free(struct s3_upload_page *page)
+{
+	if (!page)
+		return;
+	for (size_t i = 0; i < page->n_uploads; i++) {
+		free(page->uploads[i].key);
+		free(page->uploads[i].upload_id);
+	}
+	free(page->uploads);
+	free(page->next_key_marker);
+	free(page->next_upload_id_marker);
+	memset(page, 0, sizeof(*page));
+}
+
+/* ---- checksums ---------------------------------------------------------- */
+
+void s3_content_md5(const void *data, size_t len, char out[25])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (EVP_Digest(data ? data : "", len, md, &n, EVP_md5(), NULL) != 1 ||
+	    n != 16) {
+		out[0] = '\0'; /* no MD5 (FIPS): the server will refuse, clearly */
+		return;
+	}
+	EVP_EncodeBlock((unsigned char *)out, md, 16);
+}
+
+void s3_crc32c_b64(uint32_t crc, char out[9])
+{
+	unsigned char be[4] = { (unsigned char)(crc >> 24), (unsigned char)(crc >> 16),
+				(unsigned char)(crc >> 8), (unsigned char)crc };
+
+	EVP_EncodeBlock((unsigned char *)out, be, 4);
 }

@@ -44,6 +44,20 @@ enum s3_op {
 	S3_DELETE_OBJECT,
 	S3_CREATE_BUCKET,
 	S3_HEAD_BUCKET,
+	/* Write path (checkpoint write-back). */
+	S3_CREATE_MULTIPART,   /* POST ?uploads: parse with s3_parse_upload_id */
+	S3_UPLOAD_PART,        /* PUT ?partNumber=N&uploadId=U: ETag in result */
+	S3_COMPLETE_MULTIPART, /* POST ?uploadId=U with the part list */
+	S3_ABORT_MULTIPART,    /* DELETE ?uploadId=U */
+	S3_LIST_MULTIPART,     /* GET ?uploads (bucket): s3_parse_uploads */
+	S3_COPY_OBJECT,        /* PUT with x-amz-copy-source: s3_parse_copy_result */
+};
+
+/* One part of a CompleteMultipartUpload, in ascending part order. */
+struct s3_part {
+	unsigned number;       /* 1..10000 */
+	const char *etag;      /* as UploadPart returned it, quotes included */
+	const char *crc32c;    /* base64 x-amz-checksum-crc32c, or NULL */
 };
 
 /* GET bodies go to a sink. It returns 0, or -1 to abort the transfer (for
@@ -66,13 +80,36 @@ struct s3_req_params {
 	/* GET: where the body goes; NULL collects it in memory (s3_req_body) */
 	s3_sink_fn sink;
 	void *sink_ctx;
+	/* Write path. PUT and UploadPart: content_md5 sends the body's MD5
+	 * (UploadPart always does); content_md5_value overrides the computed
+	 * value (tests send a wrong one). checksum_crc32c is the base64
+	 * big-endian CRC-32C of the body (s3_crc32c_b64), sent as
+	 * x-amz-checksum-crc32c; on CreateMultipartUpload any non-NULL value
+	 * asks for x-amz-checksum-algorithm: CRC32C. */
+	bool content_md5;
+	const char *content_md5_value;
+	const char *checksum_crc32c;
+	const char *upload_id;        /* UploadPart, Complete, Abort */
+	unsigned part_number;         /* UploadPart: 1..10000 */
+	const struct s3_part *parts;  /* Complete (borrowed) */
+	size_t n_parts;
+	const char *copy_source;      /* CopyObject: "bucket/key", not encoded */
+	/* ListMultipartUploads (prefix above): pagination markers */
+	const char *key_marker, *upload_id_marker;
+	unsigned max_uploads;         /* 0: server default (1000) */
 };
 
 /* Outcome of a finished request. err is 0 or a negated errno:
  *   -ENOENT (404 NoSuchKey/NoSuchBucket), -EKEYREJECTED (403
  *   SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken), -EACCES (other
  *   403), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
- *   (malformed response), -EIO (anything else). */
+ *   (malformed response), -EBADMSG (BadDigest, InvalidDigest: the body
+ *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
+ *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
+ *   request is wrong, never retried), -EIO (anything else).
+ * CompleteMultipartUpload and CopyObject can answer 200 with an <Error>
+ * body: that is a failure, classified by its <Code> (InternalError and
+ * SlowDown retryable). */
 struct s3_result {
 	long http_status;     /* 0 if no response */
 	CURLcode curl_code;
@@ -126,6 +163,40 @@ struct s3_list_page {
 int s3_parse_list(const char *xml, size_t len, struct s3_list_page *page,
 		  char *err, size_t errlen);
 void s3_list_page_free(struct s3_list_page *page);
+/* InitiateMultipartUploadResult's UploadId into buf; 0 or -EPROTO. */
+int s3_parse_upload_id(const char *xml, size_t len, char *buf, size_t buflen,
+		       char *err, size_t errlen);
+
+/* CompleteMultipartUploadResult or CopyObjectResult: the ETag in the
+ * header's form, quotes included (added when the body has none, as RGW's
+ * do). Complete's may be empty (RGW): HEAD has it. 0 or -EPROTO. */
+int s3_parse_complete(const char *xml, size_t len, char *etag,
+		      size_t etaglen, char *err, size_t errlen);
+int s3_parse_copy_result(const char *xml, size_t len, char *etag,
+			 size_t etaglen, char *err, size_t errlen);
+
+/* ListMultipartUploads page. Strings are owned by the page. */
+struct s3_upload {
+	char *key;
+	char *upload_id;
+	char initiated[40];       /* ISO 8601 as the server sent it */
+};
+struct s3_upload_page {
+	struct s3_upload *uploads;
+	size_t n_uploads;
+	bool truncated;
+	char *next_key_marker, *next_upload_id_marker; /* or NULL */
+};
+int s3_parse_uploads(const char *xml, size_t len, struct s3_upload_page *page,
+		     char *err, size_t errlen);
+void s3_upload_page_free(struct s3_upload_page *page);
+
+/* Content-MD5 value of a body: base64 of its MD5 (24 chars + NUL). */
+void s3_content_md5(const void *data, size_t len, char out[25]);
+/* x-amz-checksum-crc32c value of a CRC-32C: base64 of its 4 big-endian
+ * bytes (8 chars + NUL). The CRC itself comes from crc32c.h. */
+void s3_crc32c_b64(uint32_t crc, char out[9]);
+
 /* Parses an S3 <Error> document into code/message; 0 or -EPROTO. */
 int s3_parse_error(const char *xml, size_t len, char *code, size_t codelen,
 		   char *msg, size_t msglen);

@@ -42,6 +42,32 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_PREFETCH_PLAN] = F_BUF | F_LEN,
 };
 
+/* The shard's lock guards its list against the thread rendering stats;
+ * only the shard's own thread changes it. */
+static void session_link(struct shard *sh, struct session *s)
+{
+	pthread_mutex_lock(&sh->lock);
+	s->prev = NULL;
+	s->next = sh->sessions;
+	if (sh->sessions)
+		sh->sessions->prev = s;
+	sh->sessions = s;
+	pthread_mutex_unlock(&sh->lock);
+}
+
+static void session_unlink(struct shard *sh, struct session *s)
+{
+	pthread_mutex_lock(&sh->lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else if (sh->sessions == s)
+		sh->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->next = s->prev = NULL;
+	pthread_mutex_unlock(&sh->lock);
+}
+
 /* ---- lifetime ---------------------------------------------------------- */
 
 static void session_free(struct session *s)
@@ -94,12 +120,7 @@ void session_close(struct session *s)
 		if (s->handles[i])
 			object_put(sh->d, s->handles[i]);
 	s->n_handles = 0;
-	if (s->prev)
-		s->prev->next = s->next;
-	else if (sh->sessions == s)
-		sh->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	session_unlink(sh, s);
 	if (s->hdr)
 		sh->n_sessions--;
 	if (s->sock_armed)
@@ -154,10 +175,7 @@ void session_accept(struct daemon *d, int fd)
 	s->gid = cred.gid;
 	s->pid = cred.pid;
 	s->refs = 1;
-	s->next = sh->sessions;
-	if (sh->sessions)
-		sh->sessions->prev = s;
-	sh->sessions = s;
+	session_link(sh, s);
 	arm_sock(s);
 }
 
@@ -257,7 +275,7 @@ static void peer_access(struct session *s)
 	int ng = 0;
 	if (getsockopt(s->sock, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
 		ng = (int)(gl / sizeof(gid_t));
-	for (uint32_t i = 0; i < d->n_datasets; i++) {
+	for (uint32_t i = 0; i < s->sh->n_datasets_seen; i++) {
 		struct dataset *ds = d->datasets[i];
 		s->access[i] = ds && ds->enabled &&
 			       config_dataset_allows(ds->cfg, s->uid, s->gid,
@@ -286,8 +304,9 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 	}
 	peer_access(s);
 	s->pq = pqueue_get(s->sh, req->gpu, s->uid);
+	uint32_t n_ds = s->sh->n_datasets_seen;
 	size_t rlen = sizeof(struct rc_attach_reply) +
-		      d->n_datasets * sizeof(struct rc_dataset_info);
+		      n_ds * sizeof(struct rc_dataset_info);
 	struct rc_attach_reply *r = calloc(1, rlen);
 	int fds[RC_MAX_DATASETS + 3] = {s->ring_fd, s->sq_efd, s->cq_efd};
 	unsigned nfds = 3;
@@ -299,10 +318,10 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 				     RC_MSG_ATTACH | RC_MSG_REPLY,
 				     (uint32_t)rlen, 0};
 	r->shard = s->sh->id;
-	r->n_datasets = d->n_datasets;
+	r->n_datasets = n_ds;
 	r->ring_size = s->region_size;
 	r->block_size = d->cfg.block_bytes;
-	for (uint32_t i = 0; i < d->n_datasets; i++) {
+	for (uint32_t i = 0; i < n_ds; i++) {
 		struct rc_dataset_info *di = &r->datasets[i];
 		struct dataset *ds = d->datasets[i];
 		di->id = i;
@@ -311,8 +330,8 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 		snprintf(di->name, sizeof(di->name), "%s", ds->cfg->name);
 		di->access = s->access[i];
 		if (s->access[i] & RC_ACCESS_READ) {
-			di->arena_size = ds->arena.size;
-			fds[nfds++] = ds->arena.ro_fd;
+			di->arena_size = ds->arena[s->sh->id].size;
+			fds[nfds++] = ds->arena[s->sh->id].ro_fd;
 		}
 	}
 	err = send_reply(s, r, rlen, fds, nfds);
@@ -410,19 +429,62 @@ static void handle_stats(struct session *s)
 	free(buf);
 }
 
-/* Reads one message; returns false when the peer is gone. */
-static bool read_message(struct session *s)
+/* The shard for a client's GPU (its node's); if not this one, the session
+ * moves there: the poll's reference is dropped here, the open one goes
+ * with it, and this thread never touches it again. */
+static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 {
-	static _Alignas(8) uint8_t buf[4096];
+	struct daemon *d = s->sh->d;
+	const struct rc_attach_req *req = msg;
+	if (d->n_shards < 2 || len < sizeof(*req) || s->hdr)
+		return false;
+	bool fell_back = false;
+	int target = topology_shard_for(&d->topo, req->gpu, req->numa_node,
+					&fell_back);
+	if (fell_back)
+		log_info("session pid %d: gpu %d / node %d not in the topology, "
+			 "served by shard %d", (int)s->pid, req->gpu,
+			 req->numa_node, target);
+	target %= (int)d->n_shards;
+	if ((uint32_t)target == s->sh->id)
+		return false;
+	struct shard *to = &d->shards[target];
+	s->attach = *req;
+	session_unlink(s->sh, s);
+	s->refs--; /* the poll that just completed */
+	pthread_mutex_lock(&to->lock);
+	s->next = to->inbox;
+	to->inbox = s;
+	pthread_mutex_unlock(&to->lock);
+	reactor_wake(to);
+	return true;
+}
+
+void session_adopt(struct shard *sh, struct session *s)
+{
+	s->sh = sh;
+	s->next = s->prev = NULL;
+	session_link(sh, s);
+	handle_attach(s, &s->attach, sizeof(s->attach));
+	if (!s->closed)
+		arm_sock(s);
+}
+
+enum { MSG_GONE = 0, MSG_OK = 1, MSG_HANDED_OVER = 2 };
+
+/* Reads one message: MSG_GONE when the peer is gone. */
+static int read_message(struct session *s)
+{
+	_Alignas(8) uint8_t buf[4096]; /* per call: shards run in threads */
 	char ctl[CMSG_SPACE(sizeof(int) * 4)];
 	struct iovec iov = {buf, sizeof(buf)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
 			    .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	ssize_t n = recvmsg(s->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
-		return errno == EAGAIN || errno == EINTR;
+		return errno == EAGAIN || errno == EINTR ? MSG_OK : MSG_GONE;
 	if (n == 0)
-		return false;
+		return MSG_GONE;
 	int fd = -1;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
 	     cm = CMSG_NXTHDR(&mh, cm)) {
@@ -442,10 +504,15 @@ static bool read_message(struct session *s)
 	    h->version != RC_ABI_VERSION) {
 		if (fd >= 0)
 			close(fd);
-		return false; /* not our protocol: drop the peer */
+		return MSG_GONE; /* not our protocol: drop the peer */
 	}
 	switch (h->type) {
 	case RC_MSG_ATTACH:
+		if (attach_elsewhere(s, buf, (size_t)n)) {
+			if (fd >= 0)
+				close(fd);
+			return MSG_HANDED_OVER;
+		}
 		handle_attach(s, buf, (size_t)n);
 		break;
 	case RC_MSG_REGISTER_BUF:
@@ -463,7 +530,7 @@ static bool read_message(struct session *s)
 	}
 	if (fd >= 0)
 		close(fd);
-	return true;
+	return MSG_OK;
 }
 
 void session_on_sock(struct session *s, int res)
@@ -474,8 +541,12 @@ void session_on_sock(struct session *s, int res)
 		return;
 	}
 	bool alive = res >= 0 && !(res & (POLLERR | POLLHUP | POLLNVAL));
-	if (alive && (res & POLLIN))
-		alive = read_message(s);
+	if (alive && (res & POLLIN)) {
+		int r = read_message(s);
+		if (r == MSG_HANDED_OVER)
+			return; /* another shard's now */
+		alive = r == MSG_OK;
+	}
 	if (alive && (res & POLLRDHUP) && !(res & POLLIN))
 		alive = false;
 	if (!s->closed) {
@@ -829,7 +900,8 @@ static struct dataset *readable_dataset(struct session *s, uint32_t id,
 					int *err)
 {
 	struct daemon *d = s->sh->d;
-	if (id >= d->n_datasets || !d->datasets[id] || !d->datasets[id]->enabled) {
+	if (id >= s->sh->n_datasets_seen || !d->datasets[id] ||
+	    !d->datasets[id]->enabled) {
 		*err = -ENOENT;
 		return NULL;
 	}

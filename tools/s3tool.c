@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +24,21 @@
 #define MAX_ARGS 8
 #define DEFAULT_JOBS 16
 #define MAX_JOBS 256
+#define DEFAULT_MPU_JOBS 4
+#define MIN_PART_SIZE (5ull << 20)      /* S3's floor for all but the last */
+#define MAX_PART_SIZE (5ull << 30)
+#define MAX_PARTS 10000
 
 struct options {
 	const char *endpoint, *region, *access_key, *secret_key, *session_token;
 	enum s3_addressing addressing;
 	bool no_verify_tls;
 	/* command options */
-	const char *range, *delimiter;
+	const char *range, *delimiter, *part_size;
 	size_t n_small;
 	uint64_t seed;
 	unsigned jobs;
+	bool jobs_given;
 	/* positionals: COMMAND ARGS... */
 	const char *args[MAX_ARGS];
 	int n_args;
@@ -56,6 +63,11 @@ static void usage(FILE *f)
 		"  rm BUCKET KEY                     delete an object\n"
 		"  gen-dataset BUCKET PREFIX [--small N] [--seed S] [--jobs J]\n"
 		"  verify-dataset BUCKET PREFIX [--small N] [--seed S] [--jobs J]\n"
+		"  mpu-put BUCKET KEY FILE [--part-size 5M] [--jobs 4]\n"
+		"                                    multipart upload, parts in parallel\n"
+		"  mpu-ls BUCKET [PREFIX]            unfinished uploads: INITIATED ID KEY\n"
+		"  mpu-abort BUCKET KEY UPLOADID     abort an unfinished upload\n"
+		"  cp BUCKET SRC DST                 server-side copy, prints the ETag\n"
 		"options (defaults from RINGCACHE_TEST_S3_{ENDPOINT,REGION,ACCESS_KEY,\n"
 		"SECRET_KEY}, else AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID...):\n"
 		"  --endpoint URL --region R --access-key K --secret-key S\n"
@@ -131,6 +143,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		else if (strcmp(a, "--secret-key") == 0) str_dst = &o->secret_key;
 		else if (strcmp(a, "--range") == 0) str_dst = &o->range;
 		else if (strcmp(a, "--delimiter") == 0) str_dst = &o->delimiter;
+		else if (strcmp(a, "--part-size") == 0) str_dst = &o->part_size;
 		else if (strcmp(a, "--seed") == 0) { num_dst = &o->seed; max = UINT64_MAX; }
 		else if (strcmp(a, "--small") == 0 || strcmp(a, "--jobs") == 0) {
 			num_dst = &v;
@@ -152,6 +165,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 				o->n_small = (size_t)v;
 			} else if (strcmp(a, "--jobs") == 0) {
 				o->jobs = v ? (unsigned)v : 1;
+				o->jobs_given = true;
 			}
 			continue;
 		}
@@ -843,6 +857,350 @@ static int cmd_dataset(struct tool *t, const char *bucket, const char *prefix,
 	return b.failures ? 1 : 0;
 }
 
+/* ---- multipart upload, copy ------------------------------------------- */
+
+/* "5M", "64MiB", "1G", "5242880" -> bytes; -1 if not a size. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t mult = 1;
+
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1ull << 10; end++; break;
+	case 'm': case 'M': mult = 1ull << 20; end++; break;
+	case 'g': case 'G': mult = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (strcmp(end, "") != 0 && strcmp(end, "i") != 0 &&
+	    strcmp(end, "iB") != 0 && strcmp(end, "B") != 0)
+		return -1;
+	if (v > UINT64_MAX / mult)
+		return -1;
+	*out = v * mult;
+	return 0;
+}
+
+/* One multipart upload shared by the part workers. */
+struct mpu {
+	struct tool *t;
+	const char *bucket, *key, *upload_id;
+	const unsigned char *data;
+	size_t len, part_size;
+	unsigned n_parts;
+	char (*etags)[128];
+	pthread_mutex_t lock;
+	unsigned next;          /* next part index to hand out */
+	bool failed;
+};
+
+static bool mpu_take(struct mpu *m, unsigned *idx)
+{
+	pthread_mutex_lock(&m->lock);
+	bool ok = !m->failed && m->next < m->n_parts;
+	if (ok)
+		*idx = m->next++;
+	pthread_mutex_unlock(&m->lock);
+	return ok;
+}
+
+/* Takes parts until none are left or one failed (s3_perform has already
+ * retried it: the body is our buffer, so each retry sends the same bytes). */
+static void *mpu_worker(void *arg)
+{
+	struct mpu *m = arg;
+	unsigned i;
+
+	while (mpu_take(m, &i)) {
+		size_t off = (size_t)i * m->part_size;
+		size_t n = m->len - off < m->part_size ? m->len - off : m->part_size;
+		struct s3_req_params p = { .op = S3_UPLOAD_PART, .bucket = m->bucket,
+					   .key = m->key, .upload_id = m->upload_id,
+					   .part_number = i + 1, .body = m->data + off,
+					   .body_len = n };
+		struct s3_result r;
+
+		if (s3_perform(m->t->s3, &p, &r, NULL, NULL) < 0 || !r.etag[0]) {
+			report("upload part", m->bucket, m->key, &r);
+			pthread_mutex_lock(&m->lock);
+			m->failed = true;
+			pthread_mutex_unlock(&m->lock);
+			break;
+		}
+		snprintf(m->etags[i], sizeof(m->etags[i]), "%s", r.etag);
+	}
+	return NULL;
+}
+
+static int mpu_run_workers(struct mpu *m, unsigned jobs)
+{
+	pthread_t th[MAX_JOBS];
+	unsigned started = 0;
+
+	if (jobs > m->n_parts)
+		jobs = m->n_parts;
+	for (; started < jobs; started++)
+		if (pthread_create(&th[started], NULL, mpu_worker, m) != 0)
+			break;
+	if (started == 0)
+		mpu_worker(m);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return m->failed ? -1 : 0;
+}
+
+/* The ETag S3 gives a multipart object: MD5 of the parts' binary MD5s,
+ * "-N". Only meaningful when part ETags are MD5s (no SSE-KMS). */
+static void mpu_expected_etag(const struct mpu *m, char *out, size_t outlen)
+{
+	unsigned char *cat = malloc(16 * (size_t)m->n_parts), md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	out[0] = '\0';
+	if (!cat)
+		return;
+	for (unsigned i = 0; i < m->n_parts; i++)
+		for (int b = 0; b < 16; b++)
+			if (sscanf(m->etags[i] + 1 + 2 * b, "%2hhx", &cat[16 * i + b]) != 1)
+				goto out;
+	if (EVP_Digest(cat, 16 * (size_t)m->n_parts, md, &mdlen, EVP_md5(), NULL) == 1 &&
+	    outlen > 2 * mdlen + 12) {
+		size_t pos = 0;
+		out[pos++] = '"';
+		for (unsigned int b = 0; b < mdlen; b++, pos += 2)
+			snprintf(out + pos, 3, "%02x", md[b]);
+		snprintf(out + pos, outlen - pos, "-%u\"", m->n_parts);
+	}
+out:
+	free(cat);
+}
+
+/* Completes; a Complete whose answer was lost after the server finished
+ * is retried into NoSuchUpload: the object's ETag then says it is done. */
+static int mpu_complete(struct mpu *m)
+{
+	struct s3_part *parts = calloc(m->n_parts, sizeof(*parts));
+	struct s3_result r;
+	char want[64];
+
+	if (!parts) {
+		fprintf(stderr, "rc-s3: mpu-put: out of memory\n");
+		return -1;
+	}
+	for (unsigned i = 0; i < m->n_parts; i++)
+		parts[i] = (struct s3_part){ i + 1, m->etags[i], NULL };
+	struct s3_req_params p = { .op = S3_COMPLETE_MULTIPART, .bucket = m->bucket,
+				   .key = m->key, .upload_id = m->upload_id,
+				   .parts = parts, .n_parts = m->n_parts };
+	int rc = s3_perform(m->t->s3, &p, &r, NULL, NULL);
+	free(parts);
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOENT) {
+		struct s3_req_params h = { .op = S3_HEAD_OBJECT, .bucket = m->bucket,
+					   .key = m->key };
+		struct s3_result hr;
+		mpu_expected_etag(m, want, sizeof(want));
+		if (s3_perform(m->t->s3, &h, &hr, NULL, NULL) == 0 && want[0] &&
+		    strcmp(hr.etag, want) == 0)
+			return 0;
+	}
+	report("complete", m->bucket, m->key, &r);
+	return -1;
+}
+
+static void mpu_abort_quietly(struct tool *t, const char *bucket,
+			      const char *key, const char *upload_id)
+{
+	struct s3_req_params p = { .op = S3_ABORT_MULTIPART, .bucket = bucket,
+				   .key = key, .upload_id = upload_id };
+	struct s3_result r;
+
+	if (s3_perform(t->s3, &p, &r, NULL, NULL) < 0)
+		report("abort (upload left behind)", bucket, key, &r);
+	else
+		fprintf(stderr, "rc-s3: aborted upload %s\n", upload_id);
+}
+
+static int mpu_create(struct tool *t, const char *bucket, const char *key,
+		      char *id, size_t idlen)
+{
+	struct s3_req_params p = { .op = S3_CREATE_MULTIPART, .bucket = bucket,
+				   .key = key };
+	struct s3_result r;
+	char *body = NULL, err[256] = "";
+	size_t len = 0;
+
+	if (s3_perform(t->s3, &p, &r, &body, &len) < 0) {
+		report("create upload", bucket, key, &r);
+		free(body);
+		return -1;
+	}
+	int rc = s3_parse_upload_id(body, len, id, idlen, err, sizeof(err));
+	free(body);
+	if (rc < 0)
+		fprintf(stderr, "rc-s3: create upload %s/%s: %s\n", bucket, key, err);
+	return rc;
+}
+
+static int mpu_geometry(struct tool *t, size_t len, struct mpu *m)
+{
+	uint64_t part = MIN_PART_SIZE;
+
+	if (t->opt.part_size && (parse_size(t->opt.part_size, &part) < 0 ||
+				 part < MIN_PART_SIZE || part > MAX_PART_SIZE)) {
+		fprintf(stderr, "rc-s3: --part-size '%s': give 5M..5G\n",
+			t->opt.part_size);
+		return -1;
+	}
+	uint64_t n = len ? (len + part - 1) / part : 1;
+	if (n > MAX_PARTS) {
+		fprintf(stderr, "rc-s3: %zu bytes need %" PRIu64 " parts of %" PRIu64
+			" bytes; S3 allows %d: raise --part-size\n", len, n, part,
+			MAX_PARTS);
+		return -1;
+	}
+	m->part_size = (size_t)part;
+	m->n_parts = (unsigned)n;
+	return 0;
+}
+
+static int cmd_mpu_put(struct tool *t, const char *bucket, const char *key,
+		       const char *file)
+{
+	struct mpu m = { .t = t, .bucket = bucket, .key = key };
+	char id[1024];
+	unsigned char *data;
+	int rc = 1;
+
+	if (read_all(file, &data, &m.len) < 0)
+		return 1;
+	m.data = data;
+	if (mpu_geometry(t, m.len, &m) < 0 || mpu_create(t, bucket, key, id, sizeof(id)) < 0) {
+		free(data);
+		return 1;
+	}
+	m.upload_id = id;
+	m.etags = calloc(m.n_parts, sizeof(*m.etags));
+	pthread_mutex_init(&m.lock, NULL);
+	if (m.etags &&
+	    mpu_run_workers(&m, t->opt.jobs_given ? t->opt.jobs : DEFAULT_MPU_JOBS) == 0 &&
+	    mpu_complete(&m) == 0) {
+		struct s3_req_params h = { .op = S3_HEAD_OBJECT, .bucket = bucket, .key = key };
+		struct s3_result hr;
+		if (s3_perform(t->s3, &h, &hr, NULL, NULL) == 0) {
+			printf("%s\n", hr.etag); /* Complete's own ETag may be empty (RGW) */
+			rc = 0;
+		} else {
+			report("head", bucket, key, &hr);
+		}
+	} else {
+		if (!m.etags)
+			fprintf(stderr, "rc-s3: mpu-put: out of memory\n");
+		mpu_abort_quietly(t, bucket, key, id);
+	}
+	pthread_mutex_destroy(&m.lock);
+	free(m.etags);
+	free(data);
+	return rc;
+}
+
+static int cmd_mpu_ls(struct tool *t, const char *bucket, const char *prefix)
+{
+	char *marker = NULL, *id_marker = NULL;
+	int rc = 1;
+
+	for (;;) {
+		struct s3_req_params p = { .op = S3_LIST_MULTIPART, .bucket = bucket,
+					   .prefix = prefix, .key_marker = marker,
+					   .upload_id_marker = id_marker };
+		struct s3_result r;
+		struct s3_upload_page pg;
+		char *body = NULL, err[256] = "";
+		size_t len = 0;
+
+		if (s3_perform(t->s3, &p, &r, &body, &len) < 0) {
+			report("mpu-ls", bucket, prefix, &r);
+			free(body);
+			break;
+		}
+		int prc = s3_parse_uploads(body, len, &pg, err, sizeof(err));
+		free(body);
+		if (prc < 0) {
+			fprintf(stderr, "rc-s3: mpu-ls %s: %s\n", bucket, err);
+			break;
+		}
+		for (size_t i = 0; i < pg.n_uploads; i++)
+			printf("%s\t%s\t%s\n", pg.uploads[i].initiated[0] ?
+			       pg.uploads[i].initiated : "-",
+			       pg.uploads[i].upload_id, pg.uploads[i].key);
+		free(marker);
+		free(id_marker);
+		marker = pg.next_key_marker ? strdup(pg.next_key_marker) : NULL;
+		id_marker = pg.next_upload_id_marker ? strdup(pg.next_upload_id_marker) : NULL;
+		bool more = pg.truncated;
+		s3_upload_page_free(&pg);
+		if (!more) {
+			rc = 0;
+			break;
+		}
+		if (!marker) {
+			fprintf(stderr, "rc-s3: mpu-ls: out of memory\n");
+			break;
+		}
+	}
+	free(marker);
+	free(id_marker);
+	return rc;
+}
+
+static int cmd_mpu_abort(struct tool *t, const char *bucket, const char *key,
+			 const char *upload_id)
+{
+	struct s3_req_params p = { .op = S3_ABORT_MULTIPART, .bucket = bucket,
+				   .key = key, .upload_id = upload_id };
+	struct s3_result r;
+
+	if (s3_perform(t->s3, &p, &r, NULL, NULL) < 0) {
+		report("mpu-abort", bucket, key, &r);
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_cp(struct tool *t, const char *bucket, const char *src,
+		  const char *dst)
+{
+	char *source = NULL, *body = NULL, etag[128], err[256] = "";
+	size_t len = 0;
+	struct s3_result r;
+
+	if (asprintf(&source, "%s/%s", bucket, src) < 0) {
+		fprintf(stderr, "rc-s3: cp: out of memory\n");
+		return 1;
+	}
+	struct s3_req_params p = { .op = S3_COPY_OBJECT, .bucket = bucket,
+				   .key = dst, .copy_source = source };
+	int rc = s3_perform(t->s3, &p, &r, &body, &len);
+	free(source);
+	if (rc < 0) {
+		report("cp", bucket, dst, &r);
+		free(body);
+		return 1;
+	}
+	rc = s3_parse_copy_result(body, len, etag, sizeof(etag), err, sizeof(err));
+	free(body);
+	if (rc < 0) {
+		fprintf(stderr, "rc-s3: cp %s/%s: %s\n", bucket, dst, err);
+		return 1;
+	}
+	printf("%s\n", etag);
+	return 0;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 struct command {
@@ -853,7 +1211,8 @@ struct command {
 static const struct command commands[] = {
 	{ "mb", 1, 1 }, { "put", 3, 3 }, { "get", 2, 3 }, { "head", 2, 2 },
 	{ "ls", 1, 2 }, { "rm", 2, 2 }, { "gen-dataset", 2, 2 },
-	{ "verify-dataset", 2, 2 },
+	{ "verify-dataset", 2, 2 }, { "mpu-put", 3, 3 }, { "mpu-ls", 1, 2 },
+	{ "mpu-abort", 3, 3 }, { "cp", 3, 3 },
 };
 
 static int dispatch(struct tool *t)
@@ -872,6 +1231,14 @@ static int dispatch(struct tool *t)
 		return cmd_ls(t, a[0], t->opt.n_args > 2 ? a[1] : NULL);
 	if (strcmp(cmd, "rm") == 0)
 		return cmd_rm(t, a[0], a[1]);
+	if (strcmp(cmd, "mpu-put") == 0)
+		return cmd_mpu_put(t, a[0], a[1], a[2]);
+	if (strcmp(cmd, "mpu-ls") == 0)
+		return cmd_mpu_ls(t, a[0], t->opt.n_args > 2 ? a[1] : NULL);
+	if (strcmp(cmd, "mpu-abort") == 0)
+		return cmd_mpu_abort(t, a[0], a[1], a[2]);
+	if (strcmp(cmd, "cp") == 0)
+		return cmd_cp(t, a[0], a[1], a[2]);
 	if (strcmp(cmd, "gen-dataset") == 0)
 		return cmd_dataset(t, a[0], a[1], false);
 	return cmd_dataset(t, a[0], a[1], true);
