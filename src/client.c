@@ -454,12 +454,11 @@ static void etag_from_slot(struct rc_client *c, int slot, struct rc_stat *st,
 	st->etag[RC_MAX_ETAG - 1] = 0;
 }
 
-static int key_call(struct rc_client *c, uint8_t op, int dataset,
-		    const char *key, struct rc_sqe **sqe_out, int *slot_out)
+/* An SQE of opcode op with an arg slot of its own, for calls that pass or
+ * return bytes through the slot. */
+static int slot_call(struct rc_client *c, uint8_t op, struct rc_sqe **sqe_out,
+		     int *slot_out)
 {
-	size_t len = strlen(key);
-	if (len > RC_MAX_KEY || dataset < 0)
-		return dataset < 0 ? dataset : -ENAMETOOLONG;
 	int slot = rc_arg_get(c);
 	if (slot < 0)
 		return slot;
@@ -468,12 +467,24 @@ static int key_call(struct rc_client *c, uint8_t op, int dataset,
 		rc_arg_put(c, slot);
 		return -EBUSY;
 	}
-	memcpy(rc_arg_ptr(c, slot), key, len);
-	sqe->dataset = (uint32_t)dataset;
 	sqe->arg = (uint16_t)slot;
-	sqe->arg_len = (uint32_t)len;
 	*sqe_out = sqe;
 	*slot_out = slot;
+	return 0;
+}
+
+static int key_call(struct rc_client *c, uint8_t op, int dataset,
+		    const char *key, struct rc_sqe **sqe_out, int *slot_out)
+{
+	size_t len = strlen(key);
+	if (len > RC_MAX_KEY || dataset < 0)
+		return dataset < 0 ? dataset : -ENAMETOOLONG;
+	int r = slot_call(c, op, sqe_out, slot_out);
+	if (r < 0)
+		return r;
+	memcpy(rc_arg_ptr(c, *slot_out), key, len);
+	(*sqe_out)->dataset = (uint32_t)dataset;
+	(*sqe_out)->arg_len = (uint32_t)len;
 	return 0;
 }
 
@@ -495,18 +506,14 @@ int rc_open(struct rc_client *c, int dataset, const char *key,
 
 int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st)
 {
-	int slot = rc_arg_get(c);
-	if (slot < 0)
-		return slot;
-	struct rc_sqe *sqe = sync_sqe(c, RC_OP_STAT);
-	if (!sqe) {
-		rc_arg_put(c, slot);
-		return -EBUSY;
-	}
+	struct rc_sqe *sqe;
+	int slot;
+	int r = slot_call(c, RC_OP_STAT, &sqe, &slot);
+	if (r < 0)
+		return r;
 	sqe->handle = handle;
-	sqe->arg = (uint16_t)slot;
 	struct rc_cqe cqe;
-	int r = sync_one(c, &cqe);
+	r = sync_one(c, &cqe);
 	if (r == 0 && cqe.res >= 0)
 		etag_from_slot(c, slot, st, cqe.addr);
 	rc_arg_put(c, slot);
