@@ -1174,19 +1174,48 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	return rc;
 }
 
+void config_dataset_clear(struct rc_dataset_config *ds)
+{
+	free(ds->name);
+	free(ds->uri);
+	free(ds->bucket);
+	free(ds->prefix);
+	free(ds->uids);
+	free(ds->gids);
+	memset(ds, 0, sizeof(*ds));
+}
+
+struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *s)
+{
+	struct rc_dataset_config *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	*c = *s;
+	c->name = strdup(s->name);
+	c->uri = strdup(s->uri);
+	c->bucket = strdup(s->bucket);
+	c->prefix = strdup(s->prefix);
+	c->uids = s->n_uids ? malloc(s->n_uids * sizeof(uid_t)) : NULL;
+	c->gids = s->n_gids ? malloc(s->n_gids * sizeof(gid_t)) : NULL;
+	if (!c->name || !c->uri || !c->bucket || !c->prefix ||
+	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids)) {
+		config_dataset_clear(c);
+		free(c);
+		return NULL;
+	}
+	if (s->n_uids)
+		memcpy(c->uids, s->uids, s->n_uids * sizeof(uid_t));
+	if (s->n_gids)
+		memcpy(c->gids, s->gids, s->n_gids * sizeof(gid_t));
+	return c;
+}
+
 void config_free(struct rc_config *cfg)
 {
 	if (!cfg)
 		return;
-	for (size_t i = 0; i < cfg->n_datasets; i++) {
-		struct rc_dataset_config *ds = &cfg->datasets[i];
-		free(ds->name);
-		free(ds->uri);
-		free(ds->bucket);
-		free(ds->prefix);
-		free(ds->uids);
-		free(ds->gids);
-	}
+	for (size_t i = 0; i < cfg->n_datasets; i++)
+		config_dataset_clear(&cfg->datasets[i]);
 	free(cfg->datasets);
 	free(cfg->path);
 	free(cfg->socket_path);

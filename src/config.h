@@ -63,6 +63,9 @@ struct rc_config {
 int config_load(const char *path, struct rc_config *cfg, char *err,
 		size_t errlen);
 void config_free(struct rc_config *cfg);
+/* A dataset section that outlives its config (reloads), and its end. */
+struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *ds);
+void config_dataset_clear(struct rc_dataset_config *ds);
 
 /* Parses sizes like "512M", "1G", "4096"; -1 on error. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -779,39 +779,10 @@ void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
 
 static void dataset_cfg_free(struct rc_dataset_config *c)
 {
-	if (!c)
-		return;
-	free(c->name);
-	free(c->uri);
-	free(c->bucket);
-	free(c->prefix);
-	free(c->uids);
-	free(c->gids);
-	free(c);
-}
-
-static struct rc_dataset_config *dataset_cfg_dup(const struct rc_dataset_config *s)
-{
-	struct rc_dataset_config *c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	*c = *s;
-	c->name = strdup(s->name);
-	c->uri = strdup(s->uri);
-	c->bucket = strdup(s->bucket);
-	c->prefix = strdup(s->prefix);
-	c->uids = s->n_uids ? malloc(s->n_uids * sizeof(uid_t)) : NULL;
-	c->gids = s->n_gids ? malloc(s->n_gids * sizeof(gid_t)) : NULL;
-	if (!c->name || !c->uri || !c->bucket || !c->prefix ||
-	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids)) {
-		dataset_cfg_free(c);
-		return NULL;
+	if (c) {
+		config_dataset_clear(c);
+		free(c);
 	}
-	if (s->n_uids)
-		memcpy(c->uids, s->uids, s->n_uids * sizeof(uid_t));
-	if (s->n_gids)
-		memcpy(c->gids, s->gids, s->n_gids * sizeof(gid_t));
-	return c;
 }
 
 /* The arenas of every shard are made here, each bound to its shard's node;
@@ -824,7 +795,7 @@ static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 	struct dataset *ds = calloc(1, sizeof(*ds));
 	if (!ds)
 		return -ENOMEM;
-	ds->cfg = dataset_cfg_dup(cfg);
+	ds->cfg = config_dataset_dup(cfg);
 	int err = ds->cfg ? 0 : -ENOMEM;
 	uint32_t made = 0;
 	for (; made < d->n_shards && !err; made++) {
@@ -910,7 +881,7 @@ int daemon_reload(struct daemon *d)
 	for (size_t j = 0; j < nc.n_datasets; j++) {
 		struct dataset *ds = dataset_by_name(d, nc.datasets[j].name);
 		if (ds) {
-			struct rc_dataset_config *c = dataset_cfg_dup(&nc.datasets[j]);
+			struct rc_dataset_config *c = config_dataset_dup(&nc.datasets[j]);
 			if (c) {
 				/* Other shards may be reading the old one: it is
 				 * freed with the daemon. */
