@@ -176,7 +176,7 @@ static bool pool_evict_planned(struct cache *c, struct cache_pool *p)
 			if (pinned(e))
 				continue;
 			seen++;
-			int64_t d = c->next_use(c->next_use_ctx, e);
+			int64_t d = c->next_use(c->owner_ctx, e);
 			if (d > best_d) {
 				best = e;
 				best_d = d;
@@ -245,7 +245,7 @@ static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
 			return false;
 		/* A planned block is not cold, however long it waited. */
 		if (e && cold && c->plans_active && c->next_use &&
-		    c->next_use(c->next_use_ctx, e) != INT64_MAX)
+		    c->next_use(c->owner_ctx, e) != INT64_MAX)
 			return false;
 	}
 	return true;
@@ -315,7 +315,10 @@ static int64_t slot_alloc(struct cache *c, struct cache_arena *ca,
 			continue;
 		if (pool_evict_one(c, &ca->pools[cls]))
 			continue;
-		if (!reclaim_superblock(c, ca, cls, false))
+		if (reclaim_superblock(c, ca, cls, false))
+			continue;
+		/* A read must not fail because prefetch holds the memory. */
+		if (!c->shed_pins || !c->shed_pins(c->owner_ctx))
 			return -ENOMEM;
 	}
 	return -ENOMEM;

@@ -76,8 +76,11 @@ struct cache {
 	 * (INT64_MAX: none). Eviction then takes, among the oldest unpinned
 	 * entries, the one needed last (Belady over the known future). */
 	int64_t (*next_use)(void *ctx, const struct cache_entry *e);
-	void *next_use_ctx;
+	void *owner_ctx;
 	bool plans_active;
+	/* Last resort before -ENOMEM: the owner unpins prefetched, unread
+	 * blocks (they are fetched again later). True if it freed any. */
+	bool (*shed_pins)(void *ctx);
 	struct cache_stats stats;
 };
 

@@ -1052,7 +1052,8 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 		return -1;
 	}
 	sh->cache.next_use = prefetch_next_use;
-	sh->cache.next_use_ctx = sh;
+	sh->cache.owner_ctx = sh;
+	sh->cache.shed_pins = prefetch_shed;
 	int r = reactor_init(sh);
 	if (r < 0) {
 		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));

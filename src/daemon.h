@@ -155,7 +155,7 @@ struct metrics {
 	uint64_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
 	uint64_t ops, bad_entries, sessions_total, sessions_refused;
 	uint64_t stale;
-	uint64_t prefetch_bytes, prefetch_cancelled;
+	uint64_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
 	uint64_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
 };
 

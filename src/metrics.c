@@ -77,6 +77,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.stale += s->stale;
 		m.prefetch_bytes += s->prefetch_bytes;
 		m.prefetch_cancelled += s->prefetch_cancelled;
+		m.prefetch_shed += s->prefetch_shed;
 		pinned += sh->pf_pinned_bytes;
 		m.tier_hits += s->tier_hits;
 		m.tier_read_errors += s->tier_read_errors;
@@ -125,6 +126,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_read_bytes_copied_total", "counter", "Bytes copied by READ_INTO.", m.bytes_copied);
 	emit(&o, "ringcache_prefetch_bytes_total", "counter", "Bytes of prefetch GETs started for plans.", m.prefetch_bytes);
 	emit(&o, "ringcache_prefetch_cancelled_total", "counter", "Prefetch GETs cancelled by a replaced plan.", m.prefetch_cancelled);
+	emit(&o, "ringcache_prefetch_shed_total", "counter", "Times prefetch windows gave memory back to reads.", m.prefetch_shed);
 	emit(&o, "ringcache_prefetch_pinned_bytes", "gauge", "Prefetched, unread bytes protected from eviction.", pinned);
 	emit_queues(&o, d);
 	emit(&o, "ringcache_tier_hits_total", "counter", "Block misses served by the NVMe tier.", m.tier_hits);

@@ -153,6 +153,31 @@ static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
 		p->pin_head = p->pin_tail = 0;
 }
 
+bool prefetch_shed(void *shard)
+{
+	struct shard *sh = shard;
+	struct plan *p = NULL;
+	for (struct pqueue *q = sh->pqueues; q; q = q->next)
+		if (q->plan && q->plan->pin_tail > q->plan->pin_head &&
+		    (!p || q->plan->pinned_bytes > p->pinned_bytes))
+			p = q->plan;
+	if (!p)
+		return false;
+	uint64_t n = (p->pin_tail - p->pin_head + 3) / 4;
+	while (n--) {
+		struct plan_pin *pin = &p->pins[--p->pin_tail];
+		p->pinned_bytes -= pin->e->len;
+		sh->pf_pinned_bytes -= pin->e->len;
+		if (pin->item < p->issued) {
+			p->issued = pin->item; /* prefetched again later */
+			p->issued_blk = 0;
+		}
+		cache_unpin(&sh->cache, pin->e);
+	}
+	sh->m.prefetch_shed++;
+	return true;
+}
+
 static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 		    struct cache_entry *e)
 {

@@ -15,6 +15,7 @@
 #ifndef RC_PREFETCH_H
 #define RC_PREFETCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -76,6 +77,10 @@ void prefetch_consumed(struct session *s, const struct object *obj,
  * plan_hint (0: none); and the cache's next_use callback over hints. */
 uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b);
 int64_t prefetch_next_use(void *shard, const struct cache_entry *e);
+
+/* The cache's shed_pins callback: the fullest window gives back its
+ * farthest quarter (at least one block), to be prefetched again later. */
+bool prefetch_shed(void *shard);
 
 /* Issues prefetch GETs across sessions, fairly, within the limits. */
 void prefetch_schedule(struct shard *sh);

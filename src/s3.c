@@ -563,7 +563,8 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 		return -1;
 	}
 	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
-	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c))) {
+	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c)) ||
+	    (p->meta_daemon && !valid_header_value(p->meta_daemon))) {
 		set_err(err, errlen, "checksum value has control characters");
 		return -1;
 	}
@@ -870,6 +871,10 @@ static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 	if (p->op == S3_CREATE_MULTIPART && p->checksum_crc32c)
 		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-checksum-algorithm",
 							"CRC32C" };
+	if (p->meta_daemon &&
+	    (p->op == S3_PUT_OBJECT || p->op == S3_CREATE_MULTIPART))
+		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-meta-ringcache-daemon",
+							p->meta_daemon };
 	if (p->op == S3_COPY_OBJECT) {
 		r->copy_source = uri_encode(p->copy_source, 1);
 		if (!r->copy_source)

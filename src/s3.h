@@ -94,6 +94,10 @@ struct s3_req_params {
 	const struct s3_part *parts;  /* Complete (borrowed) */
 	size_t n_parts;
 	const char *copy_source;      /* CopyObject: "bucket/key", not encoded */
+	/* PUT and CreateMultipartUpload: sent (and signed) as
+	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
+	 * says which daemon wrote it. NULL: not sent. */
+	const char *meta_daemon;
 	/* ListMultipartUploads (prefix above): pagination markers */
 	const char *key_marker, *upload_id_marker;
 	unsigned max_uploads;         /* 0: server default (1000) */

@@ -869,3 +869,45 @@ Test(cache_bugs, hot_main_queue_does_not_fail_insert)
 	fixture_down(&f);
 	check_leaks();
 }
+
+/* The owner's shed_pins: unpins every plan-pinned entry it was given. */
+static struct cache_entry *shed_set[16];
+static int shed_calls;
+
+static bool shed_all(void *ctx)
+{
+	struct cache *c = ctx;
+	bool any = false;
+	shed_calls++;
+	for (int i = 0; i < 16; i++) {
+		if (shed_set[i]) {
+			cache_unpin(c, shed_set[i]);
+			shed_set[i] = NULL;
+			any = true;
+		}
+	}
+	return any;
+}
+
+Test(cache, plan_pins_give_way_to_a_read)
+{
+	struct fixture f;
+	fixture_up(&f, 4); /* 1 MiB entries: 16 slots */
+	for (uint32_t i = 0; i < 16; i++) {
+		shed_set[i] = insert_valid(&f.cache, f.ca, 1, i, MiB);
+		cache_pin(&f.cache, shed_set[i]);
+	}
+	int err = 0;
+	cr_assert_null(cache_insert(&f.cache, f.ca, 2, 0, MiB, &err),
+		       "plan pins protect like leases without a shed callback");
+	cr_assert_eq(err, -ENOMEM);
+	f.cache.shed_pins = shed_all;
+	f.cache.owner_ctx = &f.cache;
+	struct cache_entry *e = cache_insert(&f.cache, f.ca, 2, 0, MiB, &err);
+	cr_assert_not_null(e, "a read failed while only prefetch held memory");
+	cr_assert_eq(shed_calls, 1);
+	cr_assert_eq(f.cache.stats.pins, 0);
+	e->state = ENTRY_VALID;
+	fixture_down(&f);
+	check_leaks();
+}

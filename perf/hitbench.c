@@ -1,0 +1,464 @@
+/* hitbench.c - rc-hitbench: owns the hit-ratio benchmark (issue 4,
+ * benchmark 2): a dataset about twice the cache, several shuffled epochs,
+ * one reader process per GPU queue, without plans (the default eviction
+ * policy alone) or with each reader handing its epoch's order to the
+ * daemon as a prefetch plan at the start of the epoch.
+ *
+ * Sharding is DistributedSampler's: every epoch one permutation of all the
+ * small objects of tools/dataset.h (seeded by the epoch), and reader r of
+ * P takes positions r, r+P, r+2P, ... Each reader attaches with gpu = r,
+ * so each has its own prefetch queue. A reader reads each sample with
+ * READ_INTO, checks it against tools/dataset.h, and sleeps for the step
+ * time (the GPU step), so that prefetch has something to overlap with.
+ *
+ * The parent starts the epochs together (a barrier over pipes) and reads
+ * the daemon's counters between epochs; per epoch it prints:
+ *   hit       samples served without waiting for S3 (RC_CQE_F_HIT),
+ *   blk_hit   ringcache_cache_hits / (hits + misses) over the epoch,
+ *   s3_get    S3 GETs the epoch cost (demand fetches and prefetches),
+ *   reuse     1 - s3_get / block lookups: the share of reads the cache
+ *             saved from S3, which prefetch cannot inflate (a prefetched
+ *             block that is then read is a hit but still cost a GET),
+ *   entries   blocks in the cache at the end of the epoch.
+ * Run it against a fresh daemon whose memory holds about half the
+ * dataset; perf/bench4.sh does. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ringcache.h"
+#include "../tools/dataset.h"
+
+#define MIB (1024u * 1024u)
+#define MAX_PROCS 64
+#define MAX_EPOCHS 16
+#define STATS_BUF (256 * 1024)
+
+struct opts {
+	const char *socket, *dataset;
+	int procs, epochs;
+	bool plans;
+	double step_ms;
+	size_t n_small;
+	uint64_t seed;
+};
+
+struct reply {
+	int32_t status;
+	uint32_t pad;
+	uint64_t samples, hits;
+	double wait_s;
+};
+
+struct reader {
+	const struct opts *o;
+	int rank;
+	struct ds_spec spec;
+	struct rc_client c;
+	int ds;
+	uint32_t *handles;
+	uint8_t *data;
+	int data_buf;
+	struct rc_plan_entry *plan;
+	int plan_buf;
+	size_t *perm, *mine;
+	size_t n_mine;
+};
+
+struct counters {
+	uint64_t hits, misses, s3_get, entries, evictions;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "rc-hitbench: %s\n", what);
+	exit(1);
+}
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "rc-hitbench: %s: %s\n", what, rc_strerror(err));
+	exit(1);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void shuffle(size_t *v, size_t n, uint64_t seed)
+{
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(rng_next(&seed) % i);
+		size_t t = v[i - 1];
+		v[i - 1] = v[j];
+		v[j] = t;
+	}
+}
+
+/* Opens every small object with OPENs in flight together: a serial open
+ * costs one S3 HEAD round trip each. */
+static void open_all(struct reader *r)
+{
+	size_t n = r->spec.n_small, next = 0, done = 0;
+	int *slot_of = calloc(n, sizeof(*slot_of));
+	r->handles = calloc(n, sizeof(*r->handles));
+	if (!slot_of || !r->handles)
+		die("open", -ENOMEM);
+	while (done < n) {
+		int slot;
+		struct rc_sqe *sqe;
+		while (next < n && (slot = rc_arg_get(&r->c)) >= 0) {
+			if (!(sqe = rc_get_sqe(&r->c))) {
+				rc_arg_put(&r->c, slot);
+				break;
+			}
+			char key[DS_KEY_MAX];
+			ds_key(&r->spec, next, key);
+			memcpy(rc_arg_ptr(&r->c, slot), key, strlen(key));
+			sqe->opcode = RC_OP_OPEN;
+			sqe->dataset = (uint32_t)r->ds;
+			sqe->arg = (uint16_t)slot;
+			sqe->arg_len = (uint32_t)strlen(key);
+			sqe->user_data = next;
+			slot_of[next++] = slot;
+		}
+		rc_submit(&r->c);
+		struct rc_cqe *cqe;
+		int err = rc_wait_cqe(&r->c, &cqe);
+		if (err < 0)
+			die("wait", err);
+		size_t i = (size_t)cqe->user_data;
+		if (cqe->res < 0)
+			die("OPEN", cqe->res);
+		if (cqe->addr != ds_size(&r->spec, i))
+			die("OPEN: size differs from tools/dataset.h", -EIO);
+		r->handles[i] = (uint32_t)cqe->res;
+		rc_arg_put(&r->c, slot_of[i]);
+		rc_cqe_seen(&r->c);
+		done++;
+	}
+	free(slot_of);
+}
+
+static void reader_setup(struct reader *r, const struct opts *o, int rank)
+{
+	*r = (struct reader){.o = o, .rank = rank};
+	r->spec = (struct ds_spec){.n_small = o->n_small,
+				   .seed = DS_DEFAULT_SEED};
+	struct rc_attach_opts ao = {.gpu = rank, .numa_node = -1};
+	int err = rc_attach(&r->c, o->socket, &ao);
+	if (err < 0)
+		die("attach", err);
+	if ((r->ds = rc_dataset(&r->c, o->dataset)) < 0)
+		die(o->dataset, r->ds);
+	void *p;
+	if ((r->data_buf = rc_alloc_buffer(&r->c, MIB, &p)) < 0)
+		die("register buffer", r->data_buf);
+	r->data = p;
+	r->plan_buf = rc_alloc_buffer(&r->c, o->n_small * sizeof(*r->plan), &p);
+	if (r->plan_buf < 0)
+		die("register buffer", r->plan_buf);
+	r->plan = p;
+	r->perm = calloc(o->n_small, sizeof(*r->perm));
+	r->mine = calloc(o->n_small, sizeof(*r->mine));
+	if (!r->perm || !r->mine)
+		die("setup", -ENOMEM);
+	open_all(r);
+}
+
+/* This reader's samples of the epoch: DistributedSampler's sharding. */
+static void shard_epoch(struct reader *r, int epoch)
+{
+	for (size_t i = 0; i < r->o->n_small; i++)
+		r->perm[i] = i;
+	shuffle(r->perm, r->o->n_small, r->o->seed * 1000003u + (uint64_t)epoch);
+	r->n_mine = 0;
+	for (size_t i = (size_t)r->rank; i < r->o->n_small;
+	     i += (size_t)r->o->procs)
+		r->mine[r->n_mine++] = r->perm[i];
+}
+
+static void send_plan(struct reader *r)
+{
+	for (size_t i = 0; i < r->n_mine; i++)
+		r->plan[i] = (struct rc_plan_entry){
+			.handle = r->handles[r->mine[i]],
+			.len = ds_size(&r->spec, r->mine[i]),
+		};
+	int n = rc_prefetch_plan(&r->c, (uint32_t)r->plan_buf, 0, r->n_mine);
+	if (n < 0 || (size_t)n != r->n_mine)
+		die("PREFETCH_PLAN", n < 0 ? n : -EINVAL);
+}
+
+/* Reads object i whole; returns true if it was served without waiting. */
+static bool read_sample(struct reader *r, size_t i)
+{
+	uint64_t len = ds_size(&r->spec, i);
+	struct rc_sqe *sqe = rc_get_sqe(&r->c);
+	if (!sqe)
+		die("READ_INTO", -EBUSY);
+	rc_prep_read_into(sqe, r->handles[i], 0, len, (uint32_t)r->data_buf,
+			  0, 0);
+	rc_submit(&r->c);
+	struct rc_cqe *cqe;
+	int err = rc_wait_cqe(&r->c, &cqe);
+	if (err < 0)
+		die("wait", err);
+	if (cqe->res < 0)
+		die("READ_INTO", cqe->res);
+	if ((uint64_t)cqe->res != len)
+		die("READ_INTO: short read", -EIO);
+	bool hit = cqe->flags & RC_CQE_F_HIT;
+	rc_cqe_seen(&r->c);
+	if (ds_mismatch(&r->spec, i, 0, r->data, len) >= 0)
+		die("sample differs from tools/dataset.h", -EIO);
+	return hit;
+}
+
+static void sleep_until(double deadline)
+{
+	double left = deadline - now_s();
+	if (left <= 0)
+		return;
+	struct timespec ts = {(time_t)left,
+			      (long)((left - (double)(time_t)left) * 1e9)};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static struct reply reader_epoch(struct reader *r, int epoch)
+{
+	struct reply rep = {0};
+	shard_epoch(r, epoch);
+	double t0 = now_s();
+	if (r->o->plans)
+		send_plan(r);
+	rep.wait_s = now_s() - t0;
+	for (size_t k = 0; k < r->n_mine; k++) {
+		double a = now_s();
+		rep.hits += read_sample(r, r->mine[k]);
+		double b = now_s();
+		rep.wait_s += b - a;
+		sleep_until(b + r->o->step_ms / 1e3);
+	}
+	rep.samples = r->n_mine;
+	return rep;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	if (write(fd, p, n) != (ssize_t)n)
+		die("pipe write", -errno);
+}
+
+static bool read_all(int fd, void *p, size_t n)
+{
+	return read(fd, p, n) == (ssize_t)n;
+}
+
+/* A reader process: ready, then one epoch per command until 0. */
+static void reader_main(const struct opts *o, int rank, int cmd_fd,
+			int reply_fd)
+{
+	struct reader r;
+	reader_setup(&r, o, rank);
+	struct reply ready = {0};
+	write_all(reply_fd, &ready, sizeof(ready));
+	int32_t epoch;
+	while (read_all(cmd_fd, &epoch, sizeof(epoch)) && epoch > 0) {
+		struct reply rep = reader_epoch(&r, epoch);
+		write_all(reply_fd, &rep, sizeof(rep));
+	}
+	rc_detach(&r.c);
+	exit(0);
+}
+
+static uint64_t counter(const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (!strncmp(p, name, nl) && p[nl] == ' ')
+			return strtoull(p + nl + 1, NULL, 10);
+	return 0;
+}
+
+static struct counters read_counters(const char *socket)
+{
+	static char buf[STATS_BUF];
+	ssize_t n = rc_stats(NULL, socket, buf, sizeof(buf));
+	if (n < 0)
+		die("stats", (int)n);
+	return (struct counters){
+		.hits = counter(buf, "ringcache_cache_hits_total"),
+		.misses = counter(buf, "ringcache_cache_misses_total"),
+		.s3_get = counter(buf, "ringcache_s3_get_total"),
+		.entries = counter(buf, "ringcache_cache_entries"),
+		.evictions = counter(buf, "ringcache_cache_evictions_total"),
+	};
+}
+
+struct proc {
+	pid_t pid;
+	int cmd_fd, reply_fd;
+};
+
+static void start_readers(const struct opts *o, struct proc *pr)
+{
+	for (int i = 0; i < o->procs; i++) {
+		int cmd[2], rep[2];
+		if (pipe(cmd) < 0 || pipe(rep) < 0)
+			die("pipe", -errno);
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork", -errno);
+		if (pid == 0) {
+			close(cmd[1]);
+			close(rep[0]);
+			for (int k = 0; k < i; k++) {
+				close(pr[k].cmd_fd);
+				close(pr[k].reply_fd);
+			}
+			reader_main(o, i, cmd[0], rep[1]);
+		}
+		close(cmd[0]);
+		close(rep[1]);
+		pr[i] = (struct proc){pid, cmd[1], rep[0]};
+	}
+	for (int i = 0; i < o->procs; i++) {
+		struct reply ready;
+		if (!read_all(pr[i].reply_fd, &ready, sizeof(ready)))
+			fail("a reader failed to start");
+	}
+}
+
+static void run_epoch(const struct opts *o, struct proc *pr, int epoch)
+{
+	struct counters a = read_counters(o->socket);
+	int32_t cmd = epoch;
+	for (int i = 0; i < o->procs; i++)
+		write_all(pr[i].cmd_fd, &cmd, sizeof(cmd));
+	struct reply sum = {0};
+	for (int i = 0; i < o->procs; i++) {
+		struct reply rep;
+		if (!read_all(pr[i].reply_fd, &rep, sizeof(rep)))
+			fail("a reader failed");
+		sum.samples += rep.samples;
+		sum.hits += rep.hits;
+		sum.wait_s += rep.wait_s;
+	}
+	struct counters b = read_counters(o->socket);
+	uint64_t lookups = (b.hits - a.hits) + (b.misses - a.misses);
+	uint64_t gets = b.s3_get - a.s3_get;
+	double reuse = lookups ? 1.0 - (double)gets / (double)lookups : 0;
+	printf("RESULT mode=%s epoch=%d samples=%" PRIu64 " hit=%.4f "
+	       "blk_hit=%.4f s3_get=%" PRIu64 " reuse=%.4f entries=%" PRIu64
+	       " evictions=%" PRIu64 " wait_s=%.3f\n",
+	       o->plans ? "plans" : "default", epoch, sum.samples,
+	       sum.samples ? (double)sum.hits / (double)sum.samples : 0,
+	       lookups ? (double)(b.hits - a.hits) / (double)lookups : 0,
+	       gets, reuse < 0 ? 0 : reuse, b.entries, b.evictions - a.evictions,
+	       sum.wait_s / o->procs);
+	fflush(stdout);
+}
+
+static void stop_readers(const struct opts *o, struct proc *pr)
+{
+	int32_t stop = 0;
+	int failed = 0;
+	for (int i = 0; i < o->procs; i++) {
+		write_all(pr[i].cmd_fd, &stop, sizeof(stop));
+		close(pr[i].cmd_fd);
+	}
+	for (int i = 0; i < o->procs; i++) {
+		int st;
+		if (waitpid(pr[i].pid, &st, 0) < 0 || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0)
+			failed++;
+		close(pr[i].reply_fd);
+	}
+	if (failed)
+		fail("readers failed");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rc-hitbench --socket PATH --dataset NAME [options]\n"
+		"  --plans          each reader sends its epoch order as a plan\n"
+		"  --procs N        reader processes, one GPU queue each (default 8)\n"
+		"  --epochs N       shuffled epochs (default 3)\n"
+		"  --step-ms X      sleep after each sample (default 20)\n"
+		"  --small N        the dataset's scale as uploaded (default 300)\n"
+		"  --seed N         shuffle seed (default 1)\n");
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{"socket", required_argument, NULL, 'S'},
+		{"dataset", required_argument, NULL, 'd'},
+		{"plans", no_argument, NULL, 'p'},
+		{"procs", required_argument, NULL, 'P'},
+		{"epochs", required_argument, NULL, 'e'},
+		{"step-ms", required_argument, NULL, 't'},
+		{"small", required_argument, NULL, 's'},
+		{"seed", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	*o = (struct opts){.procs = 8, .epochs = 3, .step_ms = 20,
+			   .n_small = DS_DEFAULT_SMALL, .seed = 1};
+	int opt;
+	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'S': o->socket = optarg; break;
+		case 'd': o->dataset = optarg; break;
+		case 'p': o->plans = true; break;
+		case 'P': o->procs = atoi(optarg); break;
+		case 'e': o->epochs = atoi(optarg); break;
+		case 't': o->step_ms = atof(optarg); break;
+		case 's': o->n_small = strtoull(optarg, NULL, 10); break;
+		case 'r': o->seed = strtoull(optarg, NULL, 10); break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind != argc || !o->dataset || o->procs < 1 ||
+	    o->procs > MAX_PROCS || o->epochs < 1 || o->epochs > MAX_EPOCHS ||
+	    o->step_ms < 0 || o->n_small < 1) {
+		usage(stderr);
+		exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	parse_opts(argc, argv, &o);
+	signal(SIGPIPE, SIG_IGN);
+	struct proc pr[MAX_PROCS];
+	start_readers(&o, pr);
+	for (int e = 1; e <= o.epochs; e++)
+		run_epoch(&o, pr, e);
+	stop_readers(&o, pr);
+	return 0;
+}

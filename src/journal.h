@@ -1,0 +1,152 @@
+/* journal.h - the write-back journal: an append-only log on local disk
+ * that makes acknowledged checkpoint bytes durable before S3 has them, and
+ * gives them back after a crash.
+ *
+ * Ownership. As with the tier (tier.h), the caller (a shard's reactor)
+ * owns the io_uring and its loop: the journal only queues SQEs (submitting
+ * itself only when the SQ is full) and the caller routes every CQE whose
+ * user_data points at a struct ev of kind EV_JOURNAL to
+ * journal_complete(). The journal registers nothing with the ring.
+ *
+ * Use. journal_append_*() record what happens to an object (OPEN, DATA,
+ * COMMIT, RENAME, DONE once S3 has it, ABORT). They copy what they are
+ * given into the journal's own 4 KiB aligned buffers, so every buffer and
+ * string passed in is the caller's again on return. Nothing appended is
+ * durable until journal_flush()'s callback says so: that is the moment the
+ * daemon may acknowledge `local` durability.
+ *
+ * Restart. journal_open() replays the file: journal_replayed() lists every
+ * object COMMITTED and not DONE or ABORTED (dataset, final key after
+ * renames, size, optional MD5, and the extents that hold its bytes in the
+ * journal file; journal_read() reads them back, checked). Objects opened
+ * but never committed are listed by journal_discarded() and forgotten
+ * (ABORT records are appended for them). Replayed objects stay live in the
+ * journal under their ids: the caller appends DONE (or ABORT) for them once
+ * handled.
+ *
+ * On disk: a 4 KiB header (magic, version, epochs, CRC32C), then records
+ * from offset 4096, each a 40-byte header (magic, type, payload length,
+ * epoch, object id, argument, CRC32C of the payload, CRC32C of the header)
+ * and its payload, 8-byte aligned; a record never starts in the last 40
+ * bytes of a 4 KiB block. Writes are whole 4 KiB blocks (O_DIRECT where the
+ * file system takes it, buffered I/O otherwise; an fdatasync through the
+ * ring either way). Replay stops at the first record that is torn, fails a
+ * checksum, or carries an epoch older than the one before it (left over
+ * from an earlier pass over the same space): nothing after it is trusted.
+ *
+ * Space. The file never grows past size_limit. OPEN and DATA give -ENOSPC
+ * when they would eat into the room kept for the COMMIT/DONE/ABORT/RENAME
+ * records of the live objects; the caller applies back-pressure and tries
+ * again later. Once every object is DONE or ABORTED and the writes have
+ * completed, the next append rewinds the journal to its start (a new epoch,
+ * written to the header with a blocking pwrite + fdatasync). Objects that
+ * are never finished keep the journal from rewinding. */
+#ifndef RC_JOURNAL_H
+#define RC_JOURNAL_H
+
+#include <liburing.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EV_JOURNAL 9 /* struct ev kind of the journal's SQEs (see daemon.h) */
+#define JOURNAL_MAX_NAME 1024 /* longest dataset name, key or ETag */
+
+struct journal;
+
+struct journal_config {
+	const char *path;    /* regular file, created if missing */
+	uint64_t size_limit; /* bytes, header included; rounded down to 4 KiB */
+};
+
+/* Where some of an object's bytes lie in the journal file. Extents are in
+ * the order they were written: a later one overwrites an earlier one where
+ * they overlap. Bytes no extent covers are zeros. */
+struct journal_extent {
+	uint64_t file_off;
+	uint64_t obj_off;
+	uint32_t len;
+	uint32_t crc; /* CRC32C of the len bytes */
+};
+
+struct journal_object {
+	uint64_t id;
+	char *dataset;
+	char *key;       /* after every RENAME */
+	uint64_t size;   /* from COMMIT; 0 for a discarded object */
+	bool has_md5;
+	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */
+	struct journal_extent *extents;
+	size_t n_extents;
+};
+
+/* Completion callback of journal_flush(): res is 0 when every record
+ * appended before the flush is on disk, or -errno (the journal failed). */
+typedef void (*journal_done_fn)(void *ctx, int res);
+
+/* Opens (creating and formatting, or replaying) the journal. Returns NULL
+ * with err set when it cannot be used (missing directory, a file that is
+ * not a journal, no space for size_limit). Blocks: reads the whole log. */
+struct journal *journal_open(const struct journal_config *cfg,
+			     struct io_uring *ring, char *err, size_t errlen);
+
+/* Writes what was appended and not yet flushed (blocking pwrite and
+ * fdatasync) when no I/O is in flight, then frees everything. */
+void journal_close(struct journal *j);
+
+/* Each returns 0 when the record is queued, or -errno: -EEXIST (id already
+ * live), -ENOENT (unknown id), -EINVAL (wrong state, e.g. DATA after
+ * COMMIT, or a name longer than JOURNAL_MAX_NAME), -ENOSPC (journal full:
+ * back-pressure), -EAGAIN (too many bytes waiting for the disk: retry
+ * after completions), -EIO (the journal failed). Nothing is appended when
+ * an error is returned. */
+int journal_append_open(struct journal *j, uint64_t id, const char *dataset,
+			const char *key);
+int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
+			const void *buf, size_t len);
+/* md5 may be NULL. */
+int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
+			  const uint8_t md5[16]);
+int journal_append_done(struct journal *j, uint64_t id, const char *etag);
+int journal_append_abort(struct journal *j, uint64_t id);
+int journal_append_rename(struct journal *j, uint64_t id, const char *key);
+
+/* Writes out everything appended so far and queues an fdatasync ordered
+ * after those writes (it is queued once they completed); done(ctx, 0) runs
+ * when all of it is durable. done runs before journal_flush returns when
+ * nothing is pending. Returns 0, -ENOMEM or -EIO (done is then not
+ * called). */
+int journal_flush(struct journal *j, journal_done_fn done, void *ctx);
+
+/* Handles one CQE whose user_data is the journal's (kind EV_JOURNAL). */
+void journal_complete(struct journal *j, struct io_uring_cqe *cqe);
+
+/* SQEs queued and not yet completed. */
+unsigned journal_inflight(const struct journal *j);
+
+/* What journal_open found; valid until journal_close. */
+size_t journal_n_replayed(const struct journal *j);
+const struct journal_object *journal_replayed(const struct journal *j,
+					      size_t i);
+size_t journal_n_discarded(const struct journal *j);
+const struct journal_object *journal_discarded(const struct journal *j,
+					       size_t i);
+
+/* Reads [off, off+len) of a replayed object into dst (blocking preads),
+ * checking each extent's CRC32C. Returns 0, -EBADMSG (an extent failed its
+ * check) or -EIO. */
+int journal_read(struct journal *j, const struct journal_object *o,
+		 uint64_t off, void *dst, size_t len);
+
+struct journal_stats {
+	uint64_t size_limit;
+	uint64_t used_bytes;   /* from the first record to the tail */
+	uint64_t live_objects; /* opened, not DONE or ABORTED */
+	uint32_t epoch;
+	uint64_t records, data_bytes, writes, fsyncs, rewinds;
+	bool direct;
+	bool failed;
+};
+void journal_get_stats(const struct journal *j, struct journal_stats *st);
+
+#endif

@@ -1,0 +1,912 @@
+/* upload.c - the upload engine (see upload.h): per object a state machine
+ * of S3 requests (PUT, or Create / UploadPart x N / Complete, Abort on
+ * failure), driven by callbacks from a driver that owns the event loop.
+ *
+ * Lifetime: an upload lives until its done callback has run and none of
+ * its transfers (requests in flight or waiting on a retry timer) is left;
+ * timers cannot be cancelled, so a transfer whose upload has stopped stays
+ * allocated until its timer fires, then just frees itself. */
+#include "upload.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+#define XFER_MAGIC 0x75706c64u /* "upld" */
+
+enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY };
+
+struct xfer {
+	uint32_t magic;          /* first: upload_is_engine_req reads it */
+	enum xfer_kind kind;
+	struct upload *u;
+	struct s3_req *req;      /* non-NULL while in the driver's multi */
+	bool waiting;            /* on a retry timer */
+	unsigned attempt;
+	unsigned part;           /* X_PART: 1-based */
+	const void *body;
+	size_t body_len;
+	void *own_buf;           /* read-callback bytes of this part */
+	char md5_b64[25];
+	struct xfer *next, *prev; /* the upload's transfers */
+};
+
+enum upload_state { U_RUNNING, U_STOPPING, U_DONE };
+
+struct upload {
+	struct upload_engine *e;
+	struct upload_params p;
+	char *bucket, *key;
+	enum upload_state state;
+	bool cancelled;
+	bool completing;         /* Complete (or its verification) started */
+	unsigned busy;           /* engine frames using it: not freed under them */
+	char upload_id[256];
+	unsigned n_parts, next_part, parts_done, parts_inflight;
+	unsigned char (*md5s)[16];
+	char (*etags)[128];
+	struct xfer *xfers;
+	unsigned n_xfers;
+	struct upload_outcome out;  /* the first failure, or the result */
+	struct upload *next, *prev; /* the engine's uploads */
+};
+
+struct upload_engine {
+	struct s3_client *s3;
+	struct upload_driver drv;
+	char *daemon_id;
+	struct upload *uploads;
+	unsigned active, pending;
+};
+
+static void upload_advance(struct upload *u);
+static void xfer_launch(struct xfer *x);
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void md5_raw(const void *data, size_t len, unsigned char out[16])
+{
+	unsigned int n = 16;
+	EVP_Digest(data, len, out, &n, EVP_md5(), NULL);
+}
+
+static void md5_b64(const unsigned char md5[16], char out[25])
+{
+	EVP_EncodeBlock((unsigned char *)out, md5, 16);
+}
+
+static void hex16(const unsigned char in[16], char out[33])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", in[i]);
+}
+
+void upload_multipart_etag(const unsigned char (*md5s)[16], unsigned n,
+			   char *out, size_t outlen)
+{
+	unsigned char all[16];
+	char hex[33];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned int len = 16;
+
+	if (!ctx) {
+		snprintf(out, outlen, "%s", "");
+		return;
+	}
+	EVP_DigestInit_ex(ctx, EVP_md5(), NULL);
+	for (unsigned i = 0; i < n; i++)
+		EVP_DigestUpdate(ctx, md5s[i], 16);
+	EVP_DigestFinal_ex(ctx, all, &len);
+	EVP_MD_CTX_free(ctx);
+	hex16(all, hex);
+	snprintf(out, outlen, "\"%s-%u\"", hex, n);
+}
+
+static void set_failure(struct upload *u, int err, const struct s3_result *r)
+{
+	if (u->out.err)
+		return; /* the first failure is the one worth reporting */
+	u->out.err = err;
+	if (!r)
+		return;
+	u->out.http_status = r->http_status;
+	snprintf(u->out.code, sizeof(u->out.code), "%s", r->code);
+	snprintf(u->out.message, sizeof(u->out.message), "%s", r->message);
+}
+
+/* ---- transfers ---------------------------------------------------------- */
+
+static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->magic = XFER_MAGIC;
+	x->kind = kind;
+	x->u = u;
+	x->next = u->xfers;
+	if (u->xfers)
+		u->xfers->prev = x;
+	u->xfers = x;
+	u->n_xfers++;
+	u->e->pending++;
+	return x;
+}
+
+static void upload_free(struct upload *u)
+{
+	struct upload_engine *e = u->e;
+	if (u->prev)
+		u->prev->next = u->next;
+	else
+		e->uploads = u->next;
+	if (u->next)
+		u->next->prev = u->prev;
+	free(u->bucket);
+	free(u->key);
+	free(u->md5s);
+	free(u->etags);
+	free(u);
+}
+
+/* Frees x; frees its upload too once that is done and has nothing left. */
+static void xfer_free(struct xfer *x)
+{
+	struct upload *u = x->u;
+	if (x->req)
+		s3_req_free(x->req);
+	if (x->kind == X_PART && u->parts_inflight)
+		u->parts_inflight--;
+	free(x->own_buf);
+	if (x->prev)
+		x->prev->next = x->next;
+	else
+		u->xfers = x->next;
+	if (x->next)
+		x->next->prev = x->prev;
+	u->n_xfers--;
+	u->e->pending--;
+	x->magic = 0;
+	free(x);
+	if (u->state == U_DONE && u->n_xfers == 0 && u->busy == 0)
+		upload_free(u);
+}
+
+/* Entry points hold their upload so nothing below frees it under them. */
+static void upload_hold(struct upload *u)
+{
+	u->busy++;
+}
+
+static void upload_release(struct upload *u)
+{
+	if (--u->busy == 0 && u->state == U_DONE && u->n_xfers == 0)
+		upload_free(u);
+}
+
+static void fill_params(const struct xfer *x, struct s3_req_params *p)
+{
+	const struct upload *u = x->u;
+	memset(p, 0, sizeof(*p));
+	p->bucket = u->bucket;
+	p->key = u->key;
+	switch (x->kind) {
+	case X_PUT:
+		p->op = S3_PUT_OBJECT;
+		p->content_md5 = true;
+		p->meta_daemon = u->e->daemon_id;
+		break;
+	case X_CREATE:
+		p->op = S3_CREATE_MULTIPART;
+		p->meta_daemon = u->e->daemon_id;
+		break;
+	case X_PART:
+		p->op = S3_UPLOAD_PART;
+		p->part_number = x->part;
+		p->upload_id = u->upload_id;
+		break;
+	case X_COMPLETE:
+		p->op = S3_COMPLETE_MULTIPART;
+		p->upload_id = u->upload_id;
+		break;
+	case X_ABORT:
+		p->op = S3_ABORT_MULTIPART;
+		p->upload_id = u->upload_id;
+		break;
+	case X_VERIFY:
+		p->op = S3_HEAD_OBJECT;
+		break;
+	}
+	if (x->kind == X_PUT || x->kind == X_PART) {
+		p->body = x->body;
+		p->body_len = x->body_len;
+		p->content_md5_value = x->md5_b64;
+	}
+}
+
+/* Sends x (again). A failure to even build the request ends the upload. */
+static void xfer_launch(struct xfer *x)
+{
+	struct upload *u = x->u;
+	struct upload_engine *e = u->e;
+	struct s3_req_params p;
+	struct s3_part *parts = NULL;
+	char err[256] = "";
+
+	fill_params(x, &p);
+	if (x->kind == X_COMPLETE) {
+		parts = calloc(u->n_parts, sizeof(*parts));
+		if (!parts)
+			goto fail_nomem;
+		for (unsigned i = 0; i < u->n_parts; i++)
+			parts[i] = (struct s3_part){ i + 1, u->etags[i], NULL };
+		p.parts = parts;
+		p.n_parts = u->n_parts;
+	}
+	x->req = s3_req_new(e->s3, &p, err, sizeof(err));
+	free(parts); /* the request built its body from them */
+	if (!x->req) {
+		struct s3_result r = { .err = errno ? -errno : -EINVAL };
+		snprintf(r.message, sizeof(r.message), "%s", err);
+		set_failure(u, r.err, &r);
+		goto fail;
+	}
+	s3_req_set_private(x->req, x);
+	int rc = e->drv.add_transfer(e->drv.ctx, x->req);
+	if (rc == 0)
+		return;
+	set_failure(u, rc, NULL);
+	goto fail;
+fail_nomem:
+	set_failure(u, -ENOMEM, NULL);
+fail:
+	if (x->kind == X_ABORT)
+		u->upload_id[0] = '\0'; /* cannot abort: cleanup will */
+	xfer_free(x);
+	upload_advance(u);
+}
+
+static void xfer_retry_due(void *arg)
+{
+	struct xfer *x = arg;
+	struct upload *u = x->u;
+	x->waiting = false;
+	upload_hold(u);
+	/* Parts, the single PUT and a Create not yet answered are pointless
+	 * once the upload stops (an upload a lost Create answer made is the
+	 * clean-up's); Complete and Abort decide how it ends, so they go on. */
+	if (u->state != U_RUNNING &&
+	    (x->kind == X_PART || x->kind == X_PUT || x->kind == X_CREATE)) {
+		xfer_free(x);
+		upload_advance(u);
+	} else {
+		xfer_launch(x);
+	}
+	upload_release(u);
+}
+
+/* Schedules a retry if the policy allows; false if x failed for good. */
+static bool xfer_retry(struct xfer *x, const struct s3_result *r)
+{
+	struct upload_engine *e = x->u->e;
+	unsigned max = s3_client_config(e->s3)->max_retries;
+	if (!r->retryable || x->attempt >= max)
+		return false;
+	x->attempt++;
+	x->u->out.retries++;
+	log_debug("upload %s: %s %s (HTTP %ld), retry %u", x->u->key, r->code,
+		  r->message, r->http_status, x->attempt);
+	s3_req_free(x->req);
+	x->req = NULL;
+	x->waiting = true;
+	if (e->drv.add_timer(e->drv.ctx, s3_backoff_ms(e->s3, x->attempt),
+			     xfer_retry_due, x) == 0)
+		return true;
+	x->waiting = false;
+	return false;
+}
+
+/* ---- the state machine -------------------------------------------------- */
+
+static void part_bounds(const struct upload *u, unsigned part, uint64_t *off,
+			size_t *len)
+{
+	*off = (uint64_t)(part - 1) * u->p.part_size;
+	uint64_t left = u->p.size - *off;
+	*len = (size_t)(left < u->p.part_size ? left : u->p.part_size);
+}
+
+/* Body of a PUT or part: a slice of the buffer, or read from the source. */
+static int xfer_load(struct xfer *x, uint64_t off, size_t len)
+{
+	struct upload *u = x->u;
+	x->body_len = len;
+	if (u->p.data) {
+		x->body = (const char *)u->p.data + off;
+	} else if (len) {
+		x->own_buf = malloc(len);
+		if (!x->own_buf)
+			return -ENOMEM;
+		int rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
+		if (rc < 0)
+			return rc;
+		x->body = x->own_buf;
+	}
+	unsigned char md5[16];
+	md5_raw(x->body ? x->body : "", len, md5);
+	md5_b64(md5, x->md5_b64);
+	if (x->kind == X_PART) {
+		memcpy(u->md5s[x->part - 1], md5, 16);
+	} else {
+		char hex[33];
+		hex16(md5, hex);
+		snprintf(u->out.etag, sizeof(u->out.etag), "\"%s\"", hex);
+	}
+	return 0;
+}
+
+static void start_simple(struct upload *u, enum xfer_kind kind)
+{
+	struct xfer *x = xfer_new(u, kind);
+	if (!x) {
+		set_failure(u, -ENOMEM, NULL);
+		return;
+	}
+	xfer_launch(x);
+}
+
+/* Keeps up to concurrency parts in flight. */
+static void launch_parts(struct upload *u)
+{
+	while (u->state == U_RUNNING && u->next_part <= u->n_parts &&
+	       u->parts_inflight < u->p.concurrency) {
+		struct xfer *x = xfer_new(u, X_PART);
+		if (!x) {
+			set_failure(u, -ENOMEM, NULL);
+			u->state = U_STOPPING;
+			return;
+		}
+		x->part = u->next_part++;
+		u->parts_inflight++;
+		uint64_t off;
+		size_t len;
+		part_bounds(u, x->part, &off, &len);
+		int rc = xfer_load(x, off, len);
+		if (rc < 0) {
+			set_failure(u, rc, NULL);
+			snprintf(u->out.message, sizeof(u->out.message),
+				 "reading part %u: %s", x->part, strerror(-rc));
+			u->state = U_STOPPING;
+			xfer_free(x);
+			return;
+		}
+		xfer_launch(x);
+	}
+}
+
+static void report_done(struct upload *u)
+{
+	struct upload_engine *e = u->e;
+	if (u->state == U_DONE)
+		return;
+	u->state = U_DONE;
+	e->active--;
+	if (u->out.err)
+		u->out.etag[0] = '\0';
+	u->out.parts = u->n_parts;
+	u->p.done(u->p.done_ctx, &u->out);
+	if (u->n_xfers == 0 && u->busy == 0)
+		upload_free(u);
+}
+
+/* Takes every part transfer out of the driver. */
+static void drop_parts(struct upload *u)
+{
+	struct upload_engine *e = u->e;
+	struct xfer *x = u->xfers, *next;
+	for (; x; x = next) {
+		next = x->next;
+		if (x->kind != X_PART || !x->req)
+			continue; /* those waiting on a timer free themselves */
+		e->drv.remove_transfer(e->drv.ctx, x->req);
+		xfer_free(x);
+	}
+}
+
+static bool has_kind(const struct upload *u, enum xfer_kind kind)
+{
+	for (const struct xfer *x = u->xfers; x; x = x->next)
+		if (x->kind == kind && (x->req || x->waiting))
+			return true;
+	return false;
+}
+
+/* Decides the next step after any change: stop, abort, complete, finish. */
+static void upload_advance(struct upload *u)
+{
+	if (u->state == U_DONE)
+		return;
+	if (u->out.err && u->state == U_RUNNING)
+		u->state = U_STOPPING;
+	if (u->state == U_STOPPING) {
+		drop_parts(u);
+		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
+		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY))
+			return; /* its answer decides what there is to abort */
+		if (u->upload_id[0]) {
+			struct xfer *x = xfer_new(u, X_ABORT);
+			if (x) {
+				xfer_launch(x);
+				return;
+			}
+		}
+		report_done(u);
+		return;
+	}
+	if (!u->p.part_size || u->n_parts == 0)
+		return; /* a single PUT finishes in its own completion */
+	if (!u->upload_id[0])
+		return;
+	launch_parts(u);
+	if (u->state == U_STOPPING) {
+		upload_advance(u);
+		return;
+	}
+	if (u->parts_done == u->n_parts && !u->completing) {
+		u->completing = true;
+		upload_multipart_etag((const unsigned char (*)[16])u->md5s,
+				      u->n_parts, u->out.etag, sizeof(u->out.etag));
+		start_simple(u, X_COMPLETE);
+		if (u->out.err)
+			upload_advance(u);
+	}
+}
+
+static void on_put_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	xfer_free(x);
+	if (r->err)
+		set_failure(u, r->err, r);
+	report_done(u);
+}
+
+static void on_create_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	char err[160];
+	size_t len = 0;
+	const char *body = s3_req_body(x->req, &len);
+	if (r->err) {
+		set_failure(u, r->err, r);
+	} else if (s3_parse_upload_id(body, len, u->upload_id,
+				      sizeof(u->upload_id), err, sizeof(err)) < 0) {
+		struct s3_result bad = { .err = -EPROTO };
+		snprintf(bad.message, sizeof(bad.message), "%s", err);
+		set_failure(u, -EPROTO, &bad);
+	}
+	xfer_free(x);
+	upload_advance(u);
+}
+
+static void on_part_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	if (r->err) {
+		set_failure(u, r->err, r);
+	} else if (!r->etag[0]) {
+		struct s3_result bad = { .err = -EPROTO };
+		snprintf(bad.message, sizeof(bad.message),
+			 "UploadPart %u answered without an ETag", x->part);
+		set_failure(u, -EPROTO, &bad);
+	} else {
+		snprintf(u->etags[x->part - 1], sizeof(u->etags[0]), "%s", r->etag);
+		u->parts_done++;
+	}
+	xfer_free(x);
+	upload_advance(u);
+}
+
+/* A retried Complete whose first answer was lost finds NoSuchUpload: the
+ * object is there if HEAD shows the ETag these parts make. */
+static void on_complete_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	char etag[128] = "", err[160];
+	size_t len = 0;
+	const char *body = s3_req_body(x->req, &len);
+	bool retried = x->attempt > 0;
+
+	if (r->err == 0 && s3_parse_complete(body, len, etag, sizeof(etag),
+					     err, sizeof(err)) < 0) {
+		struct s3_result bad = { .err = -EPROTO };
+		snprintf(bad.message, sizeof(bad.message), "%s", err);
+		set_failure(u, -EPROTO, &bad);
+	} else if (r->err == -ENOENT && retried) {
+		xfer_free(x);
+		start_simple(u, X_VERIFY);
+		upload_advance(u);
+		return;
+	} else if (r->err) {
+		set_failure(u, r->err, r);
+	} else {
+		if (strlen(etag) > 2) /* RGW's is empty */
+			snprintf(u->out.etag, sizeof(u->out.etag), "%s", etag);
+		u->upload_id[0] = '\0'; /* nothing left to abort */
+		/* The object exists: a cancel that came too late loses. */
+		memset(&u->out.err, 0, sizeof(u->out.err));
+		u->out.http_status = 0;
+		u->out.code[0] = u->out.message[0] = '\0';
+	}
+	xfer_free(x);
+	if (u->out.err) {
+		upload_advance(u);
+		return;
+	}
+	report_done(u);
+}
+
+static void on_verify_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	if (r->err == 0 && strcmp(r->etag, u->out.etag) == 0) {
+		u->upload_id[0] = '\0';
+		u->out.err = 0; /* as in on_complete_done */
+		u->out.code[0] = u->out.message[0] = '\0';
+		xfer_free(x);
+		report_done(u);
+		return;
+	}
+	struct s3_result bad = *r;
+	bad.err = r->err ? r->err : -EIO;
+	snprintf(bad.message, sizeof(bad.message),
+		 "upload vanished after Complete; HEAD ETag %.60s, expected %.60s",
+		 r->etag, u->out.etag);
+	set_failure(u, bad.err, &bad);
+	xfer_free(x);
+	upload_advance(u);
+}
+
+static void on_abort_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	/* NoSuchUpload on a retry: the first attempt did it. */
+	if (r->err && !(r->err == -ENOENT && x->attempt > 0))
+		log_warn("upload %s: AbortMultipartUpload %s failed: HTTP %ld %s",
+			 u->key, u->upload_id, r->http_status, r->code);
+	u->upload_id[0] = '\0';
+	xfer_free(x);
+	report_done(u);
+}
+
+bool upload_is_engine_req(const struct s3_req *req)
+{
+	const struct xfer *x = s3_req_get_private(req);
+	return x && x->magic == XFER_MAGIC;
+}
+
+void upload_transfer_done(struct s3_req *req, CURLcode code)
+{
+	struct xfer *x = s3_req_get_private(req);
+	struct upload *u = x->u;
+	struct s3_result r;
+	s3_req_result(req, code, &r);
+	if (r.err && xfer_retry(x, &r))
+		return;
+	upload_hold(u);
+	if (r.err && r.retryable)
+		log_warn("upload %s: giving up after %u retries: HTTP %ld %s %s",
+			 x->u->key, x->attempt, r.http_status, r.code, r.message);
+	switch (x->kind) {
+	case X_PUT: on_put_done(x, &r); break;
+	case X_CREATE: on_create_done(x, &r); break;
+	case X_PART: on_part_done(x, &r); break;
+	case X_COMPLETE: on_complete_done(x, &r); break;
+	case X_VERIFY: on_verify_done(x, &r); break;
+	case X_ABORT: on_abort_done(x, &r); break;
+	}
+	upload_release(u);
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+struct upload_engine *upload_engine_new(struct s3_client *s3,
+					const struct upload_driver *drv,
+					const char *daemon_id)
+{
+	struct upload_engine *e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->s3 = s3;
+	e->drv = *drv;
+	if (daemon_id && !(e->daemon_id = strdup(daemon_id))) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void upload_engine_free(struct upload_engine *e)
+{
+	if (!e)
+		return;
+	free(e->daemon_id);
+	free(e);
+}
+
+unsigned upload_engine_active(const struct upload_engine *e)
+{
+	return e->active;
+}
+
+unsigned upload_engine_pending(const struct upload_engine *e)
+{
+	return e->pending;
+}
+
+static int check_params(const struct upload_params *p, uint64_t part_size)
+{
+	if (!p->bucket || !p->key || !p->done || (!p->data && !p->read))
+		return -EINVAL;
+	if (part_size < UPLOAD_MIN_PART || part_size > (5ull << 30))
+		return -EINVAL;
+	if (p->size > part_size &&
+	    (p->size + part_size - 1) / part_size > UPLOAD_MAX_PARTS)
+		return -EINVAL;
+	return 0;
+}
+
+static struct upload *upload_alloc(struct upload_engine *e,
+				   const struct upload_params *p)
+{
+	struct upload *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->e = e;
+	u->p = *p;
+	u->bucket = strdup(p->bucket);
+	u->key = strdup(p->key);
+	if (p->size > p->part_size) {
+		u->n_parts = (unsigned)((p->size + p->part_size - 1) / p->part_size);
+		u->md5s = calloc(u->n_parts, sizeof(*u->md5s));
+		u->etags = calloc(u->n_parts, sizeof(*u->etags));
+	}
+	if (!u->bucket || !u->key || (u->n_parts && (!u->md5s || !u->etags))) {
+		free(u->bucket);
+		free(u->key);
+		free(u->md5s);
+		free(u->etags);
+		free(u);
+		return NULL;
+	}
+	u->next_part = 1;
+	u->next = e->uploads;
+	if (e->uploads)
+		e->uploads->prev = u;
+	e->uploads = u;
+	e->active++;
+	return u;
+}
+
+/* The first request goes out from a zero-delay timer, so done never runs
+ * inside upload_start. A single PUT's body is read now: it is the only
+ * step, and a read error is then upload_start's to report. */
+static int start_first(struct upload *u)
+{
+	struct upload_engine *e = u->e;
+	struct xfer *x = xfer_new(u, u->n_parts ? X_CREATE : X_PUT);
+	if (!x)
+		return -ENOMEM;
+	if (x->kind == X_PUT) {
+		int rc = xfer_load(x, 0, (size_t)u->p.size);
+		if (rc < 0)
+			return rc;
+	}
+	x->waiting = true;
+	return e->drv.add_timer(e->drv.ctx, 0, xfer_retry_due, x);
+}
+
+struct upload *upload_start(struct upload_engine *e,
+			    const struct upload_params *params, int *err)
+{
+	struct upload_params p = *params;
+	if (!p.part_size)
+		p.part_size = UPLOAD_DEFAULT_PART;
+	if (!p.concurrency)
+		p.concurrency = 4;
+	*err = check_params(&p, p.part_size);
+	if (*err)
+		return NULL;
+	struct upload *u = upload_alloc(e, &p);
+	if (!u) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = start_first(u);
+	if (*err == 0)
+		return u;
+	e->active--;
+	u->state = U_DONE; /* never reported: upload_start fails instead */
+	while (u->xfers)
+		xfer_free(u->xfers); /* frees u with the last */
+	return NULL;
+}
+
+/* done may run inside upload_cancel (a single PUT, or nothing to abort). */
+void upload_cancel(struct upload *u)
+{
+	if (u->state == U_DONE)
+		return;
+	struct upload_engine *e = u->e;
+	upload_hold(u);
+	u->cancelled = true;
+	set_failure(u, -ECANCELED, NULL);
+	if (u->out.err == -ECANCELED)
+		snprintf(u->out.message, sizeof(u->out.message), "cancelled");
+	if (!u->n_parts) {
+		/* A single PUT: take it back (one waiting on its timer frees
+		 * itself when that fires) and report. */
+		for (struct xfer *x = u->xfers; x; x = x->next)
+			if (x->req) {
+				e->drv.remove_transfer(e->drv.ctx, x->req);
+				xfer_free(x);
+				break;
+			}
+		report_done(u);
+	} else {
+		upload_advance(u);
+	}
+	upload_release(u);
+}
+
+const char *upload_id(const struct upload *u)
+{
+	return u->upload_id;
+}
+
+bool upload_engine_owns(void *engine, const char *key, const char *id)
+{
+	struct upload_engine *e = engine;
+	for (const struct upload *u = e->uploads; u; u = u->next)
+		if (u->state != U_DONE && strcmp(u->key, key) == 0 &&
+		    strcmp(u->upload_id, id) == 0)
+			return true;
+	return false;
+}
+
+/* ---- blocking helpers --------------------------------------------------- */
+
+/* "2024-05-01T12:34:56.000Z" as seconds since the epoch; -1 if unparsable. */
+static int64_t parse_iso8601(const char *s)
+{
+	struct tm tm = {0};
+	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end)
+		return -1;
+	return (int64_t)timegm(&tm);
+}
+
+static int abort_one(struct s3_client *s3, const char *bucket,
+		     const struct s3_upload *up, struct s3_result *res)
+{
+	struct s3_req_params p = {
+		.op = S3_ABORT_MULTIPART,
+		.bucket = bucket,
+		.key = up->key,
+		.upload_id = up->upload_id,
+	};
+	int rc = s3_perform(s3, &p, res, NULL, NULL);
+	return rc == -ENOENT ? 0 : rc; /* gone already */
+}
+
+/* One page of the listing; aborts what qualifies. Returns the count. */
+static int cleanup_page(struct s3_client *s3, const char *bucket,
+			const struct s3_upload_page *pg, int64_t cutoff,
+			bool (*keep)(void *, const char *, const char *),
+			void *keep_ctx, struct s3_result *res)
+{
+	int n = 0;
+	for (size_t i = 0; i < pg->n_uploads; i++) {
+		const struct s3_upload *up = &pg->uploads[i];
+		int64_t t = parse_iso8601(up->initiated);
+		if (t < 0 || t > cutoff)
+			continue;
+		if (keep && keep(keep_ctx, up->key, up->upload_id))
+			continue;
+		int rc = abort_one(s3, bucket, up, res);
+		if (rc < 0)
+			return rc;
+		log_info("aborted abandoned upload %s of %s (initiated %s)",
+			 up->upload_id, up->key, up->initiated);
+		n++;
+	}
+	return n;
+}
+
+int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
+			     const char *prefix, unsigned older_than_s,
+			     bool (*keep)(void *ctx, const char *key,
+					  const char *upload_id),
+			     void *keep_ctx, struct s3_result *res)
+{
+	int64_t cutoff = (int64_t)time(NULL) - older_than_s;
+	char *key_marker = NULL, *id_marker = NULL;
+	int total = 0, rc = 0;
+
+	for (;;) {
+		struct s3_req_params p = {
+			.op = S3_LIST_MULTIPART,
+			.bucket = bucket,
+			.prefix = prefix,
+			.key_marker = key_marker,
+			.upload_id_marker = id_marker,
+		};
+		char *body = NULL, err[160];
+		size_t len = 0;
+		struct s3_upload_page pg = {0};
+		rc = s3_perform(s3, &p, res, &body, &len);
+		if (rc == 0 && s3_parse_uploads(body, len, &pg, err, sizeof(err)) < 0) {
+			rc = res->err = -EPROTO;
+			snprintf(res->message, sizeof(res->message), "%s", err);
+		}
+		free(body);
+		if (rc == 0)
+			rc = cleanup_page(s3, bucket, &pg, cutoff, keep, keep_ctx, res);
+		if (rc > 0)
+			total += rc;
+		free(key_marker);
+		free(id_marker);
+		key_marker = id_marker = NULL;
+		bool more = rc >= 0 && pg.truncated && pg.next_key_marker;
+		if (more) {
+			key_marker = strdup(pg.next_key_marker);
+			id_marker = pg.next_upload_id_marker ?
+				    strdup(pg.next_upload_id_marker) : NULL;
+		}
+		s3_upload_page_free(&pg);
+		if (rc < 0)
+			return rc;
+		if (!more)
+			return total;
+		if (!key_marker)
+			return -ENOMEM;
+	}
+}
+
+int upload_rename_completed(struct s3_client *s3, const char *bucket,
+			    const char *from_key, const char *to_key,
+			    char *etag, size_t etaglen, struct s3_result *res)
+{
+	char *src = NULL, *body = NULL, err[160];
+	size_t len = 0;
+	if (asprintf(&src, "%s/%s", bucket, from_key) < 0)
+		return -ENOMEM;
+	struct s3_req_params cp = {
+		.op = S3_COPY_OBJECT, .bucket = bucket, .key = to_key,
+		.copy_source = src,
+	};
+	int rc = s3_perform(s3, &cp, res, &body, &len);
+	free(src);
+	char tag[128] = "";
+	if (rc == 0 && s3_parse_copy_result(body, len, tag, sizeof(tag), err,
+					    sizeof(err)) < 0) {
+		rc = res->err = -EPROTO;
+		snprintf(res->message, sizeof(res->message), "%s", err);
+	}
+	free(body);
+	if (rc < 0)
+		return rc;
+	if (etag)
+		snprintf(etag, etaglen, "%s", tag);
+	struct s3_req_params del = {
+		.op = S3_DELETE_OBJECT, .bucket = bucket, .key = from_key,
+	};
+	rc = s3_perform(s3, &del, res, NULL, NULL);
+	return rc == -ENOENT ? 0 : rc;
+}

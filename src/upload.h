@@ -1,0 +1,137 @@
+/* upload.h - the upload engine of checkpoint write-back: one object's bytes
+ * to S3, as a single PUT (size <= part size) or a multipart upload with
+ * parallel parts, Content-MD5 on every request, retries with the S3
+ * client's backoff, CompleteMultipartUpload when every part is in and
+ * AbortMultipartUpload on failure or cancel. Also the blocking helpers
+ * around it: clean-up of abandoned uploads and rename of a completed object.
+ *
+ * The engine owns no event loop. Its driver (the shard's reactor, or a
+ * test's poll loop) runs the transfers and the timers:
+ *   - add_transfer: add s3_req_easy(req) to the curl multi handle; when it
+ *     is CURLMSG_DONE, remove it and call upload_transfer_done(req, code).
+ *   - remove_transfer: take a transfer out of the multi handle now (cancel);
+ *     the engine then frees it and upload_transfer_done is not called.
+ *   - add_timer: call cb(arg) once, after delay_ms (retry backoff). Timers
+ *     are never cancelled: the engine keeps arg valid until it fires.
+ * Every request the engine makes has s3_req_get_private() == an engine
+ * object; upload_is_engine_req() tells a driver shared with other users. */
+#ifndef RC_UPLOAD_H
+#define RC_UPLOAD_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3.h"
+
+#define UPLOAD_MIN_PART (5ull << 20)     /* S3's smallest part but the last */
+#define UPLOAD_DEFAULT_PART (64ull << 20)
+#define UPLOAD_MAX_PARTS 10000u
+
+struct upload_driver {
+	void *ctx;
+	int (*add_transfer)(void *ctx, struct s3_req *req); /* 0 or -errno */
+	void (*remove_transfer)(void *ctx, struct s3_req *req);
+	int (*add_timer)(void *ctx, unsigned delay_ms, void (*cb)(void *arg),
+			 void *arg);                          /* 0 or -errno */
+};
+
+/* Source of an object's bytes: fill dst with [off, off+len). 0 or -errno
+ * (the upload then fails with that error). Called from the driver's
+ * thread, once per part attempt sequence (the part is kept for retries). */
+typedef int (*upload_read_fn)(void *ctx, uint64_t off, void *dst, size_t len);
+
+/* Final outcome. err 0: etag is the object's ETag (quotes included; for a
+ * multipart upload the md5-of-md5s "-N" form, computed locally when the
+ * server's Complete answer has none). Else a negated errno as s3.h
+ * classifies it, -ECANCELED after upload_cancel, with the S3 code and
+ * message of the request that failed. */
+struct upload_outcome {
+	int err;
+	long http_status;
+	char code[64];
+	char message[256];
+	char etag[128];
+	unsigned parts;       /* 0 for a single PUT */
+	unsigned retries;     /* requests that were retried */
+};
+typedef void (*upload_done_fn)(void *ctx, const struct upload_outcome *out);
+
+struct upload_params {
+	const char *bucket, *key;     /* copied */
+	uint64_t size;
+	const void *data;             /* whole object (borrowed until done), or */
+	upload_read_fn read;          /* a source callback */
+	void *read_ctx;
+	uint64_t part_size;           /* 0: UPLOAD_DEFAULT_PART; >= UPLOAD_MIN_PART */
+	unsigned concurrency;         /* parts in flight; 0: 4 */
+	upload_done_fn done;          /* called exactly once, never from inside
+					 upload_start (upload_cancel may) */
+	void *done_ctx;
+};
+
+struct upload_engine;
+struct upload;
+
+/* daemon_id (copied, may be NULL) is sent as x-amz-meta-ringcache-daemon
+ * on every object and multipart upload the engine creates. */
+struct upload_engine *upload_engine_new(struct s3_client *s3,
+					const struct upload_driver *drv,
+					const char *daemon_id);
+/* Only once upload_engine_active() is 0 and no timer is pending. */
+void upload_engine_free(struct upload_engine *e);
+/* Uploads not yet reported done. */
+unsigned upload_engine_active(const struct upload_engine *e);
+/* Requests and timers outstanding (0: the engine may be freed). */
+unsigned upload_engine_pending(const struct upload_engine *e);
+
+/* Starts an upload. NULL with *err = -EINVAL (bad params: part size below
+ * 5 MiB, more than 10000 parts, no source) or -ENOMEM. */
+struct upload *upload_start(struct upload_engine *e,
+			    const struct upload_params *p, int *err);
+
+/* Stops an upload: in-flight parts are removed, a created multipart upload
+ * is aborted, then done reports -ECANCELED. A single PUT already sent may
+ * still have landed in S3; a Complete already answered wins (done then
+ * reports success). No effect once done has been reported. */
+void upload_cancel(struct upload *u);
+
+/* The multipart upload id, or "" before CreateMultipartUpload answered or
+ * for a single PUT. */
+const char *upload_id(const struct upload *u);
+
+/* Routing for a driver shared with other request owners. */
+bool upload_is_engine_req(const struct s3_req *req);
+/* The driver's completion call for every request added by add_transfer. */
+void upload_transfer_done(struct s3_req *req, CURLcode code);
+
+/* True if key/upload_id is an upload of this engine still running: the
+ * keep callback of upload_cleanup_abandoned. */
+bool upload_engine_owns(void *engine, const char *key, const char *upload_id);
+
+/* Blocking (s3_perform): aborts the multipart uploads under bucket/prefix
+ * initiated more than older_than_s seconds ago, except those keep() claims
+ * (keep may be NULL). S3 does not list an upload's metadata, so ownership
+ * is the prefix (a daemon's writable prefix) plus age plus keep; the
+ * x-amz-meta-ringcache-daemon marker identifies the daemon on the objects
+ * themselves. Returns the number aborted, or a negated errno (res filled). */
+int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
+			     const char *prefix, unsigned older_than_s,
+			     bool (*keep)(void *ctx, const char *key,
+					  const char *upload_id),
+			     void *keep_ctx, struct s3_result *res);
+
+/* Blocking: rename a completed object by CopyObject then DeleteObject of
+ * the source. etag (may be NULL) receives the new object's ETag. 0 or a
+ * negated errno (res filled). CopyObject copies at most 5 GiB. */
+int upload_rename_completed(struct s3_client *s3, const char *bucket,
+			    const char *from_key, const char *to_key,
+			    char *etag, size_t etaglen, struct s3_result *res);
+
+/* The multipart ETag of parts whose raw MD5s are md5s[0..n): hex MD5 of
+ * their concatenation, "-n", in quotes. */
+void upload_multipart_etag(const unsigned char (*md5s)[16], unsigned n,
+			   char *out, size_t outlen);
+
+#endif

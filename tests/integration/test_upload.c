@@ -1,0 +1,624 @@
+/* test_upload.c - the upload engine (src/upload.c) against the real S3
+ * server from the env, driven by a small poll loop over a curl multi handle
+ * (the driver interface the reactor implements in the daemon): single PUTs
+ * and multipart uploads read back byte for byte with their ETags checked,
+ * eight at once, through injected faults (rc-proxy), failures and cancels
+ * that leave no multipart upload behind, clean-up of an abandoned upload
+ * and rename of a completed object.
+ *
+ * Every key is unique under $RINGCACHE_TEST_PREFIX "upload/". */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../fixture/fixture.h"
+#include "creds.h"
+#include "s3.h"
+#include "upload.h"
+
+#define MiB (1024u * 1024u)
+#define MAX_TIMERS 4096
+
+/* ---- the test's driver: curl multi + a timer list, run by poll ---- */
+
+struct timer {
+	uint64_t due_ms;
+	void (*cb)(void *);
+	void *arg;
+};
+
+struct loop {
+	CURLM *multi;
+	struct timer timers[MAX_TIMERS];
+	size_t n_timers;
+	unsigned in_flight;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int loop_add_transfer(void *ctx, struct s3_req *req)
+{
+	struct loop *l = ctx;
+	cr_assert(upload_is_engine_req(req));
+	if (curl_multi_add_handle(l->multi, s3_req_easy(req)) != CURLM_OK)
+		return -EIO;
+	l->in_flight++;
+	return 0;
+}
+
+static void loop_remove_transfer(void *ctx, struct s3_req *req)
+{
+	struct loop *l = ctx;
+	curl_multi_remove_handle(l->multi, s3_req_easy(req));
+	l->in_flight--;
+}
+
+static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
+			  void *arg)
+{
+	struct loop *l = ctx;
+	if (l->n_timers == MAX_TIMERS)
+		return -ENOSPC;
+	l->timers[l->n_timers++] = (struct timer){ now_ms() + delay_ms, cb, arg };
+	return 0;
+}
+
+static void loop_fire_timers(struct loop *l)
+{
+	uint64_t now = now_ms();
+	for (size_t i = 0; i < l->n_timers;) {
+		if (l->timers[i].due_ms > now) {
+			i++;
+			continue;
+		}
+		struct timer t = l->timers[i];
+		l->timers[i] = l->timers[--l->n_timers];
+		t.cb(t.arg); /* may add timers: the scan goes on over them */
+	}
+}
+
+/* One turn: due timers, curl progress, completions, then a short wait. */
+static void loop_turn(struct loop *l)
+{
+	int running, left;
+	CURLMsg *msg;
+
+	loop_fire_timers(l);
+	curl_multi_perform(l->multi, &running);
+	while ((msg = curl_multi_info_read(l->multi, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		struct s3_req *req = NULL;
+		CURLcode code = msg->data.result;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
+		curl_multi_remove_handle(l->multi, msg->easy_handle);
+		l->in_flight--;
+		upload_transfer_done(req, code);
+	}
+	int wait = l->n_timers ? 5 : 50;
+	curl_multi_poll(l->multi, NULL, 0, wait, NULL);
+}
+
+/* ---- clients and the engine ---- */
+
+struct env {
+	struct creds_provider *creds;
+	struct s3_client *s3;        /* what the engine uses */
+	struct s3_client *direct;    /* checks, straight to S3 */
+	struct loop loop;
+	struct upload_engine *e;
+};
+
+static struct s3_client *client_new(struct env *t, const char *endpoint,
+				    unsigned retries)
+{
+	const struct fx_env *env = fx_env();
+	struct s3_config sc = {
+		.endpoint = endpoint ? endpoint : env->endpoint,
+		.region = env->region, .addressing = S3_PATH_STYLE,
+		.tls_verify = true, .connect_timeout_ms = 2000,
+		.request_timeout_ms = 20000, .max_retries = retries,
+		.backoff_base_ms = 10, .backoff_cap_ms = 100, .creds = t->creds,
+	};
+	char err[256] = "";
+	struct s3_client *c = s3_client_new(&sc, err, sizeof(err));
+	cr_assert_not_null(c, "s3_client_new: %s", err);
+	return c;
+}
+
+static void env_open(struct env *t, const char *endpoint, unsigned retries)
+{
+	const struct fx_env *env = fx_env();
+	struct creds_config cc = { .source = CREDS_CONFIG,
+				   .access_key = env->access_key,
+				   .secret_key = env->secret_key,
+				   .timeout_ms = 2000 };
+	char err[256] = "";
+
+	memset(t, 0, sizeof(*t));
+	cr_assert_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+	t->creds = creds_provider_new(&cc, err, sizeof(err));
+	cr_assert_not_null(t->creds, "creds: %s", err);
+	t->s3 = client_new(t, endpoint, retries);
+	t->direct = client_new(t, NULL, 3);
+	t->loop.multi = curl_multi_init();
+	cr_assert_not_null(t->loop.multi);
+	struct upload_driver drv = { &t->loop, loop_add_transfer,
+				     loop_remove_transfer, loop_add_timer };
+	t->e = upload_engine_new(t->s3, &drv, "itest-upload");
+	cr_assert_not_null(t->e);
+}
+
+/* Runs the loop until every upload reported and nothing is left. */
+static void env_drain(struct env *t)
+{
+	uint64_t end = now_ms() + 50000;
+	while (upload_engine_active(t->e) || upload_engine_pending(t->e)) {
+		cr_assert(now_ms() < end, "uploads still running after 50 s");
+		loop_turn(&t->loop);
+	}
+	cr_assert_eq(t->loop.in_flight, 0);
+}
+
+static void env_close(struct env *t)
+{
+	env_drain(t);
+	upload_engine_free(t->e);
+	curl_multi_cleanup(t->loop.multi);
+	if (t->s3 != t->direct)
+		s3_client_free(t->s3);
+	s3_client_free(t->direct);
+	creds_provider_free(t->creds);
+	curl_global_cleanup();
+}
+
+/* ---- objects and checks ---- */
+
+static void ukey(char *buf, size_t len, const char *name)
+{
+	char u[96];
+	fx_unique(u, sizeof(u), name);
+	int n = snprintf(buf, len, "%supload/%s", fx_env()->prefix, u);
+	cr_assert(n > 0 && (size_t)n < len);
+}
+
+static unsigned char *pattern(size_t len, unsigned seed)
+{
+	unsigned char *b = malloc(len ? len : 1);
+	cr_assert_not_null(b);
+	for (size_t i = 0; i < len; i++)
+		b[i] = (unsigned char)((i * 131u + (i >> 9) * 7u + seed) ^ (i >> 17));
+	return b;
+}
+
+static void md5_hex(const void *d, size_t n, unsigned char raw[16], char *hex)
+{
+	unsigned int len = 0;
+	cr_assert_eq(EVP_Digest(d, n, raw, &len, EVP_md5(), NULL), 1);
+	for (int i = 0; i < 16; i++)
+		sprintf(hex + 2 * i, "%02x", raw[i]);
+}
+
+/* The ETag S3 gives data uploaded with part_size parts, computed here
+ * independently of the engine. */
+static void expected_etag(const unsigned char *data, size_t size,
+			  size_t part_size, char *out)
+{
+	unsigned char raw[16], *cat;
+	char hex[33];
+	if (size <= part_size) {
+		md5_hex(data, size, raw, hex);
+		sprintf(out, "\"%s\"", hex);
+		return;
+	}
+	size_t n = (size + part_size - 1) / part_size;
+	cat = malloc(16 * n);
+	cr_assert_not_null(cat);
+	for (size_t i = 0; i < n; i++) {
+		size_t off = i * part_size;
+		size_t len = size - off < part_size ? size - off : part_size;
+		md5_hex(data + off, len, cat + 16 * i, hex);
+	}
+	md5_hex(cat, 16 * n, raw, hex);
+	free(cat);
+	sprintf(out, "\"%s-%zu\"", hex, n);
+}
+
+/* GET the whole object and HEAD it: bytes and ETag as expected. */
+static void assert_object(struct env *t, const char *key,
+			  const unsigned char *data, size_t size,
+			  size_t part_size)
+{
+	struct s3_req_params get = { .op = S3_GET_OBJECT,
+				     .bucket = fx_env()->bucket, .key = key };
+	struct s3_req_params hd = get;
+	struct s3_result res;
+	char *body = NULL, want[64];
+	size_t len = 0;
+
+	hd.op = S3_HEAD_OBJECT;
+	cr_assert_eq(s3_perform(t->direct, &get, &res, &body, &len), 0,
+		     "GET %s: %s %s", key, res.code, res.message);
+	cr_assert_eq(len, size, "%s: %zu bytes in S3, uploaded %zu", key, len, size);
+	cr_assert_eq(fx_mismatch(body, data, size), -1, "%s: bytes differ", key);
+	free(body);
+	cr_assert_eq(s3_perform(t->direct, &hd, &res, NULL, NULL), 0);
+	expected_etag(data, size, part_size, want);
+	cr_assert_str_eq(res.etag, want, "%s: ETag", key);
+}
+
+/* Multipart uploads in progress for exactly this key, or (exact false)
+ * for every key under it. */
+static size_t uploads_under(struct env *t, const char *key, bool exact)
+{
+	struct s3_req_params p = { .op = S3_LIST_MULTIPART,
+				   .bucket = fx_env()->bucket, .prefix = key };
+	struct s3_result res;
+	struct s3_upload_page pg;
+	char *body = NULL, err[256] = "";
+	size_t len = 0, n = 0;
+
+	cr_assert_eq(s3_perform(t->direct, &p, &res, &body, &len), 0);
+	cr_assert_eq(s3_parse_uploads(body, len, &pg, err, sizeof(err)), 0,
+		     "%s", err);
+	free(body);
+	for (size_t i = 0; i < pg.n_uploads; i++)
+		n += !exact || strcmp(pg.uploads[i].key, key) == 0;
+	s3_upload_page_free(&pg);
+	return n;
+}
+
+static size_t uploads_of(struct env *t, const char *key)
+{
+	return uploads_under(t, key, true);
+}
+
+static int head_err(struct env *t, const char *key)
+{
+	struct s3_req_params p = { .op = S3_HEAD_OBJECT,
+				   .bucket = fx_env()->bucket, .key = key };
+	struct s3_result res;
+	return s3_perform(t->direct, &p, &res, NULL, NULL);
+}
+
+/* ---- one upload's bookkeeping ---- */
+
+struct job {
+	const unsigned char *data;
+	size_t size;
+	int fail_at_off_ge;     /* read callback: -EIO from this offset (>0) */
+	uint64_t max_read_off;  /* highest offset the engine asked for */
+	bool done;
+	struct upload_outcome out;
+};
+
+static int job_read(void *ctx, uint64_t off, void *dst, size_t len)
+{
+	struct job *j = ctx;
+	cr_assert(off + len <= j->size);
+	if (off > j->max_read_off)
+		j->max_read_off = off;
+	if (j->fail_at_off_ge > 0 && off >= (uint64_t)j->fail_at_off_ge)
+		return -EIO;
+	memcpy(dst, j->data + off, len);
+	return 0;
+}
+
+static void job_done(void *ctx, const struct upload_outcome *out)
+{
+	struct job *j = ctx;
+	cr_assert(!j->done, "done reported twice");
+	j->done = true;
+	j->out = *out;
+}
+
+static struct upload *job_start(struct env *t, struct job *j, const char *key,
+				size_t part, unsigned conc, bool use_read)
+{
+	struct upload_params p = {
+		.bucket = fx_env()->bucket, .key = key, .size = j->size,
+		.data = use_read ? NULL : j->data,
+		.read = use_read ? job_read : NULL, .read_ctx = j,
+		.part_size = part, .concurrency = conc,
+		.done = job_done, .done_ctx = j,
+	};
+	int err = 0;
+	struct upload *u = upload_start(t->e, &p, &err);
+	cr_assert_not_null(u, "upload_start %s: %s", key, strerror(-err));
+	cr_assert(!j->done, "done reported inside upload_start");
+	return u;
+}
+
+/* Uploads size bytes, checks outcome, bytes and ETag. */
+static void roundtrip(struct env *t, const char *name, size_t size,
+		      size_t part, unsigned conc, bool use_read)
+{
+	char key[512];
+	unsigned char *data = pattern(size, (unsigned)size);
+	struct job j = { .data = data, .size = size };
+
+	ukey(key, sizeof(key), name);
+	job_start(t, &j, key, part, conc, use_read);
+	env_drain(t);
+	cr_assert(j.done);
+	cr_assert_eq(j.out.err, 0, "%s: %s %s %s", name, strerror(-j.out.err),
+		     j.out.code, j.out.message);
+	char want[64];
+	expected_etag(data, size, part, want);
+	cr_assert_str_eq(j.out.etag, want, "%s: reported ETag", name);
+	assert_object(t, key, data, size, part);
+	cr_assert_eq(uploads_of(t, key), 0);
+	free(data);
+}
+
+TestSuite(upload, .timeout = 120);
+
+Test(upload, sizes_byte_identical)
+{
+	struct env t;
+	env_open(&t, NULL, 3);
+	roundtrip(&t, "zero", 0, 5 * MiB, 4, false);
+	roundtrip(&t, "one", 1, 5 * MiB, 4, true);
+	roundtrip(&t, "exactly-one-part", 5 * MiB, 5 * MiB, 4, true);
+	roundtrip(&t, "one-part-plus-1", 5 * MiB + 1, 5 * MiB, 4, false);
+	roundtrip(&t, "many-uneven", 23 * MiB, 5 * MiB, 4, true);
+	env_close(&t);
+}
+
+Test(upload, eight_at_once)
+{
+	struct env t;
+	struct job j[8];
+	char keys[8][512];
+	unsigned char *data[8];
+
+	env_open(&t, NULL, 3);
+	for (int i = 0; i < 8; i++) {
+		size_t size = 11 * MiB + (size_t)i * 4099;
+		data[i] = pattern(size, 100u + (unsigned)i);
+		j[i] = (struct job){ .data = data[i], .size = size };
+		ukey(keys[i], sizeof(keys[i]), "eight");
+		job_start(&t, &j[i], keys[i], 5 * MiB, 2, i % 2);
+	}
+	cr_assert_eq(upload_engine_active(t.e), 8);
+	env_drain(&t);
+	for (int i = 0; i < 8; i++) {
+		cr_assert_eq(j[i].out.err, 0, "upload %d: %s %s", i,
+			     j[i].out.code, j[i].out.message);
+		cr_assert_eq(j[i].out.parts, 3);
+		assert_object(&t, keys[i], data[i], j[i].size, 5 * MiB);
+		free(data[i]);
+	}
+	env_close(&t);
+}
+
+static uint64_t proxy_faults(const struct fx_proxy *px)
+{
+	const char *stats = fx_proxy_control(px, "stats\n");
+	return fx_proxy_stat(stats, "fault_503") +
+	       fx_proxy_stat(stats, "fault_slowdown") +
+	       fx_proxy_stat(stats, "fault_reset") +
+	       fx_proxy_stat(stats, "fault_truncate");
+}
+
+/* One round: a small PUT, a one-part PUT and a 4-part upload at once. */
+static unsigned faulty_round(struct env *t, unsigned round)
+{
+	struct job j[3];
+	char keys[3][512];
+	unsigned char *data[3];
+	size_t sizes[3] = { 1000, 5 * MiB, 17 * MiB + 3 };
+	unsigned retries = 0;
+
+	for (int i = 0; i < 3; i++) {
+		data[i] = pattern(sizes[i], 7u * round + (unsigned)i);
+		j[i] = (struct job){ .data = data[i], .size = sizes[i] };
+		ukey(keys[i], sizeof(keys[i]), "faults");
+		job_start(t, &j[i], keys[i], 5 * MiB, 4, i == 2);
+	}
+	env_drain(t);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(j[i].out.err, 0, "upload %d: %s %s", i,
+			     j[i].out.code, j[i].out.message);
+		assert_object(t, keys[i], data[i], sizes[i], 5 * MiB);
+		retries += j[i].out.retries;
+		free(data[i]);
+	}
+	return retries;
+}
+
+/* Faults on 30% of requests: rounds until at least 5 were injected (at
+ * most 8 rounds), every object byte-identical with its ETag. A Create
+ * whose answer the proxy cut leaves an upload the engine never learnt of
+ * (S3's Create is not idempotent): the clean-up finds those, as the daemon
+ * runs it, and then none is left. */
+Test(upload, survives_faults)
+{
+	static const char *const opts[] = { "--latency-ms", "0", "--fault-rate",
+		"0.3", "--faults", "503,slowdown,reset,truncate", NULL };
+	struct fx_proxy px;
+	struct env t;
+	unsigned retries = 0, round = 0;
+
+	fx_proxy_start(&px, opts);
+	env_open(&t, px.endpoint, 12);
+	while (round < 8 && proxy_faults(&px) < 5)
+		retries += faulty_round(&t, round++);
+	uint64_t faults = proxy_faults(&px);
+	cr_assert_geq(faults, 5, "the proxy injected only %lu faults",
+		      (unsigned long)faults);
+	cr_assert_gt(retries, 0, "faults injected but nothing retried");
+	char under[512];
+	snprintf(under, sizeof(under), "%supload/faults-", fx_env()->prefix);
+	struct s3_result res;
+	int orphans = upload_cleanup_abandoned(t.direct, fx_env()->bucket, under,
+					       0, upload_engine_owns, t.e, &res);
+	cr_assert_geq(orphans, 0, "cleanup: %s %s", res.code, res.message);
+	cr_assert_eq(uploads_under(&t, under, false), 0);
+	cr_log_info("%u rounds: faults injected %lu, requests retried %u, "
+		    "orphaned Creates cleaned %d", round, (unsigned long)faults,
+		    retries, orphans);
+	env_close(&t);
+	fx_proxy_stop(&px);
+}
+
+Test(upload, failure_aborts_and_reports)
+{
+	struct env t;
+	char key[512];
+	size_t size = 23 * MiB;
+	unsigned char *data = pattern(size, 3);
+	struct job j = { .data = data, .size = size,
+			 .fail_at_off_ge = 10 * MiB };
+
+	env_open(&t, NULL, 3);
+	ukey(key, sizeof(key), "readfail");
+	struct upload *u = job_start(&t, &j, key, 5 * MiB, 2, true);
+	char id[256] = "";
+	while (!j.done) {
+		if (!id[0] && upload_id(u)[0])
+			snprintf(id, sizeof(id), "%s", upload_id(u));
+		loop_turn(&t.loop);
+	}
+	env_drain(&t);
+	cr_assert(id[0], "no multipart upload was created");
+	cr_assert_eq(j.out.err, -EIO, "err %d", j.out.err);
+	cr_assert_eq(uploads_of(&t, key), 0, "the failed upload was not aborted");
+	cr_assert_eq(head_err(&t, key), -ENOENT, "a failed upload left an object");
+
+	/* A bucket that does not exist: Create fails, reported as such. */
+	struct job nb = { .data = data, .size = size };
+	struct upload_params p = { .bucket = "ringcache-no-such-bucket-x",
+				   .key = key, .size = size, .data = data,
+				   .part_size = 5 * MiB, .done = job_done,
+				   .done_ctx = &nb };
+	int err = 0;
+	cr_assert_not_null(upload_start(t.e, &p, &err));
+	env_drain(&t);
+	cr_assert_eq(nb.out.err, -ENOENT, "err %d %s", nb.out.err, nb.out.code);
+	cr_assert_str_eq(nb.out.code, "NoSuchBucket");
+
+	/* Parameters the engine refuses up front. */
+	p.part_size = 1 * MiB;
+	cr_assert_null(upload_start(t.e, &p, &err));
+	cr_assert_eq(err, -EINVAL);
+	free(data);
+	env_close(&t);
+}
+
+Test(upload, cancel_mid_upload_aborts)
+{
+	struct env t;
+	char key[512];
+	size_t size = 30 * MiB;
+	unsigned char *data = pattern(size, 5);
+	struct job j = { .data = data, .size = size };
+
+	env_open(&t, NULL, 3);
+	ukey(key, sizeof(key), "cancel");
+	struct upload *u = job_start(&t, &j, key, 5 * MiB, 2, true);
+	/* Parts 1 and 2 go first; a read of part 3 means one part is in. */
+	uint64_t end = now_ms() + 30000;
+	while (j.max_read_off < 10 * MiB && !j.done && now_ms() < end)
+		loop_turn(&t.loop);
+	cr_assert(!j.done, "finished before the cancel");
+	cr_assert(upload_id(u)[0]);
+	upload_cancel(u);
+	env_drain(&t);
+	cr_assert(j.done);
+	cr_assert_eq(j.out.err, -ECANCELED, "err %d", j.out.err);
+	cr_assert_eq(uploads_of(&t, key), 0, "the cancelled upload is still there");
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+
+	/* Cancel of a single PUT before it went out: nothing in S3. */
+	struct job s = { .data = data, .size = 1000 };
+	ukey(key, sizeof(key), "cancel-put");
+	upload_cancel(job_start(&t, &s, key, 5 * MiB, 1, false));
+	cr_assert(s.done);
+	cr_assert_eq(s.out.err, -ECANCELED);
+	env_drain(&t);
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+	free(data);
+	env_close(&t);
+}
+
+static bool keep_id(void *ctx, const char *key, const char *id)
+{
+	(void)key;
+	return strcmp(ctx, id) == 0;
+}
+
+Test(upload, cleanup_abandoned)
+{
+	struct env t;
+	char key[600], prefix[512], id[256] = "", err[160];
+	struct s3_result res;
+	char *body = NULL;
+	size_t len = 0;
+
+	env_open(&t, NULL, 3);
+	ukey(prefix, sizeof(prefix), "abandon");
+	snprintf(key, sizeof(key), "%s/left-behind", prefix);
+	struct s3_req_params cp = { .op = S3_CREATE_MULTIPART,
+				    .bucket = fx_env()->bucket, .key = key,
+				    .meta_daemon = "itest-upload" };
+	cr_assert_eq(s3_perform(t.direct, &cp, &res, &body, &len), 0,
+		     "%s %s", res.code, res.message);
+	cr_assert_eq(s3_parse_upload_id(body, len, id, sizeof(id), err,
+					sizeof(err)), 0, "%s", err);
+	free(body);
+	cr_assert_eq(uploads_of(&t, key), 1);
+
+	/* Too young, or claimed by keep: left alone. */
+	cr_assert_eq(upload_cleanup_abandoned(t.direct, fx_env()->bucket,
+					      prefix, 3600, NULL, NULL, &res), 0);
+	cr_assert_eq(upload_cleanup_abandoned(t.direct, fx_env()->bucket,
+					      prefix, 0, keep_id, id, &res), 0);
+	cr_assert_eq(upload_cleanup_abandoned(t.direct, fx_env()->bucket, prefix,
+					      0, upload_engine_owns, t.e, &res), 1,
+		     "%s %s", res.code, res.message);
+	cr_assert_eq(uploads_of(&t, key), 0);
+	env_close(&t);
+}
+
+Test(upload, rename_completed)
+{
+	struct env t;
+	char from[512], to[512], etag[128] = "";
+	size_t size = 12 * MiB;
+	unsigned char *data = pattern(size, 9);
+	struct job j = { .data = data, .size = size };
+	struct s3_result res;
+
+	env_open(&t, NULL, 3);
+	ukey(from, sizeof(from), "rename-tmp");
+	ukey(to, sizeof(to), "rename-final");
+	job_start(&t, &j, from, 5 * MiB, 4, false);
+	env_drain(&t);
+	cr_assert_eq(j.out.err, 0);
+	cr_assert_eq(upload_rename_completed(t.direct, fx_env()->bucket, from,
+					     to, etag, sizeof(etag), &res), 0,
+		     "%s %s", res.code, res.message);
+	cr_assert(etag[0]);
+	cr_assert_eq(head_err(&t, from), -ENOENT, "the source is still there");
+	struct s3_req_params get = { .op = S3_GET_OBJECT,
+				     .bucket = fx_env()->bucket, .key = to };
+	char *body = NULL;
+	size_t len = 0;
+	cr_assert_eq(s3_perform(t.direct, &get, &res, &body, &len), 0);
+	cr_assert_eq(len, size);
+	cr_assert_eq(fx_mismatch(body, data, size), -1);
+	free(body);
+	free(data);
+	env_close(&t);
+}
