@@ -89,10 +89,27 @@ extern "C" {
  *            session's plan (an empty array drops it); res = entries.
  *            The daemon keeps a window ahead of the entry the session
  *            last READ from fetched and protected from eviction.
- * Reserved for the write-back issue, answered -EOPNOTSUPP for now:
- * WRITE_OPEN dataset, arg (key)  WRITE handle, offset, len, buf_index,
- * buf_offset  COMMIT/ABORT handle  RENAME handle, arg (new key)
- * SYNC handle or dataset+arg (prefix)
+ * Checkpoint write-back (datasets with writable = true):
+ * WRITE_OPEN dataset, arg, arg_len       key; res = a write handle
+ *                                       (RC_WRITE_HANDLE set)
+ * WRITE      handle, offset, len,       copies [buf_offset, +len) of the
+ *            buf_index, buf_offset      registered buffer to offset in the
+ *                                       object (any order); res = len;
+ *                                       -EAGAIN: staging memory full, SYNC
+ *                                       and write again
+ * COMMIT     handle                     the object is complete; completes
+ *                                       when it is as durable as the
+ *                                       dataset's durability (memory: at
+ *                                       once; local: journaled and flushed;
+ *                                       s3: uploaded); it then uploads
+ * ABORT      handle                     drops an uncommitted object
+ * RENAME     handle, arg, arg_len       new key: free before the upload
+ *                                       ends, a server-side copy after
+ * SYNC       handle                     completes when S3 has the object;
+ *            or handle RC_SYNC_ALL      ... every object of this shard;
+ *            or RC_SYNC_PREFIX +        ... those under a prefix
+ *            dataset, arg, arg_len
+ * CLOSE on a write handle drops it (an uncommitted object is aborted).
  */
 enum rc_op {
 	RC_OP_NOP = 0,
@@ -140,6 +157,10 @@ struct rc_cqe {
 	uint32_t arena;  /* READ: dataset id of the arena holding the bytes */
 };
 
+#define RC_WRITE_HANDLE 0x40000000u /* set in every write handle (res stays >= 0) */
+#define RC_SYNC_ALL 0xffffffffu
+#define RC_SYNC_PREFIX 0xfffffffeu
+
 #define RC_CQE_F_MORE 1u /* LIST: more entries follow */
 #define RC_CQE_F_HIT 2u  /* READ/READ_INTO: served without waiting for S3 */
 
@@ -154,7 +175,10 @@ struct rc_cqe {
  *   EIO      S3 failed after all retries
  *   ENOMEM   the cache has no evictable room (too many leases)
  *   EMFILE   too many handles or leases in this session
- *   EOPNOTSUPP  reserved opcode
+ *   EROFS    dataset not writable
+ *   EAGAIN   write-back staging memory full (SYNC, then write again)
+ *   ENOSPC   the write-back journal is full
+ *   EFBIG    past S3's largest object
  */
 
 /* LIST output record, 8-byte aligned, followed by the name bytes. */
@@ -473,6 +497,17 @@ static inline const char *rc_list_name(const struct rc_list_entry *e)
 {
 	return (const char *)(e + 1);
 }
+
+/* Checkpoint write-back. rc_write copies from a registered buffer; it
+ * waits (SYNC) and tries again while staging memory is full. */
+int rc_write_open(struct rc_client *c, int dataset, const char *key);
+ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
+		 uint64_t len, uint32_t buf_index, uint64_t buf_offset);
+int rc_commit(struct rc_client *c, uint32_t handle);
+int rc_abort(struct rc_client *c, uint32_t handle);
+int rc_rename(struct rc_client *c, uint32_t handle, const char *key);
+/* handle, or RC_SYNC_ALL */
+int rc_sync(struct rc_client *c, uint32_t handle);
 
 /* Hand over the order of future reads: n entries of rc_plan_entry at
  * buf_offset in a registered buffer. Returns entries accepted. */

@@ -633,6 +633,73 @@ int rc_list(struct rc_client *c, int dataset, const char *prefix,
 	return cqe.res;
 }
 
+int rc_write_open(struct rc_client *c, int dataset, const char *key)
+{
+	struct rc_sqe *sqe;
+	int slot;
+	int r = key_call(c, RC_OP_WRITE_OPEN, dataset, key, &sqe, &slot);
+	if (r < 0)
+		return r;
+	struct rc_cqe cqe;
+	r = sync_one(c, &cqe);
+	rc_arg_put(c, slot);
+	return r < 0 ? r : cqe.res;
+}
+
+int rc_sync(struct rc_client *c, uint32_t handle)
+{
+	return simple_call(c, RC_OP_SYNC, handle);
+}
+
+ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
+		 uint64_t len, uint32_t buf_index, uint64_t buf_offset)
+{
+	for (;;) {
+		struct rc_sqe *sqe = sync_sqe(c, RC_OP_WRITE);
+		if (!sqe)
+			return -EBUSY;
+		sqe->handle = handle;
+		sqe->offset = offset;
+		sqe->len = len;
+		sqe->buf_index = buf_index;
+		sqe->buf_offset = buf_offset;
+		struct rc_cqe cqe;
+		int r = sync_one(c, &cqe);
+		if (r < 0)
+			return r;
+		if (cqe.res != -EAGAIN)
+			return cqe.res;
+		/* Staging is full: wait for uploads, then again. */
+		if ((r = rc_sync(c, RC_SYNC_ALL)) < 0)
+			return r;
+	}
+}
+
+int rc_commit(struct rc_client *c, uint32_t handle)
+{
+	return simple_call(c, RC_OP_COMMIT, handle);
+}
+
+int rc_abort(struct rc_client *c, uint32_t handle)
+{
+	return simple_call(c, RC_OP_ABORT, handle);
+}
+
+int rc_rename(struct rc_client *c, uint32_t handle, const char *key)
+{
+	struct rc_sqe *sqe;
+	int slot;
+	int r = key_call(c, RC_OP_RENAME, 0, key, &sqe, &slot);
+	if (r < 0)
+		return r;
+	sqe->dataset = 0;
+	sqe->handle = handle;
+	struct rc_cqe cqe;
+	r = sync_one(c, &cqe);
+	rc_arg_put(c, slot);
+	return r < 0 ? r : cqe.res;
+}
+
 int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
 		     uint64_t buf_offset, uint64_t n_entries)
 {
@@ -662,6 +729,12 @@ const char *rc_strerror(int err)
 		return "S3 request failed after retries";
 	case EOPNOTSUPP:
 		return "operation not supported by this daemon";
+	case EROFS:
+		return "dataset is not writable";
+	case EAGAIN:
+		return "write-back staging memory is full";
+	case ENOSPC:
+		return "write-back journal is full";
 	case EPIPE:
 		return "daemon connection lost";
 	default:

@@ -707,6 +707,109 @@ static int key_allow_gids(struct parser *p, const char *key,
 	return 1;
 }
 
+static int key_writable(struct parser *p, const char *key, const char *value)
+{
+	if (parse_bool(value, &current_dataset(p)->writable) < 0)
+		return fail_value(p, key, value, "must be true or false");
+	return 1;
+}
+
+static int key_write_uids(struct parser *p, const char *key,
+			  const char *value)
+{
+	struct rc_dataset_config *ds = current_dataset(p);
+	if (strcmp(value, "*") == 0) {
+		ds->write_all = true;
+		return 1;
+	}
+	char why[128];
+	uint32_t *ids;
+	size_t n;
+	if (parse_id_list(value, false, &ids, &n, why, sizeof(why)) < 0)
+		return fail_value(p, key, value, why);
+	ds->write_uids = (uid_t *)ids;
+	ds->n_write_uids = n;
+	return 1;
+}
+
+static int key_write_gids(struct parser *p, const char *key,
+			  const char *value)
+{
+	struct rc_dataset_config *ds = current_dataset(p);
+	char why[128];
+	uint32_t *ids;
+	size_t n;
+	if (parse_id_list(value, true, &ids, &n, why, sizeof(why)) < 0)
+		return fail_value(p, key, value, why);
+	ds->write_gids = (gid_t *)ids;
+	ds->n_write_gids = n;
+	return 1;
+}
+
+static int key_durability(struct parser *p, const char *key,
+			  const char *value)
+{
+	static const char *const names[] = {"memory", "local", "s3"};
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(value, names[i]) == 0) {
+			current_dataset(p)->durability = (enum rc_durability)i;
+			return 1;
+		}
+	}
+	return fail_value(p, key, value, "must be memory, local or s3");
+}
+
+static int key_part_size(struct parser *p, const char *key, const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 || bytes < (5ull << 20) ||
+	    bytes > (5ull << 30))
+		return fail_value(p, key, value, "must be a size from 5M to 5G");
+	current_dataset(p)->part_size = bytes;
+	return 1;
+}
+
+static int key_upload_concurrency(struct parser *p, const char *key,
+				  const char *value)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(value, &end, 10);
+	if (errno || *end || n < 1 || n > 64)
+		return fail_value(p, key, value, "must be a number from 1 to 64");
+	current_dataset(p)->upload_concurrency = (uint32_t)n;
+	return 1;
+}
+
+static int key_journal(struct parser *p, const char *key, const char *value)
+{
+	if (value[0] != '/')
+		return fail_value(p, key, value, "must be an absolute path");
+	return set_string(p, key, &p->cfg->journal_path, value);
+}
+
+static int key_size_field(struct parser *p, const char *key, const char *value,
+			  uint64_t min, uint64_t *field)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 || bytes < min)
+		return fail_value(p, key, value, "must be a size like 512M or 8G");
+	*field = bytes;
+	return 1;
+}
+
+static int key_journal_size(struct parser *p, const char *key,
+			    const char *value)
+{
+	return key_size_field(p, key, value, 16u << 20, &p->cfg->journal_bytes);
+}
+
+static int key_staging_memory(struct parser *p, const char *key,
+			      const char *value)
+{
+	return key_size_field(p, key, value, 16u << 20, &p->cfg->staging_bytes);
+}
+
 /* ---- key tables -------------------------------------------------------- */
 
 typedef int (*key_fn)(struct parser *p, const char *key, const char *value);
@@ -745,6 +848,9 @@ static const struct key_spec daemon_keys[] = {
 	U32("prefetch_inflight", prefetch_inflight, 1, 1024),
 	U32("shards", shards, 0, 16),
 	FN("topology_file", key_topology_file),
+	FN("journal", key_journal),
+	FN("journal_size", key_journal_size),
+	FN("staging_memory", key_staging_memory),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
 	{0},
@@ -773,6 +879,12 @@ static const struct key_spec dataset_keys[] = {
 	FN("uri", key_uri),
 	FN("allow_uids", key_allow_uids),
 	FN("allow_gids", key_allow_gids),
+	FN("writable", key_writable),
+	FN("write_uids", key_write_uids),
+	FN("write_gids", key_write_gids),
+	FN("durability", key_durability),
+	FN("part_size", key_part_size),
+	FN("upload_concurrency", key_upload_concurrency),
 	{0},
 };
 
@@ -892,6 +1004,9 @@ static void open_dataset(struct parser *p, const char *name)
 	struct rc_dataset_config *ds = &grown[cfg->n_datasets];
 	memset(ds, 0, sizeof(*ds));
 	ds->line = p->line;
+	ds->durability = DURABILITY_LOCAL;
+	ds->part_size = 64ull << 20;
+	ds->upload_concurrency = 4;
 	ds->name = strdup(name);
 	if (!ds->name) {
 		fail(p, NULL, "out of memory");
@@ -1003,6 +1118,12 @@ static void check_datasets(struct parser *p)
 				"missing required key (e.g. uri = s3://bucket/prefix/)");
 			return;
 		}
+		if (ds->writable && ds->durability == DURABILITY_LOCAL &&
+		    !cfg->journal_path) {
+			fail_at(p, ds->line, label, "durability",
+				"durability = local needs journal = PATH in [daemon] (or durability = memory | s3)");
+			return;
+		}
 		/* Secure default: nobody but the daemon's user (and root). */
 		if (!ds->allow_all && ds->n_uids == 0 && ds->n_gids == 0) {
 			ds->uids = malloc(sizeof(*ds->uids));
@@ -1085,6 +1206,8 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->prefetch_window_bytes = 256ull << 20;
 	cfg->prefetch_window_entries = 256;
 	cfg->prefetch_inflight = 32;
+	cfg->journal_bytes = 8ull << 30;
+	cfg->staging_bytes = 1ull << 30;
 	cfg->addressing = S3_PATH_STYLE;
 	cfg->tls_verify = true;
 	cfg->max_connections = 64;
@@ -1182,6 +1305,8 @@ void config_dataset_clear(struct rc_dataset_config *ds)
 	free(ds->prefix);
 	free(ds->uids);
 	free(ds->gids);
+	free(ds->write_uids);
+	free(ds->write_gids);
 	memset(ds, 0, sizeof(*ds));
 }
 
@@ -1197,8 +1322,14 @@ struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *s)
 	c->prefix = strdup(s->prefix);
 	c->uids = s->n_uids ? malloc(s->n_uids * sizeof(uid_t)) : NULL;
 	c->gids = s->n_gids ? malloc(s->n_gids * sizeof(gid_t)) : NULL;
+	c->write_uids = s->n_write_uids ?
+		malloc(s->n_write_uids * sizeof(uid_t)) : NULL;
+	c->write_gids = s->n_write_gids ?
+		malloc(s->n_write_gids * sizeof(gid_t)) : NULL;
 	if (!c->name || !c->uri || !c->bucket || !c->prefix ||
-	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids)) {
+	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids) ||
+	    (s->n_write_uids && !c->write_uids) ||
+	    (s->n_write_gids && !c->write_gids)) {
 		config_dataset_clear(c);
 		free(c);
 		return NULL;
@@ -1207,6 +1338,12 @@ struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *s)
 		memcpy(c->uids, s->uids, s->n_uids * sizeof(uid_t));
 	if (s->n_gids)
 		memcpy(c->gids, s->gids, s->n_gids * sizeof(gid_t));
+	if (s->n_write_uids)
+		memcpy(c->write_uids, s->write_uids,
+		       s->n_write_uids * sizeof(uid_t));
+	if (s->n_write_gids)
+		memcpy(c->write_gids, s->write_gids,
+		       s->n_write_gids * sizeof(gid_t));
 	return c;
 }
 
@@ -1224,6 +1361,7 @@ void config_free(struct rc_config *cfg)
 	free(cfg->ca_file);
 	free(cfg->tier_path);
 	free(cfg->topology_file);
+	free(cfg->journal_path);
 	if (cfg->secret_key)
 		explicit_bzero(cfg->secret_key, strlen(cfg->secret_key));
 	if (cfg->session_token)
@@ -1236,6 +1374,36 @@ void config_free(struct rc_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
+static bool ids_allow(const uid_t *uids, size_t n_uids, const gid_t *gids,
+		      size_t n_gids, uid_t uid, gid_t gid, const gid_t *groups,
+		      int ngroups)
+{
+	for (size_t i = 0; i < n_uids; i++)
+		if (uids[i] == uid)
+			return true;
+	for (size_t i = 0; i < n_gids; i++) {
+		if (gids[i] == gid)
+			return true;
+		for (int g = 0; groups && g < ngroups; g++)
+			if (gids[i] == groups[g])
+				return true;
+	}
+	return false;
+}
+
+bool config_dataset_allows_write(const struct rc_dataset_config *ds, uid_t uid,
+				 gid_t gid, const gid_t *groups, int ngroups)
+{
+	if (!ds || !ds->writable)
+		return false;
+	if (uid == 0 || ds->write_all)
+		return true;
+	if (ds->n_write_uids == 0 && ds->n_write_gids == 0)
+		return uid == geteuid(); /* secure default, as for reads */
+	return ids_allow(ds->write_uids, ds->n_write_uids, ds->write_gids,
+			 ds->n_write_gids, uid, gid, groups, ngroups);
+}
+
 bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
 			   gid_t gid, const gid_t *groups, int ngroups)
 {
@@ -1245,15 +1413,6 @@ bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
 		return false;
 	if (ds->allow_all)
 		return true;
-	for (size_t i = 0; i < ds->n_uids; i++)
-		if (ds->uids[i] == uid)
-			return true;
-	for (size_t i = 0; i < ds->n_gids; i++) {
-		if (ds->gids[i] == gid)
-			return true;
-		for (int g = 0; groups && g < ngroups; g++)
-			if (ds->gids[i] == groups[g])
-				return true;
-	}
-	return false;
+	return ids_allow(ds->uids, ds->n_uids, ds->gids, ds->n_gids, uid, gid,
+			 groups, ngroups);
 }

@@ -20,6 +20,17 @@ struct rc_dataset_config {
 	gid_t *gids;
 	size_t n_gids;
 	int line;        /* where the section starts */
+	/* Write-back (checkpoints): writable = true */
+	bool writable;
+	bool write_all;  /* write_uids = * */
+	uid_t *write_uids;  /* write_uids/write_gids; neither: daemon's user, root */
+	size_t n_write_uids;
+	gid_t *write_gids;
+	size_t n_write_gids;
+	enum rc_durability { DURABILITY_MEMORY, DURABILITY_LOCAL,
+			     DURABILITY_S3 } durability; /* durability = local */
+	uint64_t part_size;          /* part_size = 64M (5M..5G) */
+	uint32_t upload_concurrency; /* upload_concurrency = 4 */
 };
 
 struct rc_config {
@@ -40,6 +51,9 @@ struct rc_config {
 	uint32_t prefetch_inflight;       /* prefetch_inflight = 32 GETs per shard */
 	uint32_t shards;         /* shards = 0: one per NUMA node (1..16 forces) */
 	char *topology_file;     /* topology_file = a described machine (tests) */
+	char *journal_path;      /* journal = /nvme/ringcache.journal (write-back) */
+	uint64_t journal_bytes;  /* journal_size = 8G */
+	uint64_t staging_bytes;  /* staging_memory = 1G: checkpoint bytes held */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */
 	uint64_t tier_bytes;     /* tier_size = 64G; both or neither */
 	/* [s3] */
@@ -73,5 +87,8 @@ int config_parse_size(const char *s, uint64_t *out);
 /* True if the peer (uid, gid, supplementary groups) may read ds. */
 bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
 			   gid_t gid, const gid_t *groups, int ngroups);
+/* True if ds is writable and the peer may write it. */
+bool config_dataset_allows_write(const struct rc_dataset_config *ds, uid_t uid,
+				 gid_t gid, const gid_t *groups, int ngroups);
 
 #endif

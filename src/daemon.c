@@ -1062,6 +1062,15 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 	return 0;
 }
 
+/* After the datasets: replayed objects name theirs. */
+static int writeback_start(struct daemon *d, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		if (writeback_init(&d->shards[i], err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
 int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen)
 {
@@ -1097,6 +1106,8 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	}
 	for (uint32_t i = 0; i < d->n_shards; i++)
 		daemon_shard_sync_datasets(&d->shards[i]);
+	if (writeback_start(d, err, errlen) < 0)
+		return -1;
 	struct shard *sh = &d->shards[0];
 	if ((r = signals_init(d)) < 0) {
 		snprintf(err, errlen, "signals: %s", strerror(-r));
@@ -1128,6 +1139,7 @@ void daemon_destroy(struct daemon *d)
 							 s3_req_easy(f->req));
 			fetch_finish(f, -ECANCELED);
 		}
+		writeback_destroy(sh);
 		if (sh->tier) {
 			tier_close(sh->tier); /* syncs the index */
 			sh->tier = NULL;

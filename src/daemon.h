@@ -19,6 +19,7 @@
 #include "s3.h"
 #include "tier.h"
 #include "topology.h"
+#include "writeback.h"
 
 struct shard;
 struct session;
@@ -33,6 +34,7 @@ enum ev_kind {
 	EV_IGNORE,
 	/* 7 is EV_TIER (tier.h) */
 	EV_WAKE = 8,
+	/* 9 is EV_JOURNAL (journal.h) */
 };
 #define RC_MAX_SHARDS 16
 struct ev {
@@ -145,6 +147,8 @@ struct session {
 	struct lease_table leases;
 	struct regbuf bufs[64];
 	struct pqueue *pq;         /* this session's GPU prefetch queue */
+	struct wobject **whandles; /* write handles (RC_WRITE_HANDLE | index) */
+	uint32_t cap_whandles;
 	struct session *next, *prev;
 };
 
@@ -157,7 +161,12 @@ struct metrics {
 	uint64_t stale;
 	uint64_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
 	uint64_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
+	uint64_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
+	uint64_t wb_written_bytes, wb_replayed;
 };
+struct wtimer;
+struct journal;
+struct upload_engine;
 
 #define TIER_STAGING 16 /* blocks being copied out to the tier at once */
 struct tier_staging {
@@ -197,6 +206,11 @@ struct shard {
 	uint64_t pf_pinned_bytes, pf_generation;
 	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
 	uint64_t plan_mask;
+	struct journal *journal;   /* write-back, durability local */
+	struct upload_engine *uploads;
+	struct wobject *wobjects;  /* objects being written or uploaded */
+	struct wtimer *wb_timers;  /* the upload engine's, by due time */
+	uint64_t wb_staged, wb_next_id;
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	uint64_t tier_sync_due_ns;
@@ -278,6 +292,8 @@ int reactor_run(struct daemon *d);
 /* Shards > 0: a thread each, until the daemon stops. */
 void *reactor_thread(void *shard);
 void reactor_wake(struct shard *sh);
+/* One turn of the loop without client work (shutdown drains). */
+void reactor_poll_once(struct shard *sh);
 /* Waits until the tier has no I/O in flight (shutdown). */
 void reactor_drain_tier(struct daemon *d, struct shard *sh);
 struct io_uring_sqe *reactor_sqe(struct shard *sh);

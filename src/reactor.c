@@ -13,7 +13,9 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "journal.h"
 #include "log.h"
+#include "upload.h"
 
 #define RING_DEPTH 1024
 #define IDLE_SPIN_NS 20000 /* poll client rings this long before sleeping */
@@ -145,6 +147,10 @@ static void curl_check_done(struct shard *sh)
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&req);
 		curl_multi_remove_handle(sh->multi, easy);
 		sh->s3_inflight--;
+		if (upload_is_engine_req(req)) {
+			upload_transfer_done(req, code);
+			continue;
+		}
 		((struct fetch *)s3_req_get_private(req))->in_curl = false;
 		fetch_done(s3_req_get_private(req), code);
 	}
@@ -342,6 +348,9 @@ static void dispatch(struct shard *sh, struct io_uring_cqe *cqe)
 	case EV_WAKE:
 		on_wake(sh);
 		break;
+	case EV_JOURNAL:
+		journal_complete(sh->journal, cqe);
+		break;
 	default:
 		break;
 	}
@@ -396,6 +405,9 @@ static int64_t next_timeout(struct shard *sh, uint64_t now)
 		if (r < t)
 			t = r;
 	}
+	int64_t w = writeback_next_timer(sh, now);
+	if (w < t)
+		t = w;
 	return t;
 }
 
@@ -407,6 +419,7 @@ static void run_timers(struct shard *sh)
 		curl_action(sh, CURL_SOCKET_TIMEOUT, 0);
 	}
 	fetch_run_retries(sh);
+	writeback_run_timers(sh);
 	daemon_tier_tick(sh);
 }
 
@@ -481,6 +494,7 @@ static void shard_drain(struct shard *sh)
 	}
 	while (sh->sessions)
 		session_close(sh->sessions);
+	writeback_drain(sh);
 	reactor_drain_tier(sh->d, sh);
 	/* Closed sessions are freed when their cancelled polls complete. */
 	for (int i = 0; i < 100 && sh->n_zombies; i++) {
@@ -489,6 +503,12 @@ static void shard_drain(struct shard *sh)
 		io_uring_submit_and_wait_timeout(&sh->ring, &cqe, 1, &ts, NULL);
 		reap(sh);
 	}
+}
+
+void reactor_poll_once(struct shard *sh)
+{
+	run_timers(sh);
+	wait_events(sh, false);
 }
 
 static void shard_loop(struct shard *sh)

@@ -40,6 +40,12 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_RELEASE] = F_HANDLE,
 	[RC_OP_CLOSE] = F_HANDLE,
 	[RC_OP_PREFETCH_PLAN] = F_BUF | F_LEN,
+	[RC_OP_WRITE_OPEN] = F_DATASET | F_ARG,
+	[RC_OP_WRITE] = F_HANDLE | F_OFFSET | F_LEN | F_BUF,
+	[RC_OP_COMMIT] = F_HANDLE,
+	[RC_OP_ABORT] = F_HANDLE,
+	[RC_OP_RENAME] = F_HANDLE | F_ARG,
+	[RC_OP_SYNC] = F_HANDLE | F_DATASET | F_ARG,
 };
 
 /* The shard's lock guards its list against the thread rendering stats;
@@ -110,6 +116,7 @@ void session_close(struct session *s)
 	s->closed = true;
 	struct shard *sh = s->sh;
 	sh->n_zombies++;
+	writeback_session_closed(s);
 	pqueue_put(sh, s->pq);
 	s->pq = NULL;
 	struct lease_table *lt = &s->leases;
@@ -277,10 +284,14 @@ static void peer_access(struct session *s)
 		ng = (int)(gl / sizeof(gid_t));
 	for (uint32_t i = 0; i < s->sh->n_datasets_seen; i++) {
 		struct dataset *ds = d->datasets[i];
-		s->access[i] = ds && ds->enabled &&
-			       config_dataset_allows(ds->cfg, s->uid, s->gid,
-						     groups, ng)
-				       ? RC_ACCESS_READ : 0;
+		s->access[i] = 0;
+		if (!ds || !ds->enabled)
+			continue;
+		if (config_dataset_allows(ds->cfg, s->uid, s->gid, groups, ng))
+			s->access[i] |= RC_ACCESS_READ;
+		if (config_dataset_allows_write(ds->cfg, s->uid, s->gid, groups,
+						ng))
+			s->access[i] |= RC_ACCESS_WRITE;
 	}
 }
 
@@ -838,7 +849,7 @@ void op_list_ready(struct op *op, const struct s3_list_page *page, int err)
 
 /* submit_* return a result to complete now (>= 0, or a negated errno), or
  * DEFERRED when an op owns the completion. */
-#define DEFERRED (1 << 30)
+#define DEFERRED WB_DEFERRED
 
 static bool fields_ok(const struct rc_sqe *e)
 {
@@ -1026,8 +1037,79 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 				 e->len / sizeof(struct rc_plan_entry));
 }
 
+static struct dataset *writable_dataset(struct session *s, uint32_t id,
+					int *err)
+{
+	struct daemon *d = s->sh->d;
+	if (id >= s->sh->n_datasets_seen || !d->datasets[id] ||
+	    !d->datasets[id]->enabled) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	return d->datasets[id];
+}
+
+static int submit_write_open(struct session *s, const struct rc_sqe *e)
+{
+	int err;
+	struct dataset *ds = writable_dataset(s, e->dataset, &err);
+	char key[RC_MAX_KEY + 1];
+	if (!ds || (err = copy_key(s, e, key, false)))
+		return err;
+	uint32_t h;
+	err = writeback_open(s, ds, key, &h);
+	return err ? err : (int)h;
+}
+
+static int submit_write(struct session *s, const struct rc_sqe *e)
+{
+	uint8_t *src;
+	int err;
+	if (e->len > RC_MAX_IO)
+		return -EINVAL;
+	if ((err = check_buf(s, e, e->len, &src)))
+		return err;
+	return writeback_write(s, e->handle, e->offset, src, e->len);
+}
+
+static int submit_rename(struct session *s, const struct rc_sqe *e)
+{
+	char key[RC_MAX_KEY + 1];
+	int err = copy_key(s, e, key, false);
+	return err ? err : writeback_rename(s, e->handle, key);
+}
+
+/* COMMIT and SYNC may complete later: they get an op. */
+static int submit_wait_op(struct session *s, const struct rc_sqe *e)
+{
+	struct dataset *ds = NULL;
+	char prefix[RC_MAX_KEY + 1] = "";
+	int err;
+	if (e->opcode == RC_OP_SYNC && e->handle == RC_SYNC_PREFIX) {
+		if (!(ds = writable_dataset(s, e->dataset, &err)) ||
+		    (err = copy_key(s, e, prefix, true)))
+			return err;
+	} else if (e->dataset || e->arg || e->arg_len) {
+		return -EINVAL;
+	}
+	struct op *op = op_new(s, e);
+	if (!op)
+		return -ENOMEM;
+	int r = e->opcode == RC_OP_COMMIT
+			? writeback_commit(s, e->handle, op)
+			: writeback_sync(s, e->handle, ds, prefix, op);
+	if (r != WB_DEFERRED) {
+		op->opcode = RC_OP_NOP; /* completed here, not by the op */
+		free(op);
+		session_put(s);
+	}
+	return r == WB_DEFERRED ? DEFERRED : r;
+}
+
 static int submit_close(struct session *s, uint32_t h)
 {
+	if (h & RC_WRITE_HANDLE)
+		return writeback_close(s, h);
 	struct object *o = handle_get(s, h);
 	if (!o)
 		return -EBADF;
@@ -1042,8 +1124,6 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 {
 	if (e->opcode >= RC_OP__COUNT)
 		return -EINVAL;
-	if (e->opcode > RC_OP_PREFETCH_PLAN)
-		return -EOPNOTSUPP; /* write-back: reserved */
 	if (!fields_ok(e))
 		return -EINVAL;
 	switch (e->opcode) {
@@ -1064,6 +1144,17 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 		return submit_close(s, e->handle);
 	case RC_OP_PREFETCH_PLAN:
 		return submit_plan(s, e);
+	case RC_OP_WRITE_OPEN:
+		return submit_write_open(s, e);
+	case RC_OP_WRITE:
+		return submit_write(s, e);
+	case RC_OP_COMMIT:
+	case RC_OP_SYNC:
+		return submit_wait_op(s, e);
+	case RC_OP_ABORT:
+		return writeback_abort(s, e->handle);
+	case RC_OP_RENAME:
+		return submit_rename(s, e);
 	}
 	return -EINVAL;
 }

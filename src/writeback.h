@@ -1,0 +1,73 @@
+/* writeback.h - checkpoint write-back on a shard: objects written by
+ * clients are staged in memory (and journaled for `local` durability),
+ * acknowledged at COMMIT as their dataset's durability level says, and
+ * uploaded in the background by the upload engine (single PUT or
+ * multipart). After a crash the journal gives back every acknowledged
+ * object, which is uploaded again; objects never committed are dropped. */
+#ifndef RC_WRITEBACK_H
+#define RC_WRITEBACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ringcache.h"
+
+struct shard;
+struct session;
+struct dataset;
+struct op;
+struct waiter;
+struct upload;
+
+enum wstate { W_OPEN, W_COMMITTED, W_DONE, W_FAILED, W_ABORTED };
+
+struct wobject {
+	struct shard *sh;
+	uint64_t id;              /* journal id, unique on the shard */
+	struct dataset *ds;
+	char *key;                /* relative to the dataset prefix */
+	uint8_t **chunks;         /* staged bytes, WB_CHUNK each */
+	uint32_t n_chunks;
+	uint64_t size;
+	enum wstate state;
+	bool journaled;           /* durability local: in the journal */
+	bool replayed;            /* bytes come from the journal file */
+	uint64_t replay_index;    /* journal_replayed(j, index) */
+	struct upload *up;
+	bool restart;             /* upload cancelled for a rename: again */
+	struct op *commit_op;     /* COMMIT waiting for its durability */
+	struct waiter *syncs;     /* SYNCs waiting for S3 */
+	int err;                  /* final upload error, or 0 */
+	char etag[128];
+	uint32_t refs;            /* write handles + a running upload */
+	struct wobject *next, *prev;
+};
+
+/* Opens the shard's journal (replaying it: acknowledged objects are
+ * uploaded again) and upload engine. 0, or -1 with err set. */
+int writeback_init(struct shard *sh, char *err, size_t errlen);
+/* Waits (bounded) for uploads of objects nobody else holds, cancels the
+ * rest, and frees everything. */
+void writeback_drain(struct shard *sh);
+void writeback_destroy(struct shard *sh);
+void writeback_run_timers(struct shard *sh);
+/* Nanoseconds until the next engine timer, or INT64_MAX. */
+int64_t writeback_next_timer(const struct shard *sh, uint64_t now);
+
+/* Session operations: each returns a result now, or WB_DEFERRED when an
+ * op completes it later (never a handle nor a negated errno). */
+#define WB_DEFERRED INT32_MIN
+int writeback_open(struct session *s, struct dataset *ds, const char *key,
+		   uint32_t *handle);
+int writeback_write(struct session *s, uint32_t handle, uint64_t off,
+		    const uint8_t *src, uint64_t len);
+int writeback_commit(struct session *s, uint32_t handle, struct op *op);
+int writeback_abort(struct session *s, uint32_t handle);
+int writeback_rename(struct session *s, uint32_t handle, const char *key);
+int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
+		   const char *prefix, struct op *op);
+int writeback_close(struct session *s, uint32_t handle);
+/* A closing session drops all its write handles. */
+void writeback_session_closed(struct session *s);
+
+#endif
