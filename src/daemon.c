@@ -79,10 +79,19 @@ void object_get(struct object *o)
 	o->refs++;
 }
 
+static void object_unpend(struct object *o)
+{
+	if (o->pending) {
+		writeback_put(o->pending);
+		o->pending = NULL;
+	}
+}
+
 void object_put(struct daemon *d, struct object *o)
 {
 	(void)d;
 	if (--o->refs == 0) {
+		object_unpend(o);
 		free(o->key);
 		free(o);
 	}
@@ -491,6 +500,33 @@ static int add_waiter(struct waiter **list, struct op *op)
 	return 0;
 }
 
+/* Read your writes: an object committed here and not yet in S3 is served
+ * from its staged bytes under a version of its own. */
+static struct object *open_pending(struct shard *sh, struct object *o,
+				   struct dataset *ds, const char *key,
+				   struct wobject *w)
+{
+	char etag[RC_MAX_ETAG];
+	snprintf(etag, sizeof(etag), "\"ringcache-pending-%llu\"",
+		 (unsigned long long)w->id);
+	if (o && o->pending == w) {
+		writeback_put(w);
+		return o;
+	}
+	if (!o && !(o = object_new(sh, ds, key))) {
+		writeback_put(w);
+		return NULL;
+	}
+	o = object_update(sh, o, etag, w->size);
+	if (!o) {
+		writeback_put(w);
+		return NULL;
+	}
+	object_unpend(o);
+	o->pending = w;
+	return o;
+}
+
 void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
 		 const char *key, size_t key_len)
 {
@@ -498,6 +534,23 @@ void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
 	(void)key_len;
 	struct object *o = *object_slot(sh, ds->id, key);
 	uint64_t ttl = (uint64_t)d->cfg.metadata_ttl_s * 1000000000ull;
+	if (o && o->pending && o->pending->state != W_COMMITTED) {
+		/* Uploaded since: what S3 says now, not the staged copy. */
+		object_retire(sh, o);
+		o = NULL;
+	}
+	struct wobject *w = writeback_pending(sh, ds, key);
+	if (w) {
+		if (!(o = open_pending(sh, o, ds, key, w))) {
+			op->err = -ENOMEM;
+			op_complete(op);
+			return;
+		}
+		object_get(o);
+		op->obj = o;
+		op_complete(op);
+		return;
+	}
 	if (o && !o->head_pending && o->etag[0] &&
 	    now_ns() - o->fetched_ns < ttl) {
 		object_get(o);
@@ -651,6 +704,18 @@ static uint32_t block_len(const struct object *o, uint64_t b, uint64_t bs)
 	return (uint32_t)(o->size - start < bs ? o->size - start : bs);
 }
 
+/* Read your writes: a block of an object not yet in S3, from staging. */
+static int fill_from_pending(struct shard *sh, struct object *o,
+			     struct cache_entry *e)
+{
+	int err = writeback_read(o->pending,
+				 (uint64_t)e->blkno * sh->d->cfg.block_bytes,
+				 cache_entry_data(e), e->len);
+	if (!err)
+		e->state = ENTRY_VALID;
+	return err;
+}
+
 static void start_block(struct shard *sh, struct op *op, uint64_t b)
 {
 	struct object *o = op->obj;
@@ -663,6 +728,16 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		(uint32_t)b, block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e) {
 		op_block_failed(op, err);
+		return;
+	}
+	if (o->pending) { /* the bytes are here: no S3 */
+		err = fill_from_pending(sh, o, e);
+		if (err) {
+			cache_discard(&sh->cache, e);
+			op_block_failed(op, err);
+			return;
+		}
+		op_block_ready(op, e);
 		return;
 	}
 	e->plan_hint = prefetch_hint(sh, o->id, b);
@@ -696,6 +771,14 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 	if (!e)
 		return err;
 	e->plan_hint = prefetch_hint(sh, o->id, b);
+	if (o->pending) {
+		if ((err = fill_from_pending(sh, o, e)) < 0) {
+			cache_discard(&sh->cache, e);
+			return err;
+		}
+		*out = e;
+		return 0;
+	}
 	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
 	if (!f) {
 		cache_discard(&sh->cache, e);

@@ -59,6 +59,7 @@ struct object {
 	uint64_t fetched_ns;      /* when HEAD/LIST last confirmed it */
 	uint32_t refs;            /* handles, ops, fetches */
 	bool stale;               /* replaced or gone: not in the table */
+	struct wobject *pending;  /* written here, not yet in S3: the bytes */
 	bool head_pending;
 	struct waiter *head_waiters;
 	struct object *hnext;

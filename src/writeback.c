@@ -567,6 +567,34 @@ void writeback_session_closed(struct session *s)
 	s->cap_whandles = 0;
 }
 
+/* ---- read your writes ----------------------------------------------------- */
+
+struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
+				  const char *key)
+{
+	for (struct wobject *w = sh->wobjects; w; w = w->next) {
+		if (w->ds == ds && w->state == W_COMMITTED &&
+		    strcmp(w->key, key) == 0) {
+			w->refs++;
+			return w; /* the list is newest first */
+		}
+	}
+	return NULL;
+}
+
+int writeback_read(struct wobject *w, uint64_t off, void *dst, size_t len)
+{
+	if (w->state != W_COMMITTED)
+		return -ESTALE; /* uploaded (staging freed) or failed */
+	return w->replayed ? read_journaled(w, off, dst, len)
+			   : read_staged(w, off, dst, len);
+}
+
+void writeback_put(struct wobject *w)
+{
+	wobject_put(w->sh, w);
+}
+
 /* ---- start, replay, drain ----------------------------------------------- */
 
 static struct dataset *dataset_named(struct daemon *d, const char *name)
@@ -625,6 +653,29 @@ static void replay(struct shard *sh)
 	}
 }
 
+/* Multipart uploads a daemon started and never finished (it died) cost
+ * storage until aborted. Other nodes may write the same prefix, so only
+ * old ones go. Blocking, at start. */
+#define ABANDONED_AGE_S (6 * 3600)
+static void cleanup_abandoned(struct daemon *d)
+{
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		const struct rc_dataset_config *c = d->datasets[i]->cfg;
+		if (!c->writable)
+			continue;
+		struct s3_result r;
+		int n = upload_cleanup_abandoned(d->s3, c->bucket, c->prefix,
+						 ABANDONED_AGE_S, NULL, NULL,
+						 &r);
+		if (n > 0)
+			log_info("dataset %s: aborted %d abandoned multipart "
+				 "upload(s)", c->name, n);
+		else if (n < 0)
+			log_warn("dataset %s: listing abandoned uploads: %s %s",
+				 c->name, r.code, r.message);
+	}
+}
+
 int writeback_init(struct shard *sh, char *err, size_t errlen)
 {
 	struct daemon *d = sh->d;
@@ -642,6 +693,8 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 		snprintf(err, errlen, "upload engine: out of memory");
 		return -1;
 	}
+	if (sh->id == 0)
+		cleanup_abandoned(d);
 	if (!d->cfg.journal_path)
 		return 0;
 	char path[4200];

@@ -67,6 +67,15 @@ int writeback_rename(struct session *s, uint32_t handle, const char *key);
 int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
 		   const char *prefix, struct op *op);
 int writeback_close(struct session *s, uint32_t handle);
+/* Read your writes: the newest committed object for (ds, key) whose bytes
+ * are still here (staged or journaled) and not yet in S3, with a
+ * reference for the caller; NULL if none. */
+struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
+				  const char *key);
+/* Its bytes; 0 or -errno. -ESTALE once they have gone to S3. */
+int writeback_read(struct wobject *w, uint64_t off, void *dst, size_t len);
+void writeback_put(struct wobject *w);
+
 /* A closing session drops all its write handles. */
 void writeback_session_closed(struct session *s);
 

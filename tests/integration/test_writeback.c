@@ -328,3 +328,133 @@ Test(writeback, eight_writers_at_once, .fini = teardown, .timeout = 180)
 	}
 	fx_daemon_stop(&D);
 }
+
+Test(writeback, committed_objects_read_back_before_s3_has_them,
+     .fini = teardown, .timeout = 120)
+{
+	const char *slow[] = {"--latency-ms", "4000", NULL};
+	fx_proxy_start(&P, slow);
+	proxy_on = true;
+	fx_unique(scratch, sizeof(scratch), "wb");
+	char sub[200], ck[600];
+	snprintf(sub, sizeof(sub), "%s/", scratch);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	snprintf(sections, sizeof(sections),
+		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = 5M\n", ck);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	D.s3_endpoint = P.endpoint;
+	fx_daemon_start(&D, sections);
+	struct rc_client c;
+	attach(&c);
+	const uint64_t size = 6 * MiB + 77; /* multipart: in S3 only at Complete */
+	int h = write_object(&c, "fresh", size, 42, true);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	/* Through the read path while the upload waits on the slow link. */
+	int ds = rc_dataset(&c, "ck");
+	struct rc_stat st;
+	int rh = rc_open(&c, ds, "fresh", &st);
+	cr_assert_geq(rh, 0, "open: %s", rc_strerror(rh));
+	cr_assert_eq(st.size, size);
+	void *mem;
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	ssize_t n = rc_read_into(&c, (uint32_t)rh, 0, size, (uint32_t)buf, 0);
+	cr_assert_eq(n, (ssize_t)size, "read: %s", rc_strerror((int)n));
+	for (uint64_t i = 0; i < size; i++)
+		if (((uint8_t *)mem)[i] != pattern(42, i))
+			cr_assert_fail("byte %llu differs", (unsigned long long)i);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     gets, "read your writes went to S3");
+	cr_assert_eq(check_in_s3("fresh", 0, 0), -ENOENT,
+		     "the upload finished first: the link is not slow enough");
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	cr_assert_eq(check_in_s3("fresh", size, 42), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+Test(writeback, a_full_journal_is_a_clear_error_not_a_lost_byte,
+     .fini = teardown, .timeout = 120)
+{
+	start("local", "");
+	/* start() gave 256M; a second daemon with a 16 MiB journal. */
+	fx_daemon_stop(&D);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "journal = %s/small-journal\njournal_size = 16M", fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	fx_daemon_start(&D, sections);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ck");
+	void *mem;
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	int h = rc_write_open(&c, ds, "too-big");
+	cr_assert(buf >= 0 && h >= 0);
+	ssize_t w = 0;
+	uint64_t off = 0;
+	for (; off < 32 * MiB; off += MiB) {
+		memset(mem, (int)(off / MiB), MiB);
+		w = rc_write(&c, (uint32_t)h, off, MiB, (uint32_t)buf, 0);
+		if (w != MiB)
+			break;
+	}
+	cr_assert_eq(w, -ENOSPC, "a full journal answered %zd", w);
+	cr_assert_eq(rc_abort(&c, (uint32_t)h), 0);
+	/* The space comes back: a smaller object goes through whole. */
+	write_object(&c, "fits", 2 * MiB + 9, 3, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	cr_assert_eq(check_in_s3("fits", 2 * MiB + 9, 3), 0);
+	cr_assert_eq(check_in_s3("too-big", 0, 0), -ENOENT);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+Test(writeback, uploads_survive_503s_resets_and_short_bodies,
+     .fini = teardown, .timeout = 180)
+{
+	const char *fault_args[] = {"--fault-rate", "0.3", "--faults",
+				    "503,slowdown,reset,truncate", "--seed",
+				    "7", NULL};
+	fx_proxy_start(&P, fault_args);
+	proxy_on = true;
+	fx_unique(scratch, sizeof(scratch), "wb");
+	char sub[200], ck[600];
+	snprintf(sub, sizeof(sub), "%s/", scratch);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	snprintf(sections, sizeof(sections),
+		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = 5M\n", ck);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	D.s3_endpoint = P.endpoint;
+	D.max_retries = 10;
+	fx_daemon_start(&D, sections);
+	struct rc_client c;
+	attach(&c);
+	const uint64_t sizes[] = {1 * MiB + 1, 11 * MiB + 5, 16 * MiB};
+	char key[32];
+	for (int i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "faulty-%d", i);
+		write_object(&c, key, sizes[i], 50 + i, true);
+	}
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "sync: %s", rc_strerror(r));
+	const char *stats = fx_proxy_control(&P, "stats\n");
+	uint64_t faults = fx_proxy_stat(stats, "fault_503") +
+			  fx_proxy_stat(stats, "fault_slowdown") +
+			  fx_proxy_stat(stats, "fault_reset") +
+			  fx_proxy_stat(stats, "fault_truncate");
+	cr_assert_gt(faults, 0, "no fault injected");
+	for (int i = 0; i < 3; i++) {
+		snprintf(key, sizeof(key), "faulty-%d", i);
+		cr_assert_eq(check_in_s3(key, sizes[i], 50 + i), 0);
+	}
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
