@@ -16,6 +16,7 @@ PYTHONPATH, RINGCACHE_LIB, RINGCACHE_BUILD_DIR, RINGCACHE_TAP_FILE).
 
 import ctypes
 import errno
+import io
 import os
 import shutil
 import signal
@@ -133,6 +134,9 @@ memory = 256M
 block_size = 1M
 log_level = info
 metadata_ttl = 0
+journal = {os.path.join(os.path.dirname(Env.socket), "journal")}
+journal_size = 128M
+staging_memory = 128M
 
 [s3]
 endpoint = {endpoint}
@@ -147,6 +151,17 @@ max_retries = 3
 [dataset ds]
 uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ds/
 allow_uids = *
+
+# Checkpoints: writable by this test's user (the daemon's), parts of 5 MiB
+# so a ~20 MB torch.save is a multipart upload with an uneven last part.
+[dataset ck]
+uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ck/
+allow_uids = *
+writable = true
+write_uids = {os.getuid()}
+durability = local
+part_size = 5M
+upload_concurrency = 3
 """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -503,6 +518,173 @@ class TestTorch(unittest.TestCase):
             self.assertEqual(order, list(ref))
             self.assertEqual(ds.plan, [keys[i] for i in order])
         self.assertEqual(sorted(order), list(range(50)))
+
+
+def s3_key(key):
+    """The bucket key of dataset ck's key."""
+    return os.environ["RINGCACHE_TEST_PREFIX"] + "ck/" + key
+
+
+def s3_get(key):
+    """The object's bytes as S3 holds them, through rc-s3 (not the
+    daemon), or None if S3 has no such object."""
+    out = os.path.join(Env.tmp, "ck-get.bin")
+    r = subprocess.run([os.path.join(BUILD, "rc-s3"), "get",
+                        os.environ["RINGCACHE_TEST_S3_BUCKET"], s3_key(key),
+                        out], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        return None
+    with open(out, "rb") as f:
+        return f.read()
+
+
+def s3_has(key):
+    """rc-s3 head: exit 0 present, 1 absent, anything else is an error."""
+    r = subprocess.run([os.path.join(BUILD, "rc-s3"), "head",
+                        os.environ["RINGCACHE_TEST_S3_BUCKET"], s3_key(key)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode not in (0, 1):
+        raise AssertionError(f"rc-s3 head {key}: exit {r.returncode}: "
+                             + r.stderr.decode(errors="replace"))
+    return r.returncode == 0
+
+
+def state_dict():
+    """A few tensors, about 20 MB, of several dtypes and shapes."""
+    import torch
+    g = torch.Generator().manual_seed(5)
+    return {"w1": torch.randn(1024, 2048, generator=g),         # 8 MiB
+            "w2": torch.randn(3, 1000, 999, generator=g).half(),  # ~5.7 MB
+            "emb": torch.randint(0, 1 << 30, (700_001,), generator=g),
+            "step": torch.tensor(1234)}
+
+
+class TestCheckpoint(unittest.TestCase):
+    """Checkpoint write-back through ringcache.Writer (dataset ck)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = ringcache.Client(Env.socket)
+        cls.run_dir = f"py-{os.getpid()}/"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def assertStateEqual(self, got, want):
+        import torch
+        self.assertEqual(sorted(got), sorted(want))
+        for name, t in want.items():
+            self.assertEqual(got[name].dtype, t.dtype, name)
+            self.assertTrue(torch.equal(got[name], t), name)
+
+    def test_torch_save_sync_read_back(self):
+        """torch.save through a Writer, sync; S3 (via rc-s3) and the
+        binding's read path both give back bytes that torch.load into
+        the same tensors."""
+        import torch
+        key = self.run_dir + "model.pt"
+        want = state_dict()
+        with self.c.writer("ck", key) as w:
+            torch.save(want, w)
+            size = w.tell()
+        self.assertTrue(w.committed)
+        self.assertGreater(size, 15 * MIB)  # many 5 MiB parts
+        w.sync()
+        w.release()
+        in_s3 = s3_get(key)
+        self.assertIsNotNone(in_s3, "not in S3 after sync")
+        self.assertEqual(len(in_s3), size)
+        self.assertStateEqual(torch.load(io.BytesIO(in_s3)), want)
+        with self.c.open("ck", key) as f:
+            self.assertEqual(f.size, size)
+            through_cache = f.pread()
+        self.assertTrue(through_cache == in_s3)
+        self.assertStateEqual(torch.load(io.BytesIO(through_cache)), want)
+
+    def test_tmp_rename_flow(self):
+        """checkpoint.save writes KEY.tmp-PID, commits, renames: the final
+        key holds the object and no temporary object is left in S3."""
+        from ringcache import checkpoint
+        key = self.run_dir + "shard-0.pt"
+        want = {"a": state_dict()["w1"][:300], "b": state_dict()["step"]}
+        self.assertEqual(checkpoint.save(want, self.c, "ck", key, sync=True),
+                         key)
+        self.assertTrue(s3_has(key))
+        self.assertFalse(s3_has(checkpoint.tmp_key(key)))
+        self.assertStateEqual(checkpoint.load(self.c, "ck", key), want)
+        # Rename after the upload finished: a server-side copy.
+        w = self.c.writer("ck", self.run_dir + "late.tmp")
+        w.write(b"renamed late")
+        w.close()
+        w.sync()
+        w.rename(self.run_dir + "late.bin")
+        w.sync()
+        w.release()
+        self.assertEqual(s3_get(self.run_dir + "late.bin"), b"renamed late")
+        self.assertFalse(s3_has(self.run_dir + "late.tmp"))
+
+    def test_exception_in_context_aborts(self):
+        """A with block that raises aborts: nothing reaches S3."""
+        key = self.run_dir + "aborted.bin"
+        with self.assertRaises(ZeroDivisionError):
+            with self.c.writer("ck", key) as w:
+                w.write(b"x" * (3 * MIB))
+                1 / 0
+        self.assertTrue(w.aborted)
+        self.assertFalse(w.committed)
+        with self.assertRaises(OSError):
+            w.sync()
+        w.release()
+        self.c.sync_all()
+        self.assertFalse(s3_has(key))
+        # A writer dropped without close() is aborted, not committed.
+        w = self.c.writer("ck", self.run_dir + "dropped.bin")
+        w.write(b"half")
+        del w
+        self.c.sync_all()
+        self.assertFalse(s3_has(self.run_dir + "dropped.bin"))
+
+    def test_random_offsets(self):
+        """Pieces written in shuffled order (seek) across buffer and part
+        boundaries, a hole left as zeros, then the tail via SEEK_END."""
+        import random
+        key = self.run_dir + "random.bin"
+        size = 12 * MIB + 777
+        want = bytearray(os.urandom(size))
+        want[MIB:MIB + 4096] = bytes(4096)  # never written: zeros
+        cuts = sorted(random.Random(3).sample(range(1, size - 100), 40))
+        pieces = [(a, b) for a, b in zip([0] + cuts, cuts + [size - 100])
+                  if not (a >= MIB and b <= MIB + 4096)]
+        random.Random(4).shuffle(pieces)
+        with self.c.writer("ck", key) as w:
+            for a, b in pieces:
+                lo, hi = a, b
+                if a < MIB + 4096 and b > MIB:  # skip the hole
+                    w.seek(lo)
+                    w.write(want[lo:MIB])
+                    lo = MIB + 4096
+                if lo < hi:
+                    self.assertEqual(w.seek(lo), lo)
+                    self.assertEqual(w.write(want[lo:hi]), hi - lo)
+                    self.assertEqual(w.tell(), hi)
+            self.assertEqual(w.seek(0, io.SEEK_END), size - 100)
+            w.write(want[size - 100:])
+            w.seek(-50, io.SEEK_CUR)
+            self.assertEqual(w.tell(), size - 50)
+        w.sync()
+        w.release()
+        got = s3_get(key)
+        self.assertEqual(len(got), size)
+        self.assertTrue(got == want)
+        with self.c.open("ck", key) as f:
+            self.assertTrue(f.pread() == want)
+
+    def test_read_only_dataset_refused(self):
+        """Writing to a dataset without writable = true: OSError EROFS."""
+        with self.assertRaises(OSError) as cm:
+            self.c.writer("ds", "small/new.bin")
+        self.assertEqual(cm.exception.errno, errno.EROFS)
 
 
 # ---- TAP ----------------------------------------------------------------

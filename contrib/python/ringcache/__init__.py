@@ -4,7 +4,9 @@ Owns the Python face of a client session: attaching to ringcached (again
 after a fork), opening objects, zero-copy reads handed out as leased
 memoryviews over the read-only arena mapping, copies into caller buffers
 through registered memfd buffers, listing, counters, and turning negated
-errnos into OSError. The C library (libringcache.so, loaded by ctypes in
+errnos into OSError, and checkpoint writers (file-like objects that
+torch.save can write to; committed, renamed and synced through the daemon's
+write-back). The C library (libringcache.so, loaded by ctypes in
 _abi.py) does the socket and ring work.
 
     import ringcache
@@ -14,6 +16,9 @@ _abi.py) does the socket and ring work.
             decode(lease.view)
         buf = c.buffer(f.size)           # registered memfd: read_into lands
         f.read_into(0, buf)              # here without an extra copy
+    with c.writer("checkpoints", "step-100/rank0.pt") as w:
+        torch.save(model.state_dict(), w)  # committed on a clean exit
+    w.sync()                             # returns when S3 has it
 
 A Client is not thread-safe: use one per thread. It is fork-aware: in a
 child process (a DataLoader worker) its first use attaches a new session;
@@ -23,6 +28,7 @@ usable in the child.
 
 import ctypes
 import errno as _errno
+import io
 import mmap
 import os
 import weakref
@@ -31,11 +37,14 @@ from collections import namedtuple
 from . import _abi
 
 __all__ = ["Client", "File", "Lease", "ListEntry", "RingcacheError",
-           "parse_stats", "stats"]
+           "Writer", "parse_stats", "stats"]
 
 # Copies through the staging buffer go in pieces of at most this size, so a
 # huge read_into into an unregistered buffer does not pin a huge memfd.
 STAGING_MAX = 8 << 20
+# A Writer's own registered buffer: writes are gathered here and handed to
+# the daemon in runs of up to this size (one rc_write round trip each).
+WRITE_BUFFER = 8 << 20
 # Extents asked of one rc_read call (it clamps to the SQ ring size anyway).
 MAX_EXTENTS = 64
 LIST_BUFFER = 1 << 20
@@ -286,6 +295,23 @@ class Client:
         handle = _check(self._call(_library().rc_open, ds, _encode(key),
                                    ctypes.byref(st)), "open", key)
         return File(self, ds, key, handle, st)
+
+    def writer(self, dataset, key):
+        """A Writer for a new object dataset / key (the dataset must be
+        writable = true and this user in its write ACL: else OSError
+        EROFS / EACCES). Nothing is visible in S3 before close()."""
+        ds = self.dataset(dataset)
+        handle = _check(self._call(_library().rc_write_open, ds,
+                                   _encode(key)), "write open", key)
+        try:
+            return Writer(self, ds, key, handle)
+        except BaseException:
+            self._call(_library().rc_close, handle)
+            raise
+
+    def sync_all(self):
+        """Waits until S3 has every object committed through this shard."""
+        _check(self._call(_library().rc_sync, _abi.RC_SYNC_ALL), "sync")
 
     def list(self, dataset, prefix=""):
         """Yields ListEntry(name, size, is_prefix) for one directory level
@@ -592,3 +618,193 @@ class Lease:
         except Exception:
             pass
 
+
+
+class Writer(io.RawIOBase):
+    """A checkpoint object being written through the daemon's write-back:
+    writable and seekable, so torch.save(obj, writer) works.
+
+    write() gathers bytes in a registered buffer of its own and hands them
+    to the daemon (rc_write) in pieces of up to WRITE_BUFFER bytes at the
+    current position; seek() anywhere (holes read as zeros). close()
+    commits: the object is then as durable as the dataset's durability
+    says and uploads in the background. The write handle lives until
+    release() (or garbage collection), so rename() and sync() work after
+    close(). As a context manager it commits on a clean exit and aborts on
+    an exception. A Writer dropped without close() is aborted, never
+    committed half-written. Not usable in a forked child."""
+
+    def __init__(self, client, dataset, key, handle):
+        super().__init__()
+        self.client = client
+        self.dataset = dataset
+        self.key = key
+        self.committed = False
+        self.aborted = False
+        self._handle = handle
+        self._generation = client.generation
+        self._pos = 0
+        self._size = 0
+        self._pending_at = 0   # object offset of the buffered bytes
+        self._pending = 0      # bytes buffered, not yet handed over
+        self._buf = _RegisteredBuffer(client, WRITE_BUFFER)
+        client._buffers.append(self._buf)
+
+    # ---- io.RawIOBase -------------------------------------------------------
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readable(self):
+        return False
+
+    def tell(self):
+        self._checkClosed()
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._checkClosed()
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos,
+                io.SEEK_END: max(self._size, self._pending_end())}
+        if whence not in base:
+            raise ValueError(f"invalid whence {whence}")
+        pos = base[whence] + offset
+        if pos < 0:
+            raise ValueError("negative seek position")
+        self._pos = pos
+        return pos
+
+    def write(self, b):
+        self._checkClosed()
+        view = memoryview(b).cast("B")
+        done = 0
+        while done < len(view):
+            if self._pending and self._pos != self._pending_end():
+                self._hand_over()  # a seek broke the run of bytes
+            if not self._pending:
+                self._pending_at = self._pos
+            room = self._buf.size - self._pending
+            n = min(room, len(view) - done)
+            self._buf.map[self._pending:self._pending + n] = \
+                view[done:done + n]
+            self._pending += n
+            self._pos += n
+            done += n
+            if self._pending == self._buf.size:
+                self._hand_over()
+        return done
+
+    def flush(self):
+        """Hands buffered bytes to the daemon (staged, not committed)."""
+        if not self.closed and not self.aborted:
+            self._hand_over()
+
+    def close(self):
+        """Commits the object (COMMIT) unless aborted; idempotent."""
+        if self.closed:
+            return
+        try:
+            if not self.aborted:
+                self._hand_over()
+                _check(self.client._call(_library().rc_commit, self._h()),
+                       "commit", self.key)
+                self.committed = True
+        finally:
+            super().close()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+            return False
+        if not self.closed:
+            try:
+                self.abort()
+            except OSError:
+                self.release()  # CLOSE drops an uncommitted object too
+        return False
+
+    def __del__(self):
+        # Not IOBase's close(): a forgotten writer must not commit.
+        try:
+            self.aborted = self.aborted or not self.committed
+            self.release()
+        except Exception:
+            pass
+
+    # ---- write-back ---------------------------------------------------------
+
+    def abort(self):
+        """Drops the uncommitted object; nothing reaches S3."""
+        if self.committed:
+            raise RingcacheError(_errno.EBUSY, "already committed", self.key)
+        if not self.aborted:
+            self._pending = 0
+            self.aborted = True
+            _check(self.client._call(_library().rc_abort, self._h()),
+                   "abort", self.key)
+        super().close()
+
+    def rename(self, key):
+        """Gives the object a new key: free while it is pending, a
+        server-side copy once it is in S3. Works after close()."""
+        _check(self.client._call(_library().rc_rename, self._h(),
+                                 _encode(key)), "rename", key)
+        self.key = key
+
+    def sync(self):
+        """Returns when S3 has the committed object."""
+        if not self.committed:
+            raise RingcacheError(_errno.EINVAL, "sync before close()",
+                                 self.key)
+        _check(self.client._call(_library().rc_sync, self._h()), "sync",
+               self.key)
+
+    def release(self):
+        """Drops the write handle and the buffer (an uncommitted object
+        is aborted by the daemon). rename() and sync() fail afterwards."""
+        if not self.closed:
+            self.aborted = self.aborted or not self.committed
+            super().close()
+        h, self._handle = self._handle, None
+        c = self.client
+        if h is None or self._generation != c.generation or \
+                c._c is None or c._pid != os.getpid():
+            return  # the session (and the handle) died first
+        if self._buf in c._buffers:
+            c._buffers.remove(self._buf)
+            c._call(_library().rc_unregister_buffer, self._buf.index)
+            self._buf.close()
+        _check(c._call(_library().rc_close, h), "close", self.key)
+
+    # ---- internals ----------------------------------------------------------
+
+    def _h(self):
+        if self._handle is None:
+            raise RingcacheError(_errno.EBADF, "writer released", self.key)
+        self.client._ptr()
+        if self._generation != self.client.generation:
+            raise RingcacheError(_errno.EBADF, "write handle of another "
+                                 "session (forked?)", self.key)
+        return self._handle
+
+    def _pending_end(self):
+        return self._pending_at + self._pending
+
+    def _hand_over(self):
+        """rc_write of the buffered run at its object offset."""
+        done = 0
+        h = self._h() if self._pending else None
+        while done < self._pending:
+            n = _check(self.client._call(
+                _library().rc_write, h, self._pending_at + done,
+                self._pending - done, self._buf.index, done),
+                "write", self.key)
+            if n == 0:
+                raise OSError(_errno.EIO, "write: daemon took no bytes",
+                              self.key)
+            done += n
+        self._size = max(self._size, self._pending_end())
+        self._pending = 0

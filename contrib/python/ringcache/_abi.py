@@ -1,6 +1,7 @@
 """_abi.py - owns the ctypes mirror of include/ringcache.h: the struct
 layouts the binding touches, the constants it needs, and the prototypes of
-the exported synchronous functions of libringcache.so.
+the exported synchronous functions of libringcache.so (reads and the
+checkpoint write-back calls).
 
 The header's fast path (rc_get_sqe, rc_submit, ...) is static inline and so
 not reachable from ctypes; the binding uses the exported synchronous helpers,
@@ -19,6 +20,8 @@ RC_DATASET_NAME_MAX = 64
 RC_MAX_IO = 1 << 30
 RC_NO_LEASE = 0xFFFFFFFF
 RC_OP_PREFETCH_PLAN = 8
+RC_WRITE_HANDLE = 0x40000000
+RC_SYNC_ALL = 0xFFFFFFFF
 
 
 class rc_arena_map(ctypes.Structure):
@@ -136,6 +139,16 @@ _PROTOTYPES = {
                                ctypes.POINTER(ctypes.c_int)]),
     "rc_prefetch_plan": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32,
                                         ctypes.c_uint64, ctypes.c_uint64]),
+    "rc_write_open": (ctypes.c_int, [_CLIENT_P, ctypes.c_int,
+                                     ctypes.c_char_p]),
+    "rc_write": (ctypes.c_ssize_t, [_CLIENT_P, ctypes.c_uint32,
+                                    ctypes.c_uint64, ctypes.c_uint64,
+                                    ctypes.c_uint32, ctypes.c_uint64]),
+    "rc_commit": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32]),
+    "rc_abort": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32]),
+    "rc_rename": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32,
+                                 ctypes.c_char_p]),
+    "rc_sync": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32]),
     "rc_strerror": (ctypes.c_char_p, [ctypes.c_int]),
 }
 
