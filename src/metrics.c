@@ -54,7 +54,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	struct metrics m = {0};
 	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
 	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
-	uint64_t tier_used = 0, tier_total = 0;
+	uint64_t tier_used = 0, tier_total = 0, staged = 0;
 	if (len)
 		buf[0] = 0;
 	for (uint32_t i = 0; i < d->n_shards; i++) {
@@ -79,6 +79,14 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.prefetch_cancelled += s->prefetch_cancelled;
 		m.prefetch_shed += s->prefetch_shed;
 		pinned += sh->pf_pinned_bytes;
+		m.wb_committed += s->wb_committed;
+		m.wb_uploaded += s->wb_uploaded;
+		m.wb_uploaded_bytes += s->wb_uploaded_bytes;
+		m.wb_failed += s->wb_failed;
+		m.wb_written_bytes += s->wb_written_bytes;
+		m.wb_replayed += s->wb_replayed;
+		m.wb_write_waits += s->wb_write_waits;
+		staged += sh->wb_staged;
 		m.tier_hits += s->tier_hits;
 		m.tier_read_errors += s->tier_read_errors;
 		m.tier_admitted += s->tier_admitted;
@@ -129,6 +137,14 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_prefetch_shed_total", "counter", "Times prefetch windows gave memory back to reads.", m.prefetch_shed);
 	emit(&o, "ringcache_prefetch_pinned_bytes", "gauge", "Prefetched, unread bytes protected from eviction.", pinned);
 	emit_queues(&o, d);
+	emit(&o, "ringcache_writeback_written_bytes_total", "counter", "Checkpoint bytes written by clients.", m.wb_written_bytes);
+	emit(&o, "ringcache_writeback_committed_total", "counter", "Checkpoint objects committed.", m.wb_committed);
+	emit(&o, "ringcache_writeback_uploaded_total", "counter", "Checkpoint objects in S3.", m.wb_uploaded);
+	emit(&o, "ringcache_writeback_uploaded_bytes_total", "counter", "Checkpoint bytes in S3.", m.wb_uploaded_bytes);
+	emit(&o, "ringcache_writeback_failed_total", "counter", "Checkpoint uploads that failed after retries.", m.wb_failed);
+	emit(&o, "ringcache_writeback_replayed_total", "counter", "Acknowledged objects uploaded again after a restart.", m.wb_replayed);
+	emit(&o, "ringcache_writeback_journal_waits_total", "counter", "Writes that waited for the journal's disk.", m.wb_write_waits);
+	emit(&o, "ringcache_writeback_staged_bytes", "gauge", "Checkpoint bytes held in staging memory.", staged);
 	emit(&o, "ringcache_tier_hits_total", "counter", "Block misses served by the NVMe tier.", m.tier_hits);
 	emit(&o, "ringcache_tier_read_errors_total", "counter", "Tier reads that failed their CRC32C or I/O (refetched from S3).", m.tier_read_errors);
 	emit(&o, "ringcache_tier_admitted_total", "counter", "Evicted blocks written to the tier.", m.tier_admitted);

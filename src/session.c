@@ -1069,7 +1069,15 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 		return -EINVAL;
 	if ((err = check_buf(s, e, e->len, &src)))
 		return err;
-	return writeback_write(s, e->handle, e->offset, src, e->len);
+	struct op *op = op_new(s, e); /* used only if the journal is behind */
+	if (!op)
+		return -ENOMEM;
+	int r = writeback_write(s, e->handle, e->offset, src, e->len, op);
+	if (r != WB_DEFERRED) {
+		free(op);
+		session_put(s);
+	}
+	return r;
 }
 
 static int submit_rename(struct session *s, const struct rc_sqe *e)

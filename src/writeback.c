@@ -355,7 +355,7 @@ static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 	for (uint64_t c = off / WB_CHUNK; c < need; c++)
 		fresh += w->chunks[c] ? 0 : WB_CHUNK;
 	if (sh->wb_staged + fresh > sh->d->cfg.staging_bytes)
-		return -EAGAIN; /* staging full: the client waits (SYNC) */
+		return -ENOBUFS; /* staging full: the client waits (SYNC) */
 	for (uint64_t pos = off; pos < end;) {
 		uint32_t c = (uint32_t)(pos / WB_CHUNK);
 		if (!w->chunks[c]) {
@@ -373,8 +373,45 @@ static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 	return 0;
 }
 
+/* The journal first: a failed append stages nothing. */
+static int try_write(struct shard *sh, struct wobject *w, uint64_t off,
+		     const uint8_t *src, uint64_t len)
+{
+	int err = w->journaled ? journal_append_data(sh->journal, w->id, off,
+						     src, len) : 0;
+	if (!err)
+		err = stage(sh, w, off, src, len);
+	if (!err)
+		sh->m.wb_written_bytes += len;
+	return err;
+}
+
+/* A WRITE waiting for the journal's disk to catch up (its -EAGAIN): the
+ * client's buffer stays valid, its op waits for the completion. */
+struct parked_write {
+	struct wobject *w;
+	struct op *op;
+	uint64_t off, len;
+	const uint8_t *src;
+};
+
+static void parked_retry(void *ctx, int res)
+{
+	struct parked_write *pw = ctx;
+	struct shard *sh = pw->w->sh;
+	int err = res < 0 ? -EIO : try_write(sh, pw->w, pw->off, pw->src,
+					     pw->len);
+	if (err == -EAGAIN && journal_flush(sh->journal, parked_retry, pw) == 0)
+		return; /* still behind: wait for the next flush */
+	pw->op->err = err == -ENOBUFS ? -EAGAIN : err;
+	pw->op->cqe.res = (int32_t)pw->len;
+	op_complete(pw->op);
+	wobject_put(sh, pw->w);
+	free(pw);
+}
+
 int writeback_write(struct session *s, uint32_t handle, uint64_t off,
-		    const uint8_t *src, uint64_t len)
+		    const uint8_t *src, uint64_t len, struct op *op)
 {
 	struct shard *sh = s->sh;
 	struct wobject *w = whandle(s, handle);
@@ -386,14 +423,23 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 		return -EFBIG; /* S3's largest object */
 	if (len == 0)
 		return 0;
-	/* The journal first: a failed append stages nothing. */
-	int err = w->journaled ? journal_append_data(sh->journal, w->id, off,
-						     src, len) : 0;
-	if (!err)
-		err = stage(sh, w, off, src, len);
+	int err = try_write(sh, w, off, src, len);
+	if (err == -EAGAIN) { /* the journal's disk is behind */
+		struct parked_write *pw = malloc(sizeof(*pw));
+		if (!pw)
+			return -ENOMEM;
+		*pw = (struct parked_write){w, op, off, len, src};
+		w->refs++;
+		if (journal_flush(sh->journal, parked_retry, pw) == 0) {
+			sh->m.wb_write_waits++;
+			return WB_DEFERRED;
+		}
+		w->refs--;
+		free(pw);
+		return -EIO;
+	}
 	if (err)
-		return err;
-	sh->m.wb_written_bytes += len;
+		return err == -ENOBUFS ? -EAGAIN : err;
 	return (int)len;
 }
 

@@ -60,7 +60,7 @@ int64_t writeback_next_timer(const struct shard *sh, uint64_t now);
 int writeback_open(struct session *s, struct dataset *ds, const char *key,
 		   uint32_t *handle);
 int writeback_write(struct session *s, uint32_t handle, uint64_t off,
-		    const uint8_t *src, uint64_t len);
+		    const uint8_t *src, uint64_t len, struct op *op);
 int writeback_commit(struct session *s, uint32_t handle, struct op *op);
 int writeback_abort(struct session *s, uint32_t handle);
 int writeback_rename(struct session *s, uint32_t handle, const char *key);
