@@ -405,8 +405,9 @@ static int sort_replayed(struct journal *j)
 			object_free(&c);
 			return -ENOMEM;
 		}
-		memcpy(c.extents, ob->o.extents,
-		       ob->o.n_extents * sizeof(*c.extents));
+		if (ob->o.n_extents) /* extents may be NULL: an empty object */
+			memcpy(c.extents, ob->o.extents,
+			       ob->o.n_extents * sizeof(*c.extents));
 		if (ob->state == OBJ_COMMITTED) {
 			j->replayed[j->n_replayed++] = c;
 			i++;
