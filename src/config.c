@@ -673,38 +673,38 @@ fail:
 	return -1;
 }
 
+/* A uid or gid list key: "*" (uids only) or ids and names, comma
+ * separated, into *ids / *n. */
+static int set_id_list(struct parser *p, const char *key, const char *value,
+		       bool groups, bool *all, uint32_t **ids, size_t *n)
+{
+	if (all && strcmp(value, "*") == 0) {
+		*all = true;
+		return 1;
+	}
+	char why[128];
+	if (parse_id_list(value, groups, ids, n, why, sizeof(why)) < 0)
+		return fail_value(p, key, value, why);
+	return 1;
+}
+
+_Static_assert(sizeof(uid_t) == sizeof(uint32_t), "uid_t is 32 bits");
+_Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
+
 static int key_allow_uids(struct parser *p, const char *key,
 			  const char *value)
 {
 	struct rc_dataset_config *ds = current_dataset(p);
-	if (strcmp(value, "*") == 0) {
-		ds->allow_all = true;
-		return 1;
-	}
-	char why[128];
-	uint32_t *ids;
-	size_t n;
-	if (parse_id_list(value, false, &ids, &n, why, sizeof(why)) < 0)
-		return fail_value(p, key, value, why);
-	_Static_assert(sizeof(uid_t) == sizeof(uint32_t), "uid_t is 32 bits");
-	ds->uids = (uid_t *)ids;
-	ds->n_uids = n;
-	return 1;
+	return set_id_list(p, key, value, false, &ds->allow_all,
+			   (uint32_t **)&ds->uids, &ds->n_uids);
 }
 
 static int key_allow_gids(struct parser *p, const char *key,
 			  const char *value)
 {
 	struct rc_dataset_config *ds = current_dataset(p);
-	char why[128];
-	uint32_t *ids;
-	size_t n;
-	if (parse_id_list(value, true, &ids, &n, why, sizeof(why)) < 0)
-		return fail_value(p, key, value, why);
-	_Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
-	ds->gids = (gid_t *)ids;
-	ds->n_gids = n;
-	return 1;
+	return set_id_list(p, key, value, true, NULL, (uint32_t **)&ds->gids,
+			   &ds->n_gids);
 }
 
 static int key_writable(struct parser *p, const char *key, const char *value)
@@ -718,32 +718,16 @@ static int key_write_uids(struct parser *p, const char *key,
 			  const char *value)
 {
 	struct rc_dataset_config *ds = current_dataset(p);
-	if (strcmp(value, "*") == 0) {
-		ds->write_all = true;
-		return 1;
-	}
-	char why[128];
-	uint32_t *ids;
-	size_t n;
-	if (parse_id_list(value, false, &ids, &n, why, sizeof(why)) < 0)
-		return fail_value(p, key, value, why);
-	ds->write_uids = (uid_t *)ids;
-	ds->n_write_uids = n;
-	return 1;
+	return set_id_list(p, key, value, false, &ds->write_all,
+			   (uint32_t **)&ds->write_uids, &ds->n_write_uids);
 }
 
 static int key_write_gids(struct parser *p, const char *key,
 			  const char *value)
 {
 	struct rc_dataset_config *ds = current_dataset(p);
-	char why[128];
-	uint32_t *ids;
-	size_t n;
-	if (parse_id_list(value, true, &ids, &n, why, sizeof(why)) < 0)
-		return fail_value(p, key, value, why);
-	ds->write_gids = (gid_t *)ids;
-	ds->n_write_gids = n;
-	return 1;
+	return set_id_list(p, key, value, true, NULL,
+			   (uint32_t **)&ds->write_gids, &ds->n_write_gids);
 }
 
 static int key_durability(struct parser *p, const char *key,

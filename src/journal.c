@@ -16,6 +16,7 @@
 #include "crc32c.h"
 #include "journal.h"
 #include "log.h"
+#include "uring.h"
 
 #define J_MAGIC 0x314a4352u          /* "RCJ1" */
 #define J_HDR_MAGIC 0x4c4e524a43522852ull /* "R(RCJRNL" */
@@ -467,12 +468,7 @@ static uint64_t tail_off(const struct journal *j)
 
 static struct io_uring_sqe *get_sqe(struct journal *j)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(j->ring);
-	if (!sqe) {
-		io_uring_submit(j->ring);
-		sqe = io_uring_get_sqe(j->ring);
-	}
-	return sqe;
+	return uring_sqe(j->ring);
 }
 
 /* Pads cur to a block end: a PAD record where one fits, zeros otherwise

@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "journal.h"
 #include "log.h"
+#include "uring.h"
 #include "upload.h"
 
 #define RING_DEPTH 1024
@@ -53,12 +54,7 @@ static struct ev ignore_ev = {EV_IGNORE};
 
 struct io_uring_sqe *reactor_sqe(struct shard *sh)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&sh->ring);
-	if (!sqe) {
-		io_uring_submit(&sh->ring);
-		sqe = io_uring_get_sqe(&sh->ring);
-	}
-	return sqe; /* never NULL right after a submit of a full SQ */
+	return uring_sqe(&sh->ring);
 }
 
 static unsigned poll_mask(int what)

@@ -17,6 +17,7 @@
 
 #include "crc32c.h"
 #include "log.h"
+#include "uring.h"
 #include "tier.h"
 
 #define TIER_MAGIC 0x3152454954435228ull /* "(RCTIER1" */
@@ -257,12 +258,7 @@ static int buf_index(const struct tier *t, const void *p, size_t len)
 
 static struct io_uring_sqe *get_sqe(struct tier *t)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(t->ring);
-	if (!sqe) {
-		io_uring_submit(t->ring);
-		sqe = io_uring_get_sqe(t->ring);
-	}
-	return sqe;
+	return uring_sqe(t->ring);
 }
 
 /* Queues io (buf, len rounded to 4 KiB) against slot io->slot. */
