@@ -242,6 +242,15 @@ static int key_memory(struct parser *p, const char *key, const char *value)
 	return 1;
 }
 
+static int key_open_fetch(struct parser *p, const char *key,
+			  const char *value)
+{
+	if (strcmp(value, "block") && strcmp(value, "head"))
+		return fail_value(p, key, value, "must be block or head");
+	p->cfg->open_fetches_block = strcmp(value, "block") == 0;
+	return 1;
+}
+
 static int key_prefetch_window(struct parser *p, const char *key,
 			       const char *value)
 {
@@ -827,6 +836,7 @@ static const struct key_spec daemon_keys[] = {
 	BOOL("hugepages", hugepages),
 	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
 	U32("max_sessions", max_sessions, 1, 65536),
+	FN("open_fetch", key_open_fetch),
 	FN("prefetch_window", key_prefetch_window),
 	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
 	U32("prefetch_inflight", prefetch_inflight, 1, 1024),
@@ -1186,6 +1196,7 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->mlock = false;
 	cfg->hugepages = true;
 	cfg->metadata_ttl_s = 60;
+	cfg->open_fetches_block = true;
 	cfg->max_sessions = 256;
 	cfg->prefetch_window_bytes = 256ull << 20;
 	cfg->prefetch_window_entries = 256;

@@ -169,6 +169,13 @@ static int block_sink(void *ctx, uint64_t body_off, const void *data,
 	return 0;
 }
 
+static bool first_block_cached(struct shard *sh, const struct object *o)
+{
+	const struct cache_entry *e = o->etag[0] ?
+		cache_lookup(&sh->cache, o->id, 0, false) : NULL;
+	return e && e->state == ENTRY_VALID;
+}
+
 static int fetch_start(struct fetch *f)
 {
 	struct shard *sh = f->sh;
@@ -185,15 +192,24 @@ static int fetch_start(struct fetch *f)
 	}
 	switch (f->kind) {
 	case FETCH_HEAD:
-		if (f->probe) {
-			/* A HEAD error has no body; a GET says why. */
-			p.op = S3_GET_OBJECT;
-			p.range_len = 1;
-			sh->m.s3_get++;
+		if (f->head_only ||
+		    (!f->force_get && (!d->cfg.open_fetches_block ||
+				       (sh->tier && tier_enabled(sh->tier)) ||
+				       first_block_cached(sh, f->obj)))) {
+			p.op = S3_HEAD_OBJECT;
+			f->open_get = false;
+			sh->m.s3_head++;
 			break;
 		}
-		p.op = S3_HEAD_OBJECT;
-		sh->m.s3_head++;
+		/* OPEN asks for the first block, not a HEAD: size and ETag
+		 * come with it (Content-Range), and a small object arrives
+		 * whole in the same round trip. Errors carry S3's code. A
+		 * HEAD when the block is here already (revalidation), or with
+		 * an NVMe tier, which may hold the bytes. */
+		p.op = S3_GET_OBJECT;
+		p.range_len = d->cfg.block_bytes;
+		f->open_get = true;
+		sh->m.s3_get++;
 		break;
 	case FETCH_BLOCK:
 		p.op = S3_GET_OBJECT;
@@ -292,6 +308,40 @@ void fetch_run_retries(struct shard *sh)
 	}
 }
 
+/* Names a block the way the NVMe tier keys it (dataset URI, key, ETag). */
+static void entry_tier_name(struct shard *sh, const struct object *o,
+			    struct cache_entry *e)
+{
+	if (!sh->tier || !tier_enabled(sh->tier))
+		return;
+	struct tier_key k;
+	tier_key_make(&k, o->ds->cfg->uri, o->key, o->etag, e->blkno);
+	memcpy(e->ident, &k, sizeof(e->ident));
+}
+
+/* OPEN's GET brought the first block: cache it, unless it is there. */
+static void prefill_first_block(struct shard *sh, struct object *o,
+				const struct s3_req *req)
+{
+	uint64_t bs = sh->d->cfg.block_bytes;
+	uint32_t want = (uint32_t)(o->size < bs ? o->size : bs);
+	size_t len;
+	const char *body = s3_req_body(req, &len);
+	if (want == 0 || len != want ||
+	    cache_lookup(&sh->cache, o->id, 0, false))
+		return;
+	int err;
+	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca[sh->id],
+					     o->id, 0, want, &err);
+	if (!e)
+		return; /* memory is pinned: the read will fetch it */
+	e->plan_hint = prefetch_hint(sh, o->id, 0);
+	entry_tier_name(sh, o, e);
+	memcpy(cache_entry_data(e), body, want);
+	e->state = ENTRY_VALID;
+	sh->m.bytes_from_s3 += want;
+}
+
 static void head_finish(struct fetch *f, int err, const struct s3_result *r)
 {
 	struct shard *sh = f->sh;
@@ -303,6 +353,8 @@ static void head_finish(struct fetch *f, int err, const struct s3_result *r)
 		cur = object_update(sh, o, r->etag, r->object_size);
 		if (!cur)
 			err = -ENOMEM;
+		else if (f->req && f->open_get)
+			prefill_first_block(sh, cur, f->req);
 	} else if (err == -ENOENT || !o->etag[0]) {
 		object_retire(sh, o);
 	}
@@ -468,16 +520,24 @@ void fetch_done(struct fetch *f, CURLcode code)
 			 f->obj ? f->obj->key : "(list)", r.http_status,
 			 r.code, r.message);
 	}
-	if (f->kind == FETCH_HEAD && !f->probe && err == -EACCES && !r.code[0]) {
+	if (f->kind == FETCH_HEAD && !f->open_get && !f->force_get &&
+	    err == -EACCES && !r.code[0]) {
+		/* A HEAD's 403 has no body to say why: a GET does. */
 		s3_req_free(f->req);
 		f->req = NULL;
-		f->probe = true;
+		f->force_get = true;
+		if ((err = fetch_start(f)) == 0)
+			return;
+	}
+	if (f->kind == FETCH_HEAD && !f->head_only && err == -ERANGE) {
+		/* 416: an empty object has no first byte to range over. */
+		s3_req_free(f->req);
+		f->req = NULL;
+		f->head_only = true;
 		if ((err = fetch_start(f)) == 0)
 			return;
 	}
 	if (f->kind == FETCH_HEAD) {
-		if (f->probe && err == 0)
-			err = -EACCES; /* HEAD refused what GET allows: odd ACL */
 		head_finish(f, err, &r);
 		fetch_free(f);
 		return;
@@ -608,9 +668,8 @@ static int block_fetch_begin(struct fetch *f)
 	struct cache_entry *e = f->entry;
 	if (sh->tier && tier_enabled(sh->tier)) {
 		struct tier_key k;
-		tier_key_make(&k, f->obj->ds->cfg->uri, f->obj->key,
-			      f->obj->etag, e->blkno);
-		memcpy(e->ident, &k, sizeof(e->ident));
+		entry_tier_name(sh, f->obj, e);
+		memcpy(&k, e->ident, sizeof(k));
 		if (tier_read(sh->tier, &k, cache_entry_data(e), e->len,
 			      tier_read_done, f) == 0) {
 			f->tier_reading = true;

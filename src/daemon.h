@@ -96,7 +96,9 @@ struct fetch {
 	char *list_prefix, *token; /* FETCH_LIST */
 	struct s3_list_page acc;   /* FETCH_LIST: accumulated */
 	unsigned attempt;
-	bool probe;                /* FETCH_HEAD: a 1-byte GET for the error code */
+	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
+	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
+	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
 	uint64_t plan_gen;         /* which plan asked for it */

@@ -1174,3 +1174,86 @@ Test(read, wild_ring_entries_fail_alone, .init = start_default,
 				  2000), 0);
 	stop_daemon();
 }
+
+/* open_fetch = block: an OPEN that must ask S3 asks for the first block,
+ * so a small object costs one GET and no HEAD, and is then a hit. */
+static void start_open_block(void)
+{
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	D.open_fetch = "block";
+	fx_daemon_start(&D, NULL);
+}
+
+Test(read, open_fetching_the_first_block_saves_a_round_trip,
+     .init = start_open_block, .fini = kill_daemon, .timeout = 120)
+{
+	struct rc_client c;
+	attach(&c, D.socket_path);
+	int ds = rc_dataset(&c, "ds");
+	void *mem;
+	int buf = rc_alloc_buffer(&c, 2 * MiB, &mem);
+	cr_assert_geq(buf, 0);
+	const char *keys[] = {"small/00007.bin", "edge/one", "edge/empty",
+			      "edge/block", "edge/block-plus-one",
+			      "large/0.bin"};
+	for (unsigned k = 0; k < 6; k++) {
+		size_t i = fx_ds_find(&S, keys[k]);
+		int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+		int64_t heads = fx_stat_value(D.socket_path, "ringcache_s3_head_total");
+		struct rc_stat st;
+		int h = rc_open(&c, ds, keys[k], &st);
+		cr_assert_geq(h, 0, "open %s: %s", keys[k], rc_strerror(h));
+		cr_assert_eq(st.size, ds_size(&S, i), "%s: size", keys[k]);
+		int64_t g = fx_stat_value(D.socket_path, "ringcache_s3_get_total") - gets;
+		int64_t hd = fx_stat_value(D.socket_path, "ringcache_s3_head_total") - heads;
+		if (st.size > 0)
+			cr_assert(g == 1 && hd == 0, "%s: open made %lld GETs, "
+				  "%lld HEADs", keys[k], (long long)g, (long long)hd);
+		else /* nothing to range over: 416, then a HEAD */
+			cr_assert(g == 1 && hd == 1, "%s: %lld GETs, %lld HEADs",
+				  keys[k], (long long)g, (long long)hd);
+		/* The first block is here: reading it asks S3 nothing. */
+		uint64_t first = st.size < MiB ? st.size : MiB;
+		gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+		ssize_t n = rc_read_into(&c, (uint32_t)h, 0, first, (uint32_t)buf, 0);
+		cr_assert_eq(n, (ssize_t)first);
+		fx_assert_ds_bytes(&S, i, 0, mem, first, keys[k]);
+		cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+			     gets, "%s: the first block was fetched again", keys[k]);
+		/* The rest, if any, still arrives whole and right. */
+		if (st.size > first) {
+			uint64_t rest = st.size - first < MiB ? st.size - first : MiB;
+			n = rc_read_into(&c, (uint32_t)h, first, rest,
+					 (uint32_t)buf, 0);
+			cr_assert_eq(n, (ssize_t)rest);
+			fx_assert_ds_bytes(&S, i, first, mem, rest, keys[k]);
+		}
+		rc_close(&c, (uint32_t)h);
+	}
+	/* Errors carry S3's answer as with HEAD. */
+	cr_assert_eq(rc_open(&c, ds, "no/such/key", NULL), -ENOENT);
+	rc_detach(&c);
+	stop_daemon();
+}
+
+static void start_open_block_bad_secret(void)
+{
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	D.open_fetch = "block";
+	D.secret_key = "definitely-not-the-secret";
+	fx_daemon_start(&D, NULL);
+}
+
+Test(read, open_fetching_a_block_reports_a_wrong_secret,
+     .init = start_open_block_bad_secret, .fini = kill_daemon,
+     .timeout = 60)
+{
+	struct rc_client c;
+	attach(&c, D.socket_path);
+	cr_assert_eq(rc_open(&c, rc_dataset(&c, "ds"), "edge/one", NULL),
+		     -EKEYREJECTED);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
