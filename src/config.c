@@ -1196,7 +1196,7 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->mlock = false;
 	cfg->hugepages = true;
 	cfg->metadata_ttl_s = 60;
-	cfg->open_fetches_block = true;
+	cfg->open_fetches_block = false;
 	cfg->max_sessions = 256;
 	cfg->prefetch_window_bytes = 256ull << 20;
 	cfg->prefetch_window_entries = 256;

@@ -44,7 +44,7 @@ struct rc_config {
 	bool mlock;              /* mlock = false */
 	bool hugepages;          /* hugepages = true (madvise) */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
-	bool open_fetches_block; /* open_fetch = block | head */
+	bool open_fetches_block; /* open_fetch = head | block */
 	uint32_t max_sessions;   /* max_sessions = 256 */
 	uint64_t prefetch_window_bytes;   /* prefetch_window = 256M per session
 					     (capped at memory/4; 0: off) */
