@@ -242,8 +242,10 @@ static int fetch_start(struct fetch *f)
 
 static void fetch_free(struct fetch *f)
 {
-	if (f->prefetch)
+	if (f->prefetch) {
 		f->sh->pf_inflight--;
+		prefetch_fetch_done(f->sh, f->plan_gen);
+	}
 	if (f->all_prev)
 		f->all_prev->all_next = f->all_next;
 	else

@@ -311,6 +311,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		return 0;
 	}
 	p->generation = ++sh->pf_generation;
+	p->ramp = 2;
 	pthread_mutex_lock(&sh->lock);
 	q->plan = p;
 	pthread_mutex_unlock(&sh->lock);
@@ -341,9 +342,23 @@ void prefetch_consumed(struct session *s, const struct object *obj,
 	}
 }
 
+void prefetch_fetch_done(struct shard *sh, uint64_t gen)
+{
+	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
+		struct plan *p = q->plan;
+		if (!p || p->generation != gen)
+			continue;
+		if (p->inflight)
+			p->inflight--;
+		if (p->ramp < sh->d->cfg.prefetch_inflight)
+			p->ramp++; /* one more per completion: doubles per RTT */
+		return;
+	}
+}
+
 static bool plan_has_work(const struct shard *sh, const struct plan *p)
 {
-	return p->issued < p->n &&
+	return p->issued < p->n && p->inflight < p->ramp &&
 	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
 	       p->pinned_bytes < window_bytes(sh) &&
 	       sh->pf_pinned_bytes < sh->budget.sb_total * sh->budget.sb_bytes / 2;
@@ -368,8 +383,10 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 		    pin_push(sh, p, p->issued, e) < 0)
 			return -1; /* no memory now: try again later */
 		cost = started ? e->len : 0;
-		if (started)
+		if (started) {
 			p->prefetched_bytes += e->len;
+			p->inflight++;
+		}
 	}
 	if (b >= last) {
 		p->issued++;

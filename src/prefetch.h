@@ -48,6 +48,10 @@ struct plan {
 	uint64_t pin_head, pin_tail, pin_cap;
 	uint64_t pinned_bytes;
 	int64_t deficit;
+	uint32_t inflight;   /* its prefetch GETs in flight */
+	uint32_t ramp;       /* how many it may have: slow start, so the
+				first samples are not shared out among a full
+				window of transfers */
 	uint64_t generation;
 	uint64_t prefetched_bytes; /* stats: GETs this plan started */
 };
@@ -77,6 +81,9 @@ void prefetch_consumed(struct session *s, const struct object *obj,
  * plan_hint (0: none); and the cache's next_use callback over hints. */
 uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b);
 int64_t prefetch_next_use(void *shard, const struct cache_entry *e);
+
+/* A prefetch GET of plan generation gen ended: its queue may open up. */
+void prefetch_fetch_done(struct shard *sh, uint64_t gen);
 
 /* The cache's shed_pins callback: the fullest window gives back its
  * farthest quarter (at least one block), to be prefetched again later. */
