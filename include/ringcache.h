@@ -460,6 +460,12 @@ struct rc_stat {
 int rc_open(struct rc_client *c, int dataset, const char *key,
 	    struct rc_stat *st);
 int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st);
+/* Opens n keys with their OPENs in flight together (a cold OPEN asks S3:
+ * one round trip for the batch, not one a key). results[i] is key i's
+ * handle or negated errno; sizes (may be NULL) its size. Returns 0, or a
+ * negated errno if the session itself failed. */
+int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
+		 size_t n, int32_t *results, uint64_t *sizes);
 int rc_close(struct rc_client *c, uint32_t handle);
 
 /* One zero-copy extent of a read. */

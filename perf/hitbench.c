@@ -114,49 +114,33 @@ static void shuffle(size_t *v, size_t n, uint64_t seed)
 	}
 }
 
-/* Opens every small object with OPENs in flight together: a serial open
- * costs one S3 HEAD round trip each. */
+/* Opens every small object, OPENs in flight together. */
 static void open_all(struct reader *r)
 {
-	size_t n = r->spec.n_small, next = 0, done = 0;
-	int *slot_of = calloc(n, sizeof(*slot_of));
+	size_t n = r->spec.n_small;
+	char (*names)[DS_KEY_MAX] = calloc(n, sizeof(*names));
+	const char **keys = calloc(n, sizeof(*keys));
+	int32_t *res = calloc(n, sizeof(*res));
+	uint64_t *sizes = calloc(n, sizeof(*sizes));
 	r->handles = calloc(n, sizeof(*r->handles));
-	if (!slot_of || !r->handles)
+	if (!names || !keys || !res || !sizes || !r->handles)
 		die("open", -ENOMEM);
-	while (done < n) {
-		int slot;
-		struct rc_sqe *sqe;
-		while (next < n && (slot = rc_arg_get(&r->c)) >= 0) {
-			if (!(sqe = rc_get_sqe(&r->c))) {
-				rc_arg_put(&r->c, slot);
-				break;
-			}
-			char key[DS_KEY_MAX];
-			ds_key(&r->spec, next, key);
-			memcpy(rc_arg_ptr(&r->c, slot), key, strlen(key));
-			sqe->opcode = RC_OP_OPEN;
-			sqe->dataset = (uint32_t)r->ds;
-			sqe->arg = (uint16_t)slot;
-			sqe->arg_len = (uint32_t)strlen(key);
-			sqe->user_data = next;
-			slot_of[next++] = slot;
-		}
-		rc_submit(&r->c);
-		struct rc_cqe *cqe;
-		int err = rc_wait_cqe(&r->c, &cqe);
-		if (err < 0)
-			die("wait", err);
-		size_t i = (size_t)cqe->user_data;
-		if (cqe->res < 0)
-			die("OPEN", cqe->res);
-		if (cqe->addr != ds_size(&r->spec, i))
+	for (size_t i = 0; i < n; i++)
+		keys[i] = ds_key(&r->spec, i, names[i]);
+	int err = rc_open_many(&r->c, r->ds, keys, n, res, sizes);
+	if (err < 0)
+		die("open", err);
+	for (size_t i = 0; i < n; i++) {
+		if (res[i] < 0)
+			die("OPEN", res[i]);
+		if (sizes[i] != ds_size(&r->spec, i))
 			die("OPEN: size differs from tools/dataset.h", -EIO);
-		r->handles[i] = (uint32_t)cqe->res;
-		rc_arg_put(&r->c, slot_of[i]);
-		rc_cqe_seen(&r->c);
-		done++;
+		r->handles[i] = (uint32_t)res[i];
 	}
-	free(slot_of);
+	free(names);
+	free(keys);
+	free(res);
+	free(sizes);
 }
 
 static void reader_setup(struct reader *r, const struct opts *o, int rank)

@@ -134,48 +134,32 @@ static void open_all(struct bench *b)
 {
 	size_t count = ds_count(&b->spec);
 	size_t *objs = calloc(count, sizeof(*objs));
-	int *slot_of = calloc(count, sizeof(*slot_of));
+	char (*names)[DS_KEY_MAX] = calloc(count, sizeof(*names));
+	const char **keys = calloc(count, sizeof(*keys));
+	int32_t *res = calloc(count, sizeof(*res));
+	uint64_t *sizes = calloc(count, sizeof(*sizes));
 	b->handles = malloc(count * sizeof(*b->handles));
-	if (!objs || !slot_of || !b->handles)
+	if (!objs || !names || !keys || !res || !sizes || !b->handles)
 		die("open", -ENOMEM);
 	memset(b->handles, 0xff, count * sizeof(*b->handles));
-	size_t n = workload_objects(b, objs), next = 0, done = 0;
-	while (done < n) {
-		int slot;
-		struct rc_sqe *sqe;
-		while (next < n && (slot = rc_arg_get(&b->c)) >= 0) {
-			if (!(sqe = rc_get_sqe(&b->c))) {
-				rc_arg_put(&b->c, slot);
-				break;
-			}
-			char key[DS_KEY_MAX];
-			ds_key(&b->spec, objs[next], key);
-			memcpy(rc_arg_ptr(&b->c, slot), key, strlen(key));
-			sqe->opcode = RC_OP_OPEN;
-			sqe->dataset = (uint32_t)b->ds;
-			sqe->arg = (uint16_t)slot;
-			sqe->arg_len = (uint32_t)strlen(key);
-			sqe->user_data = objs[next];
-			slot_of[objs[next]] = slot;
-			next++;
-		}
-		rc_submit(&b->c);
-		struct rc_cqe *cqe;
-		int r = rc_wait_cqe(&b->c, &cqe);
-		if (r < 0)
-			die("wait", r);
-		size_t i = (size_t)cqe->user_data;
-		if (cqe->res < 0)
-			die("OPEN", cqe->res);
-		if (cqe->addr != ds_size(&b->spec, i))
+	size_t n = workload_objects(b, objs);
+	for (size_t k = 0; k < n; k++)
+		keys[k] = ds_key(&b->spec, objs[k], names[k]);
+	int err = rc_open_many(&b->c, b->ds, keys, n, res, sizes);
+	if (err < 0)
+		die("open", err);
+	for (size_t k = 0; k < n; k++) {
+		if (res[k] < 0)
+			die("OPEN", res[k]);
+		if (sizes[k] != ds_size(&b->spec, objs[k]))
 			die("OPEN: size differs from tools/dataset.h", -EIO);
-		b->handles[i] = (uint32_t)cqe->res;
-		rc_arg_put(&b->c, slot_of[i]);
-		rc_cqe_seen(&b->c);
-		done++;
+		b->handles[objs[k]] = (uint32_t)res[k];
 	}
 	free(objs);
-	free(slot_of);
+	free(names);
+	free(keys);
+	free(res);
+	free(sizes);
 }
 
 /* The samples of one epoch, in the order they are read: the workload's

@@ -219,75 +219,19 @@ static void read_rc(struct reader *r, const struct object *o, int h,
 	r->res->files++;
 }
 
-/* Queues OPENs for shard[*next...] while arg slots and SQ entries last;
- * returns how many. */
-static size_t queue_opens(struct reader *r, const struct object *objs,
-			  const size_t *shard, size_t n, size_t *next,
-			  int *slot_of)
-{
-	size_t batch = 0;
-	while (*next < n) {
-		const char *key = objs[shard[*next]].key;
-		size_t len = strlen(key);
-		if (len > RC_MAX_KEY) {
-			r->handles[(*next)++] = -ENAMETOOLONG;
-			continue;
-		}
-		int slot = rc_arg_get(&r->rc);
-		if (slot < 0)
-			break;
-		struct rc_sqe *sqe = rc_get_sqe(&r->rc);
-		if (!sqe) {
-			rc_arg_put(&r->rc, slot);
-			break;
-		}
-		memcpy(rc_arg_ptr(&r->rc, slot), key, len);
-		sqe->opcode = RC_OP_OPEN;
-		sqe->dataset = (uint32_t)r->ds;
-		sqe->arg = (uint16_t)slot;
-		sqe->arg_len = (uint32_t)len;
-		sqe->user_data = *next;
-		slot_of[*next] = slot;
-		(*next)++;
-		batch++;
-	}
-	return batch;
-}
-
 /* Opens this reader's whole shard up front, OPENs in flight together (a
  * cold OPEN is a HEAD to S3: one at a time would cost n round trips before
  * the first byte). Fills r->handles (negated errno on failure), r->sizes. */
 static int open_shard(struct reader *r, const struct object *objs,
 		      const size_t *shard, size_t n)
 {
-	int *slot_of = malloc(n * sizeof(*slot_of));
-	if (!slot_of)
+	const char **keys = malloc((n ? n : 1) * sizeof(*keys));
+	if (!keys)
 		return -ENOMEM;
-	size_t next = 0;
-	int err = 0;
-	while (next < n && !err) {
-		size_t batch = queue_opens(r, objs, shard, n, &next, slot_of);
-		if (batch == 0 && next < n) {
-			err = -EBUSY; /* no arg slot or SQ entry at all */
-			break;
-		}
-		if ((err = rc_submit(&r->rc)) < 0)
-			break;
-		err = 0;
-		for (size_t i = 0; i < batch && !err; i++) {
-			struct rc_cqe *cqe;
-			if ((err = rc_wait_cqe(&r->rc, &cqe)) < 0)
-				break;
-			uint64_t k = cqe->user_data;
-			if (k < n) {
-				r->handles[k] = cqe->res;
-				r->sizes[k] = cqe->addr;
-				rc_arg_put(&r->rc, slot_of[k]);
-			}
-			rc_cqe_seen(&r->rc);
-		}
-	}
-	free(slot_of);
+	for (size_t k = 0; k < n; k++)
+		keys[k] = objs[shard[k]].key;
+	int err = rc_open_many(&r->rc, r->ds, keys, n, r->handles, r->sizes);
+	free(keys);
 	return err;
 }
 

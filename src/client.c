@@ -504,6 +504,57 @@ int rc_open(struct rc_client *c, int dataset, const char *key,
 	return r < 0 ? r : cqe.res;
 }
 
+int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
+		 size_t n, int32_t *results, uint64_t *sizes)
+{
+	if (dataset < 0)
+		return dataset;
+	int *slot_of = malloc((n ? n : 1) * sizeof(*slot_of));
+	if (!slot_of)
+		return -ENOMEM;
+	size_t next = 0, inflight = 0;
+	int err = 0;
+	while (!err && (next < n || inflight)) {
+		/* Keep the ring as full as the arg slots allow. */
+		for (; next < n; next++) {
+			struct rc_sqe *sqe;
+			int slot;
+			int r = key_call(c, RC_OP_OPEN, dataset, keys[next], &sqe,
+					 &slot);
+			if (r == -EBUSY)
+				break; /* no slot or SQE: reap first */
+			if (r < 0) {
+				results[next] = r;
+				continue;
+			}
+			sqe->user_data = next;
+			slot_of[next] = slot;
+			inflight++;
+		}
+		if (!inflight)
+			break;
+		if ((err = rc_submit(c)) < 0)
+			break;
+		err = 0;
+		struct rc_cqe *cqe;
+		if ((err = rc_wait_cqe(c, &cqe)) < 0)
+			break;
+		uint64_t k = cqe->user_data;
+		if (k < n) {
+			results[k] = cqe->res;
+			if (sizes)
+				sizes[k] = cqe->res >= 0 ? cqe->addr : 0;
+			rc_arg_put(c, slot_of[k]);
+		}
+		rc_cqe_seen(c);
+		inflight--;
+	}
+	for (; !err && next < n; next++)
+		results[next] = -EBUSY; /* not one arg slot to open with */
+	free(slot_of);
+	return err;
+}
+
 int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st)
 {
 	struct rc_sqe *sqe;

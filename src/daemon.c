@@ -993,7 +993,7 @@ static void retire_cfg(struct daemon *d, struct rc_dataset_config *c)
 	r[d->n_retired++] = c;
 }
 
-static struct dataset *dataset_by_name(struct daemon *d, const char *name)
+struct dataset *dataset_by_name(struct daemon *d, const char *name)
 {
 	for (uint32_t i = 0; i < d->n_datasets; i++)
 		if (d->datasets[i]->enabled &&

@@ -246,6 +246,8 @@ uint64_t now_ns(void);
 int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen);
 int daemon_reload(struct daemon *d);
+/* An enabled dataset by its config name, or NULL. */
+struct dataset *dataset_by_name(struct daemon *d, const char *name);
 void daemon_destroy(struct daemon *d);
 void object_put(struct daemon *d, struct object *o);
 void object_get(struct object *o);

@@ -643,15 +643,6 @@ void writeback_put(struct wobject *w)
 
 /* ---- start, replay, drain ----------------------------------------------- */
 
-static struct dataset *dataset_named(struct daemon *d, const char *name)
-{
-	for (uint32_t i = 0; i < d->n_datasets; i++)
-		if (d->datasets[i]->enabled &&
-		    strcmp(d->datasets[i]->cfg->name, name) == 0)
-			return d->datasets[i];
-	return NULL;
-}
-
 static void replay(struct shard *sh)
 {
 	struct journal *j = sh->journal;
@@ -667,7 +658,7 @@ static void replay(struct shard *sh)
 	}
 	for (size_t i = 0; i < journal_n_replayed(j); i++) {
 		const struct journal_object *o = journal_replayed(j, i);
-		struct dataset *ds = dataset_named(sh->d, o->dataset);
+		struct dataset *ds = dataset_by_name(sh->d, o->dataset);
 		if (!ds) {
 			log_error("journal: %s/%s: no such dataset now; kept in "
 				  "the journal", o->dataset, o->key);

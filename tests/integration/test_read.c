@@ -1257,3 +1257,50 @@ Test(read, open_fetching_a_block_reports_a_wrong_secret,
 	rc_detach(&c);
 	fx_daemon_stop(&D);
 }
+
+Test(read, open_many_opens_a_batch_and_reports_each_key,
+     .init = start_default, .fini = kill_daemon, .timeout = 120)
+{
+	struct rc_client c;
+	attach(&c, D.socket_path);
+	int ds = rc_dataset(&c, "ds");
+	size_t n = ds_count(&S) + 2;
+	char (*names)[DS_KEY_MAX] = calloc(n, sizeof(*names));
+	const char **keys = calloc(n, sizeof(*keys));
+	int32_t *res = calloc(n, sizeof(*res));
+	uint64_t *sizes = calloc(n, sizeof(*sizes));
+	char *longkey = malloc(RC_MAX_KEY + 2);
+	cr_assert(names && keys && res && sizes && longkey);
+	for (size_t i = 0; i < ds_count(&S); i++)
+		keys[i] = ds_key(&S, i, names[i]);
+	keys[n - 2] = "no/such/key";
+	memset(longkey, 'k', RC_MAX_KEY + 1);
+	longkey[RC_MAX_KEY + 1] = 0;
+	keys[n - 1] = longkey;
+	/* More keys than arg slots: the batch refills as OPENs complete. */
+	cr_assert_gt(n, c.arg_slots);
+	cr_assert_eq(rc_open_many(&c, ds, keys, n, res, sizes), 0);
+	for (size_t i = 0; i < ds_count(&S); i++) {
+		cr_assert_geq(res[i], 0, "%s: %s", keys[i], rc_strerror(res[i]));
+		cr_assert_eq(sizes[i], ds_size(&S, i), "%s: size", keys[i]);
+	}
+	cr_assert_eq(res[n - 2], -ENOENT);
+	cr_assert_eq(res[n - 1], -ENAMETOOLONG);
+	/* The handles are real: one reads back right. */
+	size_t i = fx_ds_find(&S, "edge/block-plus-one");
+	void *mem;
+	int buf = rc_alloc_buffer(&c, 2 * MiB, &mem);
+	ssize_t got = rc_read_into(&c, (uint32_t)res[i], 0, sizes[i],
+				   (uint32_t)buf, 0);
+	cr_assert_eq(got, (ssize_t)sizes[i]);
+	fx_assert_ds_bytes(&S, i, 0, mem, (size_t)got, keys[i]);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_handles_open"),
+		     (int64_t)ds_count(&S));
+	free(names);
+	free(keys);
+	free(res);
+	free(sizes);
+	free(longkey);
+	rc_detach(&c);
+	stop_daemon();
+}

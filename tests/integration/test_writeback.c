@@ -68,6 +68,28 @@ static void start(const char *durability, const char *extra_daemon)
 	fx_daemon_start(&D, sections);
 }
 
+/* Dataset "ck" (durability local, 5 MiB parts) with the daemon's S3
+ * behind an rc-proxy started with proxy_args. */
+static void start_proxied(const char *const *proxy_args, unsigned retries)
+{
+	fx_proxy_start(&P, proxy_args);
+	proxy_on = true;
+	fx_unique(scratch, sizeof(scratch), "wb");
+	char sub[200], ck[600];
+	snprintf(sub, sizeof(sub), "%s/", scratch);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	snprintf(sections, sizeof(sections),
+		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = 5M\n", ck);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	D.s3_endpoint = P.endpoint;
+	D.max_retries = retries;
+	fx_daemon_start(&D, sections);
+}
+
 static void attach(struct rc_client *c)
 {
 	int r = rc_attach(c, D.socket_path, NULL);
@@ -245,23 +267,7 @@ Test(writeback, acknowledged_objects_survive_kill_9, .fini = teardown,
 {
 	/* A slow S3: the upload is still running when the daemon dies. */
 	const char *slow[] = {"--latency-ms", "3000", NULL};
-	fx_proxy_start(&P, slow);
-	proxy_on = true;
-	fx_unique(scratch, sizeof(scratch), "wb");
-	char sub[200], ck[600];
-	snprintf(sub, sizeof(sub), "%s/", scratch);
-	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
-	snprintf(sections, sizeof(sections),
-		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
-	char jdir[300];
-	snprintf(jdir, sizeof(jdir), "%s", fx_tmpdir());
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M", jdir);
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
-	D.s3_endpoint = P.endpoint;
-	fx_daemon_start(&D, sections);
+	start_proxied(slow, 3);
 	struct rc_client c;
 	attach(&c);
 	write_object(&c, "acked", 7 * MiB + 3, 5, true); /* acknowledged */
@@ -333,21 +339,7 @@ Test(writeback, committed_objects_read_back_before_s3_has_them,
      .fini = teardown, .timeout = 120)
 {
 	const char *slow[] = {"--latency-ms", "4000", NULL};
-	fx_proxy_start(&P, slow);
-	proxy_on = true;
-	fx_unique(scratch, sizeof(scratch), "wb");
-	char sub[200], ck[600];
-	snprintf(sub, sizeof(sub), "%s/", scratch);
-	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
-	snprintf(sections, sizeof(sections),
-		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
-	D.s3_endpoint = P.endpoint;
-	fx_daemon_start(&D, sections);
+	start_proxied(slow, 3);
 	struct rc_client c;
 	attach(&c);
 	const uint64_t size = 6 * MiB + 77; /* multipart: in S3 only at Complete */
@@ -419,22 +411,7 @@ Test(writeback, uploads_survive_503s_resets_and_short_bodies,
 	const char *fault_args[] = {"--fault-rate", "0.3", "--faults",
 				    "503,slowdown,reset,truncate", "--seed",
 				    "7", NULL};
-	fx_proxy_start(&P, fault_args);
-	proxy_on = true;
-	fx_unique(scratch, sizeof(scratch), "wb");
-	char sub[200], ck[600];
-	snprintf(sub, sizeof(sub), "%s/", scratch);
-	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
-	snprintf(sections, sizeof(sections),
-		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
-	D.s3_endpoint = P.endpoint;
-	D.max_retries = 10;
-	fx_daemon_start(&D, sections);
+	start_proxied(fault_args, 10);
 	struct rc_client c;
 	attach(&c);
 	const uint64_t sizes[] = {1 * MiB + 1, 11 * MiB + 5, 16 * MiB};
