@@ -276,6 +276,7 @@ struct rc_regbuf_reply {
 struct rc_arena_map {
 	const uint8_t *base; /* NULL when not mapped */
 	size_t size;
+	int cuda_pinned;     /* registered by rc_cuda_pin_arenas */
 };
 
 struct rc_client {
@@ -321,6 +322,23 @@ int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index);
 /* Convenience: create a memfd of size bytes, map it here, register it.
  * On success *out points at the mapping and the index is returned. */
 int rc_alloc_buffer(struct rc_client *c, size_t size, void **out);
+
+/* CUDA pinning (optional; the runtime is dlopen'ed: libcudart.so*, or the
+ * file $RINGCACHE_CUDART names). rc_cuda_pin_arenas page-locks every arena
+ * mapping (cudaHostRegister, read-only + portable) so cudaMemcpyAsync from
+ * a READ's rc_cqe_data()/rc_extent.data DMAs the cached bytes to the GPU
+ * with no staging copy; rc_detach unpins. rc_cuda_pin does the same for a
+ * READ_INTO buffer (e.g. one from rc_alloc_buffer). Return 0, -ENOSYS
+ * without a CUDA runtime, -EALREADY (rc_cuda_pin: already registered) or
+ * -EIO with the reason in rc_cuda_error(). rc_cuda_runtime gives the dlopen
+ * handle (NULL if none) so callers resolve the rest of the runtime from the
+ * same copy. */
+int rc_cuda_pin_arenas(struct rc_client *c);
+void rc_cuda_unpin_arenas(struct rc_client *c);
+int rc_cuda_pin(void *p, size_t size);
+int rc_cuda_unpin(void *p);
+void *rc_cuda_runtime(void);
+const char *rc_cuda_error(void);
 
 /* Daemon counters as Prometheus text into buf (NUL-terminated). Returns the
  * length or a negated errno. Works without attaching: pass c = NULL. */

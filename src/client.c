@@ -1,7 +1,7 @@
 /* client.c - libringcache: attaching to ringcached over its Unix socket,
  * mapping the ring region and arenas, registered buffers, and the
  * synchronous helpers built on the ring fast path of ringcache.h.
- * Depends on libc only. */
+ * Depends on libc only; CUDA pinning lives in cuda.c. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -109,6 +109,7 @@ static ssize_t recv_msg(int sock, void *buf, size_t len, int *fds,
 static void client_unmap(struct rc_client *c)
 {
 	if (c->arenas) {
+		rc_cuda_unpin_arenas(c);
 		for (uint32_t i = 0; i < c->n_datasets; i++)
 			if (c->arenas[i].base)
 				munmap((void *)c->arenas[i].base,

@@ -1304,3 +1304,59 @@ Test(read, open_many_opens_a_batch_and_reports_each_key,
 	rc_detach(&c);
 	stop_daemon();
 }
+
+/* CUDA pinning is optional and loaded at run time: without a runtime the
+ * calls say -ENOSYS and change nothing; reads go on either way. */
+Test(read, cuda_pinning_without_runtime, .init = start_default,
+     .fini = kill_daemon, .timeout = 60)
+{
+	struct rc_client c;
+	void *buf;
+	char msg[512] = "";
+	size_t i = 3;
+
+	setenv("RINGCACHE_CUDART", "/nonexistent/libcudart.so", 1);
+	attach(&c, D.socket_path);
+	int ds = dataset_id(&c, "ds");
+	int bi = rc_alloc_buffer(&c, MiB, &buf);
+	cr_assert_geq(bi, 0, "rc_alloc_buffer: %s", rc_strerror(bi));
+	cr_assert_eq(rc_cuda_pin_arenas(&c), -ENOSYS);
+	cr_assert_eq(rc_cuda_pin(buf, MiB), -ENOSYS);
+	cr_assert_null(rc_cuda_runtime());
+	cr_assert(strstr(rc_cuda_error(), "no CUDA runtime"), "%s",
+		  rc_cuda_error());
+	for (uint32_t d = 0; d < c.n_datasets; d++)
+		cr_assert_eq(c.arenas[d].cuda_pinned, 0);
+	int h = open_ds(&c, ds, i, NULL);
+	int64_t r = into_read_check(&c, (uint32_t)h, i, 0, ds_size(&S, i), bi,
+				    buf, MiB, 0, msg, sizeof(msg));
+	cr_assert_eq(r, (int64_t)ds_size(&S, i), "%s", msg);
+	rc_detach(&c);
+	stop_daemon();
+}
+
+/* Whatever this machine has (no runtime, a runtime but no GPU, a GPU),
+ * pinning answers one of the documented results, marks exactly the
+ * arenas it registered, is idempotent, and detach undoes it. */
+Test(read, cuda_pinning_with_this_machine, .init = start_default,
+     .fini = kill_daemon, .timeout = 60)
+{
+	struct rc_client c;
+
+	attach(&c, D.socket_path);
+	int r = rc_cuda_pin_arenas(&c);
+	cr_assert(r == 0 || r == -ENOSYS || r == -EIO, "rc_cuda_pin_arenas: %d",
+		  r);
+	cr_assert((r == -ENOSYS) == (rc_cuda_runtime() == NULL));
+	if (r < 0)
+		cr_assert_neq(strcmp(rc_cuda_error(), "no error"), 0);
+	for (uint32_t d = 0; d < c.n_datasets; d++)
+		cr_assert_eq(c.arenas[d].cuda_pinned,
+			     r == 0 && c.arenas[d].base != NULL,
+			     "dataset %u", d);
+	if (r == 0)
+		cr_assert_eq(rc_cuda_pin_arenas(&c), 0, "pinning twice");
+	cr_log_info("CUDA pinning here: %s", r ? rc_cuda_error() : "pinned");
+	rc_detach(&c);
+	stop_daemon();
+}

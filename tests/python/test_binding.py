@@ -303,6 +303,25 @@ class TestAbi(unittest.TestCase):
             self.assertEqual(got, int(value), name)
 
 
+class TestCudaPinning(unittest.TestCase):
+    def test_pin_for_cuda_answers_and_reads_go_on(self):
+        """pin_for_cuda pins (GPU) or raises ENOSYS/EIO (no runtime / no
+        GPU) and changes nothing; reads work either way."""
+        with ringcache.Client(Env.socket) as c:
+            try:
+                c.pin_for_cuda()
+                pinned = True
+            except OSError as e:
+                self.assertIn(e.errno, (errno.ENOSYS, errno.EIO), str(e))
+                self.assertIn("pin_for_cuda: ", str(e))
+                pinned = False
+            arenas = [c._c.arenas[i] for i in range(c._c.n_datasets)]
+            self.assertEqual([a.cuda_pinned for a in arenas],
+                             [int(pinned and bool(a.base)) for a in arenas])
+            with c.open("ds", small_key(5)) as f, f.read() as lease:
+                self.assertEqual(lease.tobytes(), ds_bytes(small_key(5)))
+
+
 class TestRead(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -377,6 +377,19 @@ class Client:
         self._buffers.append(b)
         return memoryview(b.map)
 
+    def pin_for_cuda(self):
+        """Page-locks this session's arena mappings for the GPU
+        (cudaHostRegister through libringcache, which dlopens the CUDA
+        runtime): a tensor over a read()'s view then goes to the GPU by
+        DMA with no staging copy, e.g.
+        torch.frombuffer(view, dtype=torch.uint8).to("cuda",
+        non_blocking=True). Undone at close(). Raises OSError: ENOSYS
+        without a CUDA runtime, EIO with CUDA's reason otherwise."""
+        res = self._call(_library().rc_cuda_pin_arenas)
+        if res < 0:
+            why = _library().rc_cuda_error().decode(errors="replace")
+            raise OSError(-res, f"pin_for_cuda: {why}")
+
     def _staging_buffer(self, size):
         """The private registered buffer for copies and listings."""
         self._ptr()

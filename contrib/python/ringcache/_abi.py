@@ -25,7 +25,8 @@ RC_SYNC_ALL = 0xFFFFFFFF
 
 
 class rc_arena_map(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+    _fields_ = [("base", ctypes.c_void_p), ("size", ctypes.c_size_t),
+                ("cuda_pinned", ctypes.c_int)]
 
 
 class rc_dataset_info(ctypes.Structure):
@@ -150,6 +151,8 @@ _PROTOTYPES = {
                                  ctypes.c_char_p]),
     "rc_sync": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32]),
     "rc_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "rc_cuda_pin_arenas": (ctypes.c_int, [_CLIENT_P]),
+    "rc_cuda_error": (ctypes.c_char_p, []),
 }
 
 

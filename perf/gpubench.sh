@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# gpubench.sh - the pinned-buffer check on a machine with an NVIDIA GPU:
+# an S3 endpoint (RGW if RINGCACHE_TEST_S3_ENDPOINT is set, else
+# perf/s3mini.py for machines without a package registry), the sample
+# dataset, a ringcached, and rc-gpubench at each block size in
+# GPUBENCH_BLOCKS. Prints rc-gpubench's tables.
+#
+#   perf/gpubench.sh [BIN_DIR]      (default: build, with build/perf/)
+# BIN_DIR holds ringcached, rc-s3 and rc-gpubench (a flat folder is fine).
+# GPUBENCH_SMALL (default 1000 small objects, ~670 MB), GPUBENCH_BLOCKS
+# (default "1M 4M"), GPUBENCH_PASSES (default 9); GPUBENCH_LIBS: a folder
+# of shared libraries for the binaries alone (carried to a machine that
+# lacks the Debian packages). If python3 has torch with CUDA, the PyTorch
+# path (perf/torchgpu.py, libringcache from $RINGCACHE_LIB) runs too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:-build}
+find_bin() {
+	local f
+	for f in "$BIN/$1" "$BIN/perf/$1"; do
+		[ -x "$f" ] && { echo "$f"; return; }
+	done
+	echo "gpubench: $1 not found under $BIN" >&2
+	exit 2
+}
+# The binaries alone see GPUBENCH_LIBS: python3 keeps its own libraries.
+with_libs() {
+	LD_LIBRARY_PATH=${GPUBENCH_LIBS:-${LD_LIBRARY_PATH:-}} "$@"
+}
+RINGCACHED=$(find_bin ringcached)
+RC_S3=$(find_bin rc-s3)
+GPUBENCH=$(find_bin rc-gpubench)
+SMALL=${GPUBENCH_SMALL:-1000}
+WORK=$(mktemp -d /tmp/gpubench.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+if [ -z "${RINGCACHE_TEST_S3_ENDPOINT:-}" ]; then
+	port=$((20000 + RANDOM % 20000))
+	python3 perf/s3mini.py "$port" >"$WORK/s3mini.out" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 50); do
+		grep -q ready "$WORK/s3mini.out" 2>/dev/null && break
+		sleep 0.1
+	done
+	export RINGCACHE_TEST_S3_ENDPOINT=http://127.0.0.1:$port
+	export RINGCACHE_TEST_S3_REGION=us-east-1
+	export RINGCACHE_TEST_S3_ACCESS_KEY=GPUBENCH
+	export RINGCACHE_TEST_S3_SECRET_KEY=GPUBENCHSECRET
+fi
+BUCKET=${RINGCACHE_TEST_BUCKET:-ringcache-gpubench}
+with_libs "$RC_S3" mb "$BUCKET"
+with_libs "$RC_S3" gen-dataset "$BUCKET" gpu/ --small "$SMALL" --jobs 16
+
+for bs in ${GPUBENCH_BLOCKS:-1M 4M}; do
+	cat >"$WORK/conf" <<-EOF
+	[daemon]
+	socket = $WORK/sock
+	memory = 2G
+	block_size = $bs
+	log_level = warn
+	[s3]
+	endpoint = $RINGCACHE_TEST_S3_ENDPOINT
+	region = $RINGCACHE_TEST_S3_REGION
+	addressing = path
+	tls_verify = false
+	credentials = config
+	access_key = $RINGCACHE_TEST_S3_ACCESS_KEY
+	secret_key = $RINGCACHE_TEST_S3_SECRET_KEY
+	[dataset gpu]
+	uri = s3://$BUCKET/gpu/
+	EOF
+	rm -f "$WORK/sock"
+	with_libs "$RINGCACHED" -c "$WORK/conf" >>"$WORK/ringcached.log" 2>&1 &
+	daemon=$!
+	PIDS+=("$daemon")
+	for _ in $(seq 100); do [ -S "$WORK/sock" ] && break; sleep 0.1; done
+	echo "## block size $bs"
+	with_libs "$GPUBENCH" --socket "$WORK/sock" --dataset gpu --small "$SMALL" \
+		--passes "${GPUBENCH_PASSES:-9}" ||
+		{ tail -n 20 "$WORK/ringcached.log" >&2; exit 1; }
+	if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+		echo "## PyTorch, block size $bs"
+		python3 perf/torchgpu.py "$WORK/sock" gpu "" 5
+	fi
+	kill "$daemon"
+	wait "$daemon" 2>/dev/null || true
+done
