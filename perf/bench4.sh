@@ -20,6 +20,8 @@
 #   LATENCY_MS=20 BW_CONN=90   the proxy's link (ms, 10^6 B/s per connection)
 #   STEPS="20 5"       stall benchmark step times, ms
 #   HIT_STEP_MS=20     the hit benchmark readers' step, ms
+#   STALL_READ=copy    how the stall consumer reads: copy (READ_INTO its
+#                      buffer) or zero-copy (READ leases, released posted)
 #   KEEP_LOGS=1        keep the work folder (logs, raw RESULT lines)
 set -euo pipefail
 
@@ -32,6 +34,7 @@ LATENCY_MS=${LATENCY_MS:-20}
 BW_CONN=${BW_CONN:-90}
 STEPS=${STEPS:-"20 5"}
 HIT_STEP_MS=${HIT_STEP_MS:-20}
+STALL_READ=${STALL_READ:-copy}
 QUICK=0
 case "${1:-}" in
 --quick) QUICK=1 ;;
@@ -86,7 +89,16 @@ trap 'exit 130' INT TERM
 
 log() { echo "bench4: $(date +%T) $*" >&2; }
 
+# An S3 endpoint given in RINGCACHE_TEST_S3_* (as tests/run takes it) is
+# used as it is, its bucket already made; else a private RGW.
 start_rgw() {
+	if [ -n "${RINGCACHE_TEST_S3_ENDPOINT:-}" ]; then
+		log "using the S3 endpoint $RINGCACHE_TEST_S3_ENDPOINT"
+		BUCKET=${RINGCACHE_TEST_S3_BUCKET:-ringcache-test}
+		S3_KIND="the S3 endpoint $RINGCACHE_TEST_S3_ENDPOINT"
+		return
+	fi
+	S3_KIND="Ceph RGW memstore"
 	log "starting RGW in $RGW_DIR"
 	if ! RGW_DIR=$RGW_DIR RC_S3=$BUILD/rc-s3 bash "$ROOT/tests/fixture/s3-up.sh" memstore \
 		>"$WORK/s3-up.log" 2>&1; then
@@ -157,6 +169,7 @@ run_stall() {
 	local args=(--socket "$SOCK" --dataset bench --small "$N_SMALL"
 		--workload "$wl" --step-ms "$step" --epochs 2 --samples "$samples")
 	[ "$mode" = prefetch ] && args+=(--prefetch)
+	[ "$STALL_READ" = zero-copy ] && args+=(--zero-copy)
 	start_daemon "$STALL_MEMORY"
 	"$BUILD/perf/rc-stallbench" "${args[@]}" >>"$WORK/stall.txt"
 	stop_daemon
@@ -206,8 +219,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b;
 stall_table() {
 	local f=$WORK/stall.txt
 	echo
-	echo "Data stall: % of wall time waiting for data (median of $RUNS runs; epoch 1 cold on a fresh daemon, epoch 2 warm)"
-	echo "link: rc-proxy ${LATENCY_MS} ms first-byte latency, ${BW_CONN} MB/s per connection, Ceph RGW memstore behind it"
+	echo "Data stall: % of wall time waiting for data (median of $RUNS runs; epoch 1 cold on a fresh daemon, epoch 2 warm; reads: $STALL_READ)"
+	echo "link: rc-proxy ${LATENCY_MS} ms first-byte latency, ${BW_CONN} MB/s per connection, $S3_KIND behind it"
 	printf '%-8s %5s %5s | %8s %8s %7s | %8s %9s | %8s %8s | %9s %9s\n' \
 		workload step n "cold off" "cold on" off/on "1st on" "steady on" \
 		"warm off" "warm on" "p99 off" "p99 on"

@@ -49,7 +49,8 @@ struct opts {
 	size_t n_small;   /* the dataset's scale, as uploaded */
 	size_t max_samples; /* 0: all */
 	double step_ms;
-	bool prefetch, spin;
+	bool prefetch, spin, zero_copy;
+	long client_spin_us; /* -1: the library's default */
 	int epochs, gpu;
 	uint64_t seed;
 };
@@ -66,6 +67,9 @@ struct bench {
 	int ds;
 	uint32_t *handles;   /* by dataset index; UINT32_MAX: not opened */
 	uint8_t *data;       /* registered sample buffer */
+	const uint8_t *sample; /* the last sample's bytes: data, or arena */
+	uint32_t lease;      /* --zero-copy: the last sample's lease */
+	size_t posted;       /* RELEASEs posted, completions not yet reaped */
 	int data_buf;
 	struct rc_plan_entry *plan; /* registered plan buffer */
 	int plan_buf;
@@ -204,27 +208,70 @@ static void send_plan(struct bench *b)
 		die("PREFETCH_PLAN", r < 0 ? r : -EINVAL);
 }
 
-/* Reads one sample into the data buffer; returns true if it was a hit
- * (served without waiting for S3). */
+#define RELEASE_TAG UINT64_MAX /* user_data of posted RELEASEs */
+
+/* Reads one sample (into the data buffer, or --zero-copy: leased in the
+ * arena); returns true if it was a hit (served without waiting for S3).
+ * Completions of earlier posted RELEASEs are reaped on the way. */
 static bool read_sample(struct bench *b, const struct sample *s)
 {
 	struct rc_sqe *sqe = rc_get_sqe(&b->c);
 	if (!sqe)
-		die("READ_INTO", -EBUSY);
-	rc_prep_read_into(sqe, b->handles[s->obj], s->off, s->len,
-			  (uint32_t)b->data_buf, 0, 0);
+		die("READ", -EBUSY);
+	if (b->o->zero_copy)
+		rc_prep_read(sqe, b->handles[s->obj], s->off, s->len, 0);
+	else
+		rc_prep_read_into(sqe, b->handles[s->obj], s->off, s->len,
+				  (uint32_t)b->data_buf, 0, 0);
 	rc_submit(&b->c);
 	struct rc_cqe *cqe;
-	int r = rc_wait_cqe(&b->c, &cqe);
-	if (r < 0)
-		die("wait", r);
+	for (;;) {
+		int r = rc_wait_cqe(&b->c, &cqe);
+		if (r < 0)
+			die("wait", r);
+		if (cqe->user_data != RELEASE_TAG)
+			break;
+		if (cqe->res < 0)
+			die("RELEASE", cqe->res);
+		rc_cqe_seen(&b->c);
+		b->posted--;
+	}
 	if (cqe->res < 0)
-		die("READ_INTO", cqe->res);
+		die("READ", cqe->res);
 	if ((uint64_t)cqe->res != s->len)
-		die("READ_INTO: short read", -EIO);
+		die("READ: short read (a sample spans one block)", -EIO);
 	bool hit = cqe->flags & RC_CQE_F_HIT;
+	b->sample = b->o->zero_copy ? rc_cqe_data(&b->c, cqe) : b->data;
+	b->lease = cqe->lease;
 	rc_cqe_seen(&b->c);
 	return hit;
+}
+
+/* --zero-copy: hands the sample's lease back without waiting (posted,
+ * reaped by the next read), as a loader does once the GPU has the bytes. */
+static void release_sample(struct bench *b)
+{
+	struct rc_sqe *sqe = rc_get_sqe(&b->c);
+	if (!sqe)
+		die("RELEASE", -EBUSY);
+	rc_prep_release(sqe, b->lease, RELEASE_TAG);
+	rc_submit(&b->c);
+	b->posted++;
+}
+
+/* Reaps the posted RELEASEs: the synchronous helpers expect an idle ring. */
+static void drain_releases(struct bench *b)
+{
+	while (b->posted) {
+		struct rc_cqe *cqe;
+		int r = rc_wait_cqe(&b->c, &cqe);
+		if (r < 0)
+			die("wait", r);
+		if (cqe->user_data != RELEASE_TAG || cqe->res < 0)
+			die("RELEASE", cqe->res < 0 ? cqe->res : -EPROTO);
+		rc_cqe_seen(&b->c);
+		b->posted--;
+	}
 }
 
 static void compute_until(const struct opts *o, double deadline)
@@ -265,11 +312,14 @@ static struct epoch_result run_epoch(struct bench *b, int epoch)
 		b->waits[i] = t1 - t0;
 		if (i == 0)
 			r.first_s = r.wait_s;
-		if (ds_mismatch(&b->spec, s->obj, s->off, b->data, s->len) >= 0)
+		if (ds_mismatch(&b->spec, s->obj, s->off, b->sample, s->len) >= 0)
 			die("sample differs from tools/dataset.h", -EIO);
+		if (b->o->zero_copy)
+			release_sample(b);
 		compute_until(b->o, t1 + b->o->step_ms / 1e3);
 	}
 	r.wall_s = now_s() - start;
+	drain_releases(b);
 	r.samples = b->n_order;
 	qsort(b->waits, b->n_order, sizeof(*b->waits), cmp_double);
 	if (b->n_order) {
@@ -293,6 +343,10 @@ static void usage(FILE *f)
 		"  --samples N             read only the first N samples of an epoch\n"
 		"  --small N               the dataset's scale as uploaded (default 300)\n"
 		"  --spin                  busy-wait the step instead of sleeping\n"
+		"  --zero-copy             READ (leased in the arena, released without\n"
+		"                          waiting) instead of READ_INTO a buffer\n"
+		"  --client-spin-us N      poll the CQ this long before sleeping\n"
+		"                          (rc_client.spin; default the library's)\n"
 		"  --gpu N                 GPU index to attach with (default 0)\n"
 		"  --seed N                shuffle seed (default 1)\n");
 }
@@ -309,13 +363,16 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"samples", required_argument, NULL, 'n'},
 		{"small", required_argument, NULL, 's'},
 		{"spin", no_argument, NULL, 'b'},
+		{"client-spin-us", required_argument, NULL, 'c'},
+		{"zero-copy", no_argument, NULL, 'z'},
 		{"gpu", required_argument, NULL, 'g'},
 		{"seed", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	*o = (struct opts){.workload = W_SMALL, .n_small = DS_DEFAULT_SMALL,
-			   .step_ms = 20, .epochs = 2, .seed = 1};
+			   .step_ms = 20, .epochs = 2, .seed = 1,
+			   .client_spin_us = -1};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (opt) {
@@ -335,6 +392,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case 'n': o->max_samples = strtoull(optarg, NULL, 10); break;
 		case 's': o->n_small = strtoull(optarg, NULL, 10); break;
 		case 'b': o->spin = true; break;
+		case 'c': o->client_spin_us = atol(optarg); break;
+		case 'z': o->zero_copy = true; break;
 		case 'g': o->gpu = atoi(optarg); break;
 		case 'r': o->seed = strtoull(optarg, NULL, 10); break;
 		case 'h': usage(stdout); exit(0);
@@ -359,6 +418,8 @@ static void setup(struct bench *b, const struct opts *o)
 	int r = rc_attach(&b->c, o->socket, &ao);
 	if (r < 0)
 		die("attach", r);
+	if (o->client_spin_us >= 0)
+		b->c.spin = (uint32_t)(o->client_spin_us * 1000);
 	if ((b->ds = rc_dataset(&b->c, o->dataset)) < 0)
 		die(o->dataset, b->ds);
 	size_t max_order = o->n_small + 128; /* large: ~101 samples of 1 MiB */
@@ -389,11 +450,12 @@ int main(int argc, char **argv)
 	const char *mode = o.prefetch ? "prefetch" : "no-plan";
 	for (int e = 1; e <= o.epochs; e++) {
 		struct epoch_result r = run_epoch(&b, e);
-		printf("RESULT workload=%s step_ms=%g mode=%s epoch=%d "
+		printf("RESULT workload=%s step_ms=%g mode=%s read=%s epoch=%d "
 		       "samples=%zu hits=%zu wall_s=%.3f wait_s=%.4f "
 		       "stall_pct=%.3f wait_p50_ms=%.2f wait_p99_ms=%.2f "
 		       "wait_max_ms=%.2f first_ms=%.2f steady_pct=%.3f\n",
-		       wl, o.step_ms, mode, e, r.samples, r.hits, r.wall_s,
+		       wl, o.step_ms, mode, o.zero_copy ? "zero-copy" : "copy",
+		       e, r.samples, r.hits, r.wall_s,
 		       r.wait_s, 100.0 * r.wait_s / r.wall_s, r.p50_ms, r.p99_ms,
 		       r.max_ms, 1e3 * r.first_s,
 		       100.0 * (r.wait_s - r.first_s) / (r.wall_s - r.first_s));
