@@ -21,6 +21,7 @@
 #   STEPS="20 5"       stall benchmark step times, ms
 #   HIT_STEP_MS=20     the hit benchmark readers' step, ms
 #   KEEP_LOGS=1        keep the work folder (logs, raw RESULT lines)
+#   PARTS="stall hit"  which benchmarks to run (e.g. PARTS=hit)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -32,6 +33,8 @@ LATENCY_MS=${LATENCY_MS:-20}
 BW_CONN=${BW_CONN:-90}
 STEPS=${STEPS:-"20 5"}
 HIT_STEP_MS=${HIT_STEP_MS:-20}
+PARTS=${PARTS:-"stall hit"}
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 QUICK=0
 case "${1:-}" in
 --quick) QUICK=1 ;;
@@ -273,6 +276,7 @@ start_proxy
 : >"$WORK/stall.txt"
 : >"$WORK/hit.txt"
 for run in $(seq "$RUNS"); do
+	has_part stall || break
 	for wl in small large; do
 		samples=$SMALL_SAMPLES
 		[ "$wl" = large ] && samples=$LARGE_SAMPLES
@@ -282,9 +286,12 @@ for run in $(seq "$RUNS"); do
 			done
 		done
 	done
+done
+for run in $(seq "$RUNS"); do
+	has_part hit || break
 	for mode in default plans; do
 		run_hit "$run" "$mode"
 	done
 done
-stall_table
-hit_table
+! has_part stall || stall_table
+! has_part hit || hit_table

@@ -240,7 +240,7 @@ static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
 	if (s->cls == UINT16_MAX || !ca->owners[sb])
 		return false;
 	for (uint32_t i = 0; i < s->n_slots; i++) {
-		const struct cache_entry *e = ca->owners[sb][i];
+		struct cache_entry *e = ca->owners[sb][i];
 		if (e && (pinned(e) || (cold && e->freq > 0)))
 			return false;
 		/* A planned block is not cold, however long it waited. */

@@ -12,8 +12,10 @@
 
 /* ---- the plan index: (object, block) -> its next planned use ----------
  * A hint packs the plan's generation (low 24 bits) and the entry index
- * (40 bits). Rebuilt whenever a plan comes or goes (once an epoch), so
- * blocks fetched later learn their place too. Keys are 64-bit hashes: a
+ * (40 bits). Rebuilt whenever a plan comes, grows or goes (once an epoch),
+ * so blocks fetched later learn their place too. Once the session reads
+ * past a hint's entry, the plan's chain of uses of that block gives the
+ * next one (next epoch's, when it was appended). Keys are 64-bit hashes: a
  * rare collision only misplaces one block in the eviction order. */
 
 #define HINT_IDX_BITS 40
@@ -56,16 +58,52 @@ uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b)
 	}
 }
 
-int64_t prefetch_next_use(void *shard, const struct cache_entry *e)
+static const struct plan_item *plan_item_at(const struct plan *p,
+					     uint64_t idx)
+{
+	return &p->items[idx - p->base];
+}
+
+static uint64_t item_first_block(const struct plan_item *it, uint64_t bs)
+{
+	return it->offset / bs;
+}
+
+static uint64_t item_last_block(const struct plan_item *it, uint64_t bs)
+{
+	return (it->offset + it->len - 1) / bs;
+}
+
+/* The entry after idx that uses block b of idx's object: UINT64_MAX if
+ * none (or b is not idx's: a hash collision). */
+static uint64_t next_use_of_block(const struct plan *p, uint64_t idx,
+				  uint64_t b, uint64_t bs)
+{
+	const struct plan_item *it = plan_item_at(p, idx);
+	if (b < item_first_block(it, bs) || b > item_last_block(it, bs))
+		return UINT64_MAX;
+	return p->blk_next[it->blk + b - item_first_block(it, bs)];
+}
+
+int64_t prefetch_next_use(void *shard, struct cache_entry *e)
 {
 	const struct shard *sh = shard;
 	if (!e->plan_hint)
 		return INT64_MAX;
 	const struct plan *p = plan_of_hint(sh, e->plan_hint);
 	uint64_t idx = e->plan_hint & ((1ull << HINT_IDX_BITS) - 1);
-	if (!p || idx < p->cursor)
-		return INT64_MAX; /* read already this epoch, or plan gone */
-	return (int64_t)(idx - p->cursor);
+	if (!p || idx < p->base)
+		return INT64_MAX; /* plan gone, or its use was long ago */
+	uint64_t next = idx;
+	while (next < p->cursor) /* read already: follow the chain */
+		next = next_use_of_block(p, next, e->blkno, sh->d->cfg.block_bytes);
+	if (next == UINT64_MAX) {
+		e->plan_hint = 0; /* no further use planned */
+		return INT64_MAX;
+	}
+	if (next != idx)
+		e->plan_hint = hint_make(p->generation, next);
+	return (int64_t)(next - p->cursor);
 }
 
 static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
@@ -94,8 +132,8 @@ static void index_rebuild(struct shard *sh)
 	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
 		struct plan *p = q->plan;
 		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++)
-			blocks += (p->items[i].offset + p->items[i].len - 1) / bs -
-				  p->items[i].offset / bs + 1;
+			blocks += item_last_block(plan_item_at(p, i), bs) -
+				  item_first_block(plan_item_at(p, i), bs) + 1;
 	}
 	free(sh->plan_keys);
 	free(sh->plan_hints);
@@ -119,10 +157,10 @@ static void index_rebuild(struct shard *sh)
 	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
 		struct plan *p = q->plan;
 		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++) {
-			const struct plan_item *it = &p->items[i];
+			const struct plan_item *it = plan_item_at(p, i);
 			uint64_t hint = hint_make(p->generation, i);
-			for (uint64_t b = it->offset / bs;
-			     b <= (it->offset + it->len - 1) / bs; b++) {
+			for (uint64_t b = item_first_block(it, bs);
+			     b <= item_last_block(it, bs); b++) {
 				uint64_t k = block_key(it->obj->id, b);
 				index_put(sh, k, hint, i - p->cursor);
 				struct cache_entry *e = cache_lookup(
@@ -206,11 +244,121 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 static void plan_free(struct shard *sh, struct plan *p)
 {
 	unpin_until(sh, p, UINT64_MAX);
-	for (uint64_t i = 0; i < p->n; i++)
-		object_put(sh->d, p->items[i].obj);
+	for (uint64_t i = p->base; i < p->n; i++)
+		object_put(sh->d, plan_item_at(p, i)->obj);
 	free(p->items);
+	free(p->blk_next);
 	free(p->pins);
 	free(p);
+}
+
+/* Numbers the entries' blocks and chains each block's uses, walking the
+ * plan backwards with a table of the nearest later use of each block. */
+static int plan_link(struct shard *sh, struct plan *p)
+{
+	uint64_t bs = sh->d->cfg.block_bytes, blocks = 0;
+	for (uint64_t i = p->base; i < p->n; i++) {
+		p->items[i - p->base].blk = blocks;
+		blocks += item_last_block(plan_item_at(p, i), bs) -
+			  item_first_block(plan_item_at(p, i), bs) + 1;
+	}
+	uint64_t cap = 1024;
+	while (cap < blocks * 2)
+		cap <<= 1;
+	uint64_t *keys = calloc(cap, sizeof(*keys));
+	uint64_t *uses = malloc(cap * sizeof(*uses));
+	uint64_t *next = malloc((blocks ? blocks : 1) * sizeof(*next));
+	if (!keys || !uses || !next) {
+		free(keys);
+		free(uses);
+		free(next);
+		return -ENOMEM;
+	}
+	for (uint64_t i = p->n; i-- > p->base;) {
+		const struct plan_item *it = plan_item_at(p, i);
+		for (uint64_t b = item_first_block(it, bs);
+		     b <= item_last_block(it, bs); b++) {
+			uint64_t k = block_key(it->obj->id, b), j = k & (cap - 1);
+			while (keys[j] && keys[j] != k)
+				j = (j + 1) & (cap - 1);
+			next[it->blk + b - item_first_block(it, bs)] =
+				keys[j] ? uses[j] : UINT64_MAX;
+			keys[j] = k;
+			uses[j] = i;
+		}
+	}
+	free(keys);
+	free(uses);
+	free(p->blk_next);
+	p->blk_next = next;
+	return 0;
+}
+
+/* Copies and validates the client's entries. Returns the new plan (not
+ * yet linked) or NULL with *err set. */
+static struct plan *plan_copy(struct session *s,
+			      const struct rc_plan_entry *entries, uint64_t n,
+			      int *err)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
+		free(p);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = 0;
+	for (uint64_t i = 0; i < n && !*err; i++) {
+		struct rc_plan_entry e;
+		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
+		struct object *o = session_handle(s, e.handle);
+		if (!o)
+			*err = -EBADF;
+		else if (e.reserved || e.len == 0 || e.offset >= o->size)
+			*err = -EINVAL;
+		if (*err)
+			break;
+		object_get(o);
+		p->items[p->n++] = (struct plan_item){
+			o, e.offset,
+			e.len < o->size - e.offset ? e.len : o->size - e.offset, 0};
+	}
+	if (*err) {
+		plan_free(s->sh, p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Moves more's entries to the end of p, dropping p's entries before its
+ * cursor (read already: nothing refers to them but stale hints, which
+ * index_rebuild renews). more is freed; on -ENOMEM both stay as they
+ * were. */
+static int plan_append(struct shard *sh, struct plan *p, struct plan *more)
+{
+	uint64_t keep = p->n - p->cursor;
+	struct plan_item *items = malloc((keep + more->n) * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	memcpy(items, p->items + (p->cursor - p->base), keep * sizeof(*items));
+	memcpy(items + keep, more->items, more->n * sizeof(*items));
+	struct plan_item *old = p->items;
+	uint64_t old_base = p->base, old_n = p->n;
+	p->items = items;
+	p->base = p->cursor;
+	p->n = p->cursor + keep + more->n;
+	if (plan_link(sh, p) < 0) {
+		p->items = old;
+		p->base = old_base;
+		p->n = old_n;
+		free(items);
+		return -ENOMEM;
+	}
+	for (uint64_t i = old_base; i < p->base; i++)
+		object_put(sh->d, old[i - old_base].obj);
+	free(old);
+	more->n = 0; /* its objects' references moved to p */
+	plan_free(sh, more);
+	return 0;
 }
 
 static void queue_drop_plan(struct shard *sh, struct pqueue *q)
@@ -270,7 +418,7 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 }
 
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n)
+		      uint64_t n, bool append)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
@@ -280,36 +428,31 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		return -ENOMEM;
 	if (sh->d->cfg.prefetch_window_bytes == 0)
 		return -EOPNOTSUPP; /* prefetch turned off in the config */
-	struct plan *p = calloc(1, sizeof(*p));
-	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
-		free(p);
-		return -ENOMEM;
-	}
-	int err = 0;
-	for (uint64_t i = 0; i < n && !err; i++) {
-		struct rc_plan_entry e;
-		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
-		struct object *o = session_handle(s, e.handle);
-		if (!o)
-			err = -EBADF;
-		else if (e.reserved || e.len == 0 || e.offset >= o->size)
-			err = -EINVAL;
-		if (err)
-			break;
-		object_get(o);
-		p->items[p->n++] = (struct plan_item){
-			o, e.offset,
-			e.len < o->size - e.offset ? e.len : o->size - e.offset};
-	}
-	if (err) {
-		plan_free(sh, p);
+	int err;
+	struct plan *p = plan_copy(s, entries, n, &err);
+	if (!p)
 		return err;
+	struct plan *cur = q->plan;
+	if (append && cur) {
+		if (cur->n - cur->cursor + n > RC_MAX_PLAN_ENTRIES)
+			err = -EINVAL; /* the reader fell that far behind */
+		else if (n && (err = plan_append(sh, cur, p)) == 0)
+			index_rebuild(sh);
+		if (err || !n)
+			plan_free(sh, p);
+		return err ? err : (int)(n > INT32_MAX ? INT32_MAX : n);
 	}
-	queue_drop_plan(sh, q);
 	if (n == 0) {
-		plan_free(sh, p); /* an empty plan just drops the old one */
+		if (!append)
+			queue_drop_plan(sh, q); /* an empty plan drops the old one */
+		plan_free(sh, p);
 		return 0;
 	}
+	if (plan_link(sh, p) < 0) {
+		plan_free(sh, p);
+		return -ENOMEM;
+	}
+	queue_drop_plan(sh, q);
 	p->generation = ++sh->pf_generation;
 	p->ramp = 2;
 	pthread_mutex_lock(&sh->lock);
@@ -328,7 +471,7 @@ void prefetch_consumed(struct session *s, const struct object *obj,
 		return;
 	uint64_t end = p->cursor + s->sh->d->cfg.prefetch_window_entries + 16;
 	for (uint64_t i = p->cursor; i < p->n && i < end; i++) {
-		const struct plan_item *it = &p->items[i];
+		const struct plan_item *it = plan_item_at(p, i);
 		if (it->obj != obj || offset < it->offset ||
 		    offset >= it->offset + it->len)
 			continue;
@@ -370,7 +513,7 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 {
 	if (!plan_has_work(sh, p))
 		return -1;
-	const struct plan_item *it = &p->items[p->issued];
+	const struct plan_item *it = plan_item_at(p, p->issued);
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t first = it->offset / bs, last = (it->offset + it->len - 1) / bs;
 	uint64_t b = first + p->issued_blk;
