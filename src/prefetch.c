@@ -11,12 +11,16 @@
 #include "log.h"
 
 /* ---- the plan index: (object, block) -> its next planned use ----------
- * A hint packs the plan's generation (low 24 bits) and the entry index
- * (40 bits). Rebuilt whenever a plan comes, grows or goes (once an epoch),
- * so blocks fetched later learn their place too. Once the session reads
- * past a hint's entry, the plan's chain of uses of that block gives the
- * next one (next epoch's, when it was appended). Keys are 64-bit hashes: a
- * rare collision only misplaces one block in the eviction order. */
+ * One slot per (block, plan using it), holding a hint: the plan's
+ * generation (low 24 bits) and the entry index (40 bits) of the block's
+ * first use at or after the plan's cursor. Rebuilt whenever a plan comes,
+ * grows or goes (once an epoch), so blocks fetched later learn their place
+ * too. Once a session reads past a slot's entry, its plan's chain of uses
+ * of that block gives the next one (the next epoch's, when it was
+ * appended); the block's next use is the nearest over its plans, as the
+ * next epoch usually gives it to another GPU's queue. Keys are 64-bit
+ * hashes: a rare collision only misplaces one block in the eviction order.
+ * A cache entry's plan_hint is nonzero while the index may plan it. */
 
 #define HINT_IDX_BITS 40
 
@@ -51,7 +55,7 @@ uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b)
 		return 0;
 	uint64_t k = block_key(obj_id, b);
 	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
-		if (sh->plan_keys[i] == k)
+		if (sh->plan_keys[i] == k && sh->plan_hints[i])
 			return sh->plan_hints[i];
 		if (sh->plan_keys[i] == 0)
 			return 0;
@@ -85,29 +89,50 @@ static uint64_t next_use_of_block(const struct plan *p, uint64_t idx,
 	return p->blk_next[it->blk + b - item_first_block(it, bs)];
 }
 
-int64_t prefetch_next_use(void *shard, struct cache_entry *e)
+/* How far ahead of its plan's cursor slot i's block is next used
+ * (INT64_MAX: not any more); moves the slot along its chain. */
+static int64_t slot_distance(struct shard *sh, uint64_t i, uint64_t b)
 {
-	const struct shard *sh = shard;
-	if (!e->plan_hint)
-		return INT64_MAX;
-	const struct plan *p = plan_of_hint(sh, e->plan_hint);
-	uint64_t idx = e->plan_hint & ((1ull << HINT_IDX_BITS) - 1);
-	if (!p || idx < p->base)
-		return INT64_MAX; /* plan gone, or its use was long ago */
-	uint64_t next = idx;
-	while (next < p->cursor) /* read already: follow the chain */
-		next = next_use_of_block(p, next, e->blkno, sh->d->cfg.block_bytes);
-	if (next == UINT64_MAX) {
-		e->plan_hint = 0; /* no further use planned */
+	uint64_t hint = sh->plan_hints[i];
+	const struct plan *p = hint ? plan_of_hint(sh, hint) : NULL;
+	uint64_t idx = hint & ((1ull << HINT_IDX_BITS) - 1);
+	if (!p || idx < p->base) {
+		sh->plan_hints[i] = 0; /* plan gone, or that use long past */
 		return INT64_MAX;
 	}
-	if (next != idx)
-		e->plan_hint = hint_make(p->generation, next);
-	return (int64_t)(next - p->cursor);
+	while (idx < p->cursor) /* read already: follow the chain */
+		idx = next_use_of_block(p, idx, b, sh->d->cfg.block_bytes);
+	if (idx == UINT64_MAX) {
+		sh->plan_hints[i] = 0;
+		return INT64_MAX;
+	}
+	sh->plan_hints[i] = hint_make(p->generation, idx);
+	return (int64_t)(idx - p->cursor);
 }
 
-static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
-		      uint64_t dist)
+int64_t prefetch_next_use(void *shard, struct cache_entry *e)
+{
+	struct shard *sh = shard;
+	if (!e->plan_hint || !sh->plan_keys)
+		return INT64_MAX;
+	uint64_t k = block_key(e->obj_id, e->blkno);
+	int64_t best = INT64_MAX;
+	for (uint64_t i = k & sh->plan_mask; sh->plan_keys[i];
+	     i = (i + 1) & sh->plan_mask) {
+		if (sh->plan_keys[i] != k || !sh->plan_hints[i])
+			continue;
+		int64_t d = slot_distance(sh, i, e->blkno);
+		if (d < best)
+			best = d;
+	}
+	if (best == INT64_MAX)
+		e->plan_hint = 0; /* no further use planned: skip the lookup */
+	return best;
+}
+
+/* Adds the block's use in the hint's plan, unless that plan has a nearer
+ * one already (entries are added in order from the cursor). */
+static void index_put(struct shard *sh, uint64_t k, uint64_t hint)
 {
 	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
 		if (sh->plan_keys[i] == 0) {
@@ -115,14 +140,9 @@ static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
 			sh->plan_hints[i] = hint;
 			return;
 		}
-		if (sh->plan_keys[i] != k)
-			continue;
-		/* Planned twice: keep the nearer use. */
-		const struct plan *p = plan_of_hint(sh, sh->plan_hints[i]);
-		uint64_t idx = sh->plan_hints[i] & ((1ull << HINT_IDX_BITS) - 1);
-		if (!p || idx < p->cursor || idx - p->cursor > dist)
-			sh->plan_hints[i] = hint;
-		return;
+		if (sh->plan_keys[i] == k &&
+		    sh->plan_hints[i] >> HINT_IDX_BITS == hint >> HINT_IDX_BITS)
+			return;
 	}
 }
 
@@ -162,7 +182,7 @@ static void index_rebuild(struct shard *sh)
 			for (uint64_t b = item_first_block(it, bs);
 			     b <= item_last_block(it, bs); b++) {
 				uint64_t k = block_key(it->obj->id, b);
-				index_put(sh, k, hint, i - p->cursor);
+				index_put(sh, k, hint);
 				struct cache_entry *e = cache_lookup(
 					&sh->cache, it->obj->id, (uint32_t)b, false);
 				if (e)
