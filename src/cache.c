@@ -160,8 +160,12 @@ static void evict(struct cache *c, struct cache_entry *e)
 
 /* One S3-FIFO step on a pool: evicts one entry and returns true, or false
  * when every entry is pinned. */
+#ifndef PLAN_SAMPLE
 #define PLAN_SAMPLE 64   /* candidates compared by next planned use */
+#endif
+#ifndef PLAN_SCAN
 #define PLAN_SCAN 512    /* entries looked at, pinned ones included */
+#endif
 
 static bool pool_evict_planned(struct cache *c, struct cache_pool *p)
 {

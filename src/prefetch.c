@@ -192,11 +192,23 @@ static void index_rebuild(struct shard *sh)
 	}
 }
 
+/* What all windows together may pin: half the memory. */
+static uint64_t pinned_budget(const struct shard *sh)
+{
+	return sh->budget.sb_total * sh->budget.sb_bytes / 2;
+}
+
+/* One plan's window: the configured bytes, at most a quarter of memory
+ * and its queue's share of the pinned budget, so a queue that runs ahead
+ * (into the next epoch's appended order, while others finish this one)
+ * cannot hold the pins another queue needs for its next sample. */
 static uint64_t window_bytes(const struct shard *sh)
 {
 	uint64_t cap = sh->budget.sb_total * sh->budget.sb_bytes / 4;
+	uint64_t share = pinned_budget(sh) / (sh->n_planned ? sh->n_planned : 1);
 	uint64_t w = sh->d->cfg.prefetch_window_bytes;
-	return w < cap ? w : cap;
+	w = w < cap ? w : cap;
+	return w < share ? w : share;
 }
 
 static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
@@ -524,7 +536,7 @@ static bool plan_has_work(const struct shard *sh, const struct plan *p)
 	return p->issued < p->n && p->inflight < p->ramp &&
 	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
 	       p->pinned_bytes < window_bytes(sh) &&
-	       sh->pf_pinned_bytes < sh->budget.sb_total * sh->budget.sb_bytes / 2;
+	       sh->pf_pinned_bytes < pinned_budget(sh);
 }
 
 /* Pins the next block of the plan, fetching it if absent. Returns the
