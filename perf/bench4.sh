@@ -24,6 +24,7 @@
 #   KEEP_LOGS=1        keep the work folder (logs, raw RESULT lines)
 #   PARTS="stall hit"  which benchmarks to run (e.g. PARTS=hit)
 #   HIT_MODES="default plans ahead"   the hit benchmark's modes
+#   DAEMON_EXTRA="prefetch_window_entries = 3"   more [daemon] config lines
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
