@@ -89,6 +89,12 @@ extern "C" {
  *            session's plan (an empty array drops it); res = entries.
  *            The daemon keeps a window ahead of the entry the session
  *            last READ from fetched and protected from eviction.
+ *            flags = RC_PLAN_APPEND: the entries follow the current plan
+ *            instead of replacing it (the next epoch's order, sent while
+ *            this one runs): nothing is cancelled, the window slides on
+ *            into them, and eviction sees each block's next use across
+ *            the boundary. With no current plan it starts one. Any other
+ *            flag bit: -EINVAL for that entry only.
  * Checkpoint write-back (datasets with writable = true):
  * WRITE_OPEN dataset, arg, arg_len       key; res = a write handle
  *                                       (RC_WRITE_HANDLE set)
@@ -133,7 +139,7 @@ enum rc_op {
 /* Submission entry: 64 bytes. */
 struct rc_sqe {
 	uint8_t opcode;      /* enum rc_op */
-	uint8_t flags;       /* none defined yet: must be 0 */
+	uint8_t flags;       /* RC_PLAN_APPEND on PREFETCH_PLAN; else 0 */
 	uint16_t arg;        /* arg slot index */
 	uint32_t handle;     /* object handle, or lease id for RELEASE */
 	uint64_t offset;     /* byte offset in the object (entry index: LIST) */
@@ -160,6 +166,9 @@ struct rc_cqe {
 #define RC_WRITE_HANDLE 0x40000000u /* set in every write handle (res stays >= 0) */
 #define RC_SYNC_ALL 0xffffffffu
 #define RC_SYNC_PREFIX 0xfffffffeu
+
+/* SQE flags (rc_sqe.flags), by opcode; every other bit must be 0. */
+#define RC_PLAN_APPEND 1u /* PREFETCH_PLAN: append to the current plan */
 
 #define RC_CQE_F_MORE 1u /* LIST: more entries follow */
 #define RC_CQE_F_HIT 2u  /* READ/READ_INTO: served without waiting for S3 */
@@ -460,6 +469,17 @@ static inline void rc_prep_prefetch_plan(struct rc_sqe *sqe,
 	sqe->user_data = user_data;
 }
 
+/* The same, appending to the current plan (RC_PLAN_APPEND). */
+static inline void rc_prep_prefetch_plan_append(struct rc_sqe *sqe,
+						uint32_t buf_index,
+						uint64_t buf_offset,
+						uint64_t n_entries,
+						uint64_t user_data)
+{
+	rc_prep_prefetch_plan(sqe, buf_index, buf_offset, n_entries, user_data);
+	sqe->flags = RC_PLAN_APPEND;
+}
+
 static inline void rc_prep_release(struct rc_sqe *sqe, uint32_t lease,
 				   uint64_t user_data)
 {
@@ -537,6 +557,9 @@ int rc_sync(struct rc_client *c, uint32_t handle);
  * buf_offset in a registered buffer. Returns entries accepted. */
 int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
 		     uint64_t buf_offset, uint64_t n_entries);
+/* The same with RC_PLAN_APPEND: the entries follow the current plan. */
+int rc_prefetch_plan_append(struct rc_client *c, uint32_t buf_index,
+			    uint64_t buf_offset, uint64_t n_entries);
 
 const char *rc_strerror(int err);
 

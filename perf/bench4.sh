@@ -9,7 +9,8 @@
 #      cold and epoch 2 warm (the cache holds the whole workload);
 #   2. rc-hitbench: hit ratio over 3 shuffled epochs with 8 reader
 #      processes (8 GPU queues), a cache about half the dataset, default
-#      policy vs plans; a fresh daemon per run.
+#      policy vs plans sent per epoch vs plans with the next epoch's order
+#      appended early (ahead); a fresh daemon per run.
 # Each figure is the median of RUNS runs. Stops everything it started
 # (trap) and prints the tables last.
 #
@@ -23,6 +24,9 @@
 #   STALL_READ=copy    how the stall consumer reads: copy (READ_INTO its
 #                      buffer) or zero-copy (READ leases, released posted)
 #   KEEP_LOGS=1        keep the work folder (logs, raw RESULT lines)
+#   PARTS="stall hit"  which benchmarks to run (e.g. PARTS=hit)
+#   HIT_MODES="default plans ahead"   the hit benchmark's modes
+#   DAEMON_EXTRA="prefetch_window_entries = 3"   more [daemon] config lines
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +39,9 @@ BW_CONN=${BW_CONN:-90}
 STEPS=${STEPS:-"20 5"}
 HIT_STEP_MS=${HIT_STEP_MS:-20}
 STALL_READ=${STALL_READ:-copy}
+PARTS=${PARTS:-"stall hit"}
+HIT_MODES=${HIT_MODES:-"default plans ahead"}
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 QUICK=0
 case "${1:-}" in
 --quick) QUICK=1 ;;
@@ -141,6 +148,7 @@ memory = $memory
 block_size = 1M
 log_level = warn
 metadata_ttl = 600
+${DAEMON_EXTRA:-}
 [s3]
 endpoint = http://$PROXY
 region = ${RINGCACHE_TEST_S3_REGION:-us-east-1}
@@ -181,6 +189,7 @@ run_hit() {
 	local args=(--socket "$SOCK" --dataset bench --small "$N_SMALL"
 		--procs 8 --epochs 3 --step-ms "$HIT_STEP_MS")
 	[ "$mode" = plans ] && args+=(--plans)
+	[ "$mode" = ahead ] && args+=(--plans-ahead)
 	start_daemon "$HIT_MEMORY"
 	# A failed run is counted and left out of the medians, not fatal: the
 	# daemon can fail a plan-mode read with ENOMEM (see the report).
@@ -190,6 +199,7 @@ run_hit() {
 		echo "FAILED mode=$mode run=$run" >>"$WORK/hit.txt"
 		log "hit run $run $mode FAILED: $(tail -1 "$WORK/hit.err")"
 	fi
+	"$BUILD/ringcache" -s "$SOCK" stats >"$WORK/stats-hit-$run-$mode.txt" 2>&1 || true
 	stop_daemon
 }
 
@@ -252,27 +262,35 @@ hit_table() {
 	local f=$WORK/hit.txt
 	echo
 	echo "Hit ratio, dataset ~2x cache ($N_SMALL x 570 KB, memory = $HIT_MEMORY B), 8 reader processes (8 GPU queues), ${HIT_STEP_MS} ms step, median of $RUNS runs"
-	printf '%-6s | %9s %9s %7s | %9s %9s %7s | %9s %9s | %8s %8s\n' \
-		epoch "hit dflt" "hit plan" ratio "reuse dflt" "reuse plan" ratio \
-		"GETs dflt" "GETs plan" "entr dflt" "entr plan"
+	echo "reuse = 1 - S3 GETs / block reads (what the cache saved from S3; prefetch cannot inflate it)"
+	printf '%-6s | %7s %7s %7s | %6s %6s | %7s %7s %7s | %5s %5s %5s | %4s %4s %4s\n' \
+		epoch "reuse d" "reuse p" "reuse a" "p/d" "a/d" "hit d" "hit p" "hit a" \
+		"GET d" "GET p" "GET a" "ent d" "ent p" "ent a"
 	local e
-	for e in 1 2 3; do
-		local hd hp rd rp gd gp ed ep
-		hd=$(median "$f" hit mode=default epoch=$e)
-		hp=$(median "$f" hit mode=plans epoch=$e)
+	for e in 1 2 3 warm all; do
+		local rd rp ra hd hp ha gd gp ga ed ep ea
 		rd=$(median "$f" reuse mode=default epoch=$e)
 		rp=$(median "$f" reuse mode=plans epoch=$e)
+		ra=$(median "$f" reuse mode=ahead epoch=$e)
+		hd=$(median "$f" hit mode=default epoch=$e)
+		hp=$(median "$f" hit mode=plans epoch=$e)
+		ha=$(median "$f" hit mode=ahead epoch=$e)
 		gd=$(median "$f" s3_get mode=default epoch=$e)
 		gp=$(median "$f" s3_get mode=plans epoch=$e)
+		ga=$(median "$f" s3_get mode=ahead epoch=$e)
 		ed=$(median "$f" entries mode=default epoch=$e)
 		ep=$(median "$f" entries mode=plans epoch=$e)
-		printf '%-6s | %9.3f %9.3f %7s | %10.3f %10.3f %7s | %9s %9s | %8s %8s\n' \
-			"$e" "$hd" "$hp" "$(ratio "$hp" "$hd")" "$rd" "$rp" "$(ratio "$rp" "$rd")" \
-			"$gd" "$gp" "$ed" "$ep"
+		ea=$(median "$f" entries mode=ahead epoch=$e)
+		printf '%-6s | %7.3f %7.3f %7.3f | %6s %6s | %7.3f %7.3f %7.3f | %5s %5s %5s | %4s %4s %4s\n' \
+			"$e" "$rd" "$rp" "$ra" "$(ratio "$rp" "$rd")" "$(ratio "$ra" "$rd")" \
+			"$hd" "$hp" "$ha" "$gd" "$gp" "$ga" "$ed" "$ep" "$ea"
 	done
-	echo "(hit: samples served without waiting for S3 (RC_CQE_F_HIT); reuse: 1 - S3 GETs / block reads,"
-	echo " what the cache saved, which prefetch cannot inflate; entr: blocks cached at the epoch's end,"
-	echo " i.e. cache/dataset = entries/$N_SMALL; target: plans >= 1.5x default and > cache/dataset)"
+	echo "(d: default policy, no plans; p: each epoch's order sent as a plan at its start; a: ahead, the next"
+	echo " epoch's order also appended (RC_PLAN_APPEND) at the start of each epoch. warm: epochs 2-3 together"
+	echo " (epoch 1's misses are compulsory for every policy); all: epochs 1-3. hit: samples served without"
+	echo " waiting for S3 (RC_CQE_F_HIT; prefetch counts). ent: blocks cached at the end, cache/dataset ="
+	echo " ent/$N_SMALL, which bounds a warm epoch's reuse for any policy: a block read once an epoch is"
+	echo " saved only if it was cached when the epoch began. Target: plans >= 1.5x default and > cache/dataset)"
 	local failed
 	failed=$(grep -c '^FAILED' "$f" || true)
 	[ "$failed" = 0 ] || echo "$failed hit run(s) FAILED and are left out: $(grep '^FAILED' "$f" | tr '\n' ';')"
@@ -286,6 +304,7 @@ start_proxy
 : >"$WORK/stall.txt"
 : >"$WORK/hit.txt"
 for run in $(seq "$RUNS"); do
+	has_part stall || break
 	for wl in small large; do
 		samples=$SMALL_SAMPLES
 		[ "$wl" = large ] && samples=$LARGE_SAMPLES
@@ -295,9 +314,12 @@ for run in $(seq "$RUNS"); do
 			done
 		done
 	done
-	for mode in default plans; do
+done
+for run in $(seq "$RUNS"); do
+	has_part hit || break
+	for mode in $HIT_MODES; do
 		run_hit "$run" "$mode"
 	done
 done
-stall_table
-hit_table
+! has_part stall || stall_table
+! has_part hit || hit_table

@@ -1,8 +1,13 @@
 /* hitbench.c - rc-hitbench: owns the hit-ratio benchmark (issue 4,
  * benchmark 2): a dataset about twice the cache, several shuffled epochs,
- * one reader process per GPU queue, without plans (the default eviction
- * policy alone) or with each reader handing its epoch's order to the
- * daemon as a prefetch plan at the start of the epoch.
+ * one reader process per GPU queue, in one of three modes:
+ *   default   no plans: the default eviction policy alone;
+ *   plans     each reader hands its epoch's order to the daemon as a
+ *             prefetch plan at the start of the epoch (replacing the last);
+ *   ahead     as a sampler that knows the next epoch's order early: at the
+ *             start of epoch e the reader also appends epoch e+1's order
+ *             (RC_PLAN_APPEND), so eviction sees next uses across the
+ *             boundary (the last epoch appends nothing).
  *
  * Sharding is DistributedSampler's: every epoch one permutation of all the
  * small objects of tools/dataset.h (seeded by the epoch), and reader r of
@@ -20,6 +25,10 @@
  *             saved from S3, which prefetch cannot inflate (a prefetched
  *             block that is then read is a hit but still cost a GET),
  *   entries   blocks in the cache at the end of the epoch.
+ * Then two summary lines: epoch=all over every epoch, and epoch=warm over
+ * epochs 2.. (epoch 1's misses are compulsory for every policy). In a warm
+ * epoch no policy can save more than cache/dataset of its reads: a block
+ * read once per epoch hits only if it was cached when the epoch began.
  * Run it against a fresh daemon whose memory holds about half the
  * dataset; perf/bench4.sh does. */
 #include <errno.h>
@@ -42,10 +51,13 @@
 #define MAX_EPOCHS 16
 #define STATS_BUF (256 * 1024)
 
+enum mode { MODE_DEFAULT, MODE_PLANS, MODE_AHEAD };
+static const char *const mode_names[] = {"default", "plans", "ahead"};
+
 struct opts {
 	const char *socket, *dataset;
 	int procs, epochs;
-	bool plans;
+	enum mode mode;
 	double step_ms;
 	size_t n_small;
 	uint64_t seed;
@@ -181,16 +193,31 @@ static void shard_epoch(struct reader *r, int epoch)
 		r->mine[r->n_mine++] = r->perm[i];
 }
 
-static void send_plan(struct reader *r)
+/* Sends this reader's order of the epoch as its plan, or appended to it. */
+static void send_plan(struct reader *r, int epoch, bool append)
 {
+	shard_epoch(r, epoch);
 	for (size_t i = 0; i < r->n_mine; i++)
 		r->plan[i] = (struct rc_plan_entry){
 			.handle = r->handles[r->mine[i]],
 			.len = ds_size(&r->spec, r->mine[i]),
 		};
-	int n = rc_prefetch_plan(&r->c, (uint32_t)r->plan_buf, 0, r->n_mine);
+	int n = append ? rc_prefetch_plan_append(&r->c, (uint32_t)r->plan_buf,
+						 0, r->n_mine)
+		       : rc_prefetch_plan(&r->c, (uint32_t)r->plan_buf, 0,
+					  r->n_mine);
 	if (n < 0 || (size_t)n != r->n_mine)
 		die("PREFETCH_PLAN", n < 0 ? n : -EINVAL);
+}
+
+/* Hands over the plans the mode sends at the start of the epoch. */
+static void plan_epoch(struct reader *r, int epoch)
+{
+	const struct opts *o = r->o;
+	if (o->mode == MODE_PLANS || (o->mode == MODE_AHEAD && epoch == 1))
+		send_plan(r, epoch, false);
+	if (o->mode == MODE_AHEAD && epoch < o->epochs)
+		send_plan(r, epoch + 1, true);
 }
 
 /* Reads object i whole; returns true if it was served without waiting. */
@@ -232,10 +259,9 @@ static void sleep_until(double deadline)
 static struct reply reader_epoch(struct reader *r, int epoch)
 {
 	struct reply rep = {0};
-	shard_epoch(r, epoch);
 	double t0 = now_s();
-	if (r->o->plans)
-		send_plan(r);
+	plan_epoch(r, epoch);
+	shard_epoch(r, epoch);
 	rep.wait_s = now_s() - t0;
 	for (size_t k = 0; k < r->n_mine; k++) {
 		double a = now_s();
@@ -334,7 +360,42 @@ static void start_readers(const struct opts *o, struct proc *pr)
 	}
 }
 
-static void run_epoch(const struct opts *o, struct proc *pr, int epoch)
+/* What epochs cost, summed. */
+struct tally {
+	uint64_t samples, hits, blk_hits, lookups, gets, evictions;
+	double wait_s;
+};
+
+static void tally_add(struct tally *t, const struct tally *e)
+{
+	t->samples += e->samples;
+	t->hits += e->hits;
+	t->blk_hits += e->blk_hits;
+	t->lookups += e->lookups;
+	t->gets += e->gets;
+	t->evictions += e->evictions;
+	t->wait_s += e->wait_s;
+}
+
+static double share(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+static void print_result(const struct opts *o, const char *epoch,
+			 const struct tally *t, uint64_t entries)
+{
+	double reuse = t->lookups ? 1.0 - share(t->gets, t->lookups) : 0;
+	printf("RESULT mode=%s epoch=%s samples=%" PRIu64 " hit=%.4f "
+	       "blk_hit=%.4f s3_get=%" PRIu64 " reuse=%.4f entries=%" PRIu64
+	       " evictions=%" PRIu64 " wait_s=%.3f\n",
+	       mode_names[o->mode], epoch, t->samples, share(t->hits, t->samples),
+	       share(t->blk_hits, t->lookups), t->gets, reuse < 0 ? 0 : reuse,
+	       entries, t->evictions, t->wait_s / o->procs);
+	fflush(stdout);
+}
+
+static struct tally run_epoch(const struct opts *o, struct proc *pr, int epoch)
 {
 	struct counters a = read_counters(o->socket);
 	int32_t cmd = epoch;
@@ -350,18 +411,17 @@ static void run_epoch(const struct opts *o, struct proc *pr, int epoch)
 		sum.wait_s += rep.wait_s;
 	}
 	struct counters b = read_counters(o->socket);
-	uint64_t lookups = (b.hits - a.hits) + (b.misses - a.misses);
-	uint64_t gets = b.s3_get - a.s3_get;
-	double reuse = lookups ? 1.0 - (double)gets / (double)lookups : 0;
-	printf("RESULT mode=%s epoch=%d samples=%" PRIu64 " hit=%.4f "
-	       "blk_hit=%.4f s3_get=%" PRIu64 " reuse=%.4f entries=%" PRIu64
-	       " evictions=%" PRIu64 " wait_s=%.3f\n",
-	       o->plans ? "plans" : "default", epoch, sum.samples,
-	       sum.samples ? (double)sum.hits / (double)sum.samples : 0,
-	       lookups ? (double)(b.hits - a.hits) / (double)lookups : 0,
-	       gets, reuse < 0 ? 0 : reuse, b.entries, b.evictions - a.evictions,
-	       sum.wait_s / o->procs);
-	fflush(stdout);
+	struct tally t = {
+		.samples = sum.samples, .hits = sum.hits,
+		.blk_hits = b.hits - a.hits,
+		.lookups = (b.hits - a.hits) + (b.misses - a.misses),
+		.gets = b.s3_get - a.s3_get, .wait_s = sum.wait_s,
+		.evictions = b.evictions - a.evictions,
+	};
+	char name[16];
+	snprintf(name, sizeof(name), "%d", epoch);
+	print_result(o, name, &t, b.entries);
+	return t;
 }
 
 static void stop_readers(const struct opts *o, struct proc *pr)
@@ -388,6 +448,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rc-hitbench --socket PATH --dataset NAME [options]\n"
 		"  --plans          each reader sends its epoch order as a plan\n"
+		"  --plans-ahead    ... and appends the next epoch's order early\n"
 		"  --procs N        reader processes, one GPU queue each (default 8)\n"
 		"  --epochs N       shuffled epochs (default 3)\n"
 		"  --step-ms X      sleep after each sample (default 20)\n"
@@ -401,6 +462,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{"socket", required_argument, NULL, 'S'},
 		{"dataset", required_argument, NULL, 'd'},
 		{"plans", no_argument, NULL, 'p'},
+		{"plans-ahead", no_argument, NULL, 'a'},
 		{"procs", required_argument, NULL, 'P'},
 		{"epochs", required_argument, NULL, 'e'},
 		{"step-ms", required_argument, NULL, 't'},
@@ -416,7 +478,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		switch (opt) {
 		case 'S': o->socket = optarg; break;
 		case 'd': o->dataset = optarg; break;
-		case 'p': o->plans = true; break;
+		case 'p': o->mode = MODE_PLANS; break;
+		case 'a': o->mode = MODE_AHEAD; break;
 		case 'P': o->procs = atoi(optarg); break;
 		case 'e': o->epochs = atoi(optarg); break;
 		case 't': o->step_ms = atof(optarg); break;
@@ -441,8 +504,17 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	struct proc pr[MAX_PROCS];
 	start_readers(&o, pr);
-	for (int e = 1; e <= o.epochs; e++)
-		run_epoch(&o, pr, e);
+	struct tally all = {0}, warm = {0};
+	for (int e = 1; e <= o.epochs; e++) {
+		struct tally t = run_epoch(&o, pr, e);
+		tally_add(&all, &t);
+		if (e > 1)
+			tally_add(&warm, &t);
+	}
+	uint64_t entries = read_counters(o.socket).entries;
+	print_result(&o, "all", &all, entries);
+	if (o.epochs > 1)
+		print_result(&o, "warm", &warm, entries);
 	stop_readers(&o, pr);
 	return 0;
 }

@@ -75,7 +75,7 @@ struct cache {
 	/* While plans exist: how far ahead the block's next planned use is
 	 * (INT64_MAX: none). Eviction then takes, among the oldest unpinned
 	 * entries, the one needed last (Belady over the known future). */
-	int64_t (*next_use)(void *ctx, const struct cache_entry *e);
+	int64_t (*next_use)(void *ctx, struct cache_entry *e);
 	void *owner_ctx;
 	bool plans_active;
 	/* Last resort before -ENOMEM: the owner unpins prefetched, unread

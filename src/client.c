@@ -752,16 +752,29 @@ int rc_rename(struct rc_client *c, uint32_t handle, const char *key)
 	return r < 0 ? r : cqe.res;
 }
 
-int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
-		     uint64_t buf_offset, uint64_t n_entries)
+static int send_plan(struct rc_client *c, uint32_t buf_index,
+		     uint64_t buf_offset, uint64_t n_entries, uint8_t flags)
 {
 	struct rc_sqe *sqe = rc_get_sqe(c);
 	if (!sqe)
 		return -EBUSY;
 	rc_prep_prefetch_plan(sqe, buf_index, buf_offset, n_entries, SYNC_TAG);
+	sqe->flags = flags;
 	struct rc_cqe cqe;
 	int r = sync_one(c, &cqe);
 	return r < 0 ? r : cqe.res;
+}
+
+int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
+		     uint64_t buf_offset, uint64_t n_entries)
+{
+	return send_plan(c, buf_index, buf_offset, n_entries, 0);
+}
+
+int rc_prefetch_plan_append(struct rc_client *c, uint32_t buf_index,
+			    uint64_t buf_offset, uint64_t n_entries)
+{
+	return send_plan(c, buf_index, buf_offset, n_entries, RC_PLAN_APPEND);
 }
 
 const char *rc_strerror(int err)

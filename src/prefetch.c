@@ -11,10 +11,16 @@
 #include "log.h"
 
 /* ---- the plan index: (object, block) -> its next planned use ----------
- * A hint packs the plan's generation (low 24 bits) and the entry index
- * (40 bits). Rebuilt whenever a plan comes or goes (once an epoch), so
- * blocks fetched later learn their place too. Keys are 64-bit hashes: a
- * rare collision only misplaces one block in the eviction order. */
+ * One slot per (block, plan using it), holding a hint: the plan's
+ * generation (low 24 bits) and the entry index (40 bits) of the block's
+ * first use at or after the plan's cursor. Rebuilt whenever a plan comes,
+ * grows or goes (once an epoch), so blocks fetched later learn their place
+ * too. Once a session reads past a slot's entry, its plan's chain of uses
+ * of that block gives the next one (the next epoch's, when it was
+ * appended); the block's next use is the nearest over its plans, as the
+ * next epoch usually gives it to another GPU's queue. Keys are 64-bit
+ * hashes: a rare collision only misplaces one block in the eviction order.
+ * A cache entry's plan_hint is nonzero while the index may plan it. */
 
 #define HINT_IDX_BITS 40
 
@@ -49,27 +55,84 @@ uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b)
 		return 0;
 	uint64_t k = block_key(obj_id, b);
 	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
-		if (sh->plan_keys[i] == k)
+		if (sh->plan_keys[i] == k && sh->plan_hints[i])
 			return sh->plan_hints[i];
 		if (sh->plan_keys[i] == 0)
 			return 0;
 	}
 }
 
-int64_t prefetch_next_use(void *shard, const struct cache_entry *e)
+static const struct plan_item *plan_item_at(const struct plan *p,
+					     uint64_t idx)
 {
-	const struct shard *sh = shard;
-	if (!e->plan_hint)
+	return &p->items[idx - p->base];
+}
+
+static uint64_t item_first_block(const struct plan_item *it, uint64_t bs)
+{
+	return it->offset / bs;
+}
+
+static uint64_t item_last_block(const struct plan_item *it, uint64_t bs)
+{
+	return (it->offset + it->len - 1) / bs;
+}
+
+/* The entry after idx that uses block b of idx's object: UINT64_MAX if
+ * none (or b is not idx's: a hash collision). */
+static uint64_t next_use_of_block(const struct plan *p, uint64_t idx,
+				  uint64_t b, uint64_t bs)
+{
+	const struct plan_item *it = plan_item_at(p, idx);
+	if (b < item_first_block(it, bs) || b > item_last_block(it, bs))
+		return UINT64_MAX;
+	return p->blk_next[it->blk + b - item_first_block(it, bs)];
+}
+
+/* How far ahead of its plan's cursor slot i's block is next used
+ * (INT64_MAX: not any more); moves the slot along its chain. */
+static int64_t slot_distance(struct shard *sh, uint64_t i, uint64_t b)
+{
+	uint64_t hint = sh->plan_hints[i];
+	const struct plan *p = hint ? plan_of_hint(sh, hint) : NULL;
+	uint64_t idx = hint & ((1ull << HINT_IDX_BITS) - 1);
+	if (!p || idx < p->base) {
+		sh->plan_hints[i] = 0; /* plan gone, or that use long past */
 		return INT64_MAX;
-	const struct plan *p = plan_of_hint(sh, e->plan_hint);
-	uint64_t idx = e->plan_hint & ((1ull << HINT_IDX_BITS) - 1);
-	if (!p || idx < p->cursor)
-		return INT64_MAX; /* read already this epoch, or plan gone */
+	}
+	while (idx < p->cursor) /* read already: follow the chain */
+		idx = next_use_of_block(p, idx, b, sh->d->cfg.block_bytes);
+	if (idx == UINT64_MAX) {
+		sh->plan_hints[i] = 0;
+		return INT64_MAX;
+	}
+	sh->plan_hints[i] = hint_make(p->generation, idx);
 	return (int64_t)(idx - p->cursor);
 }
 
-static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
-		      uint64_t dist)
+int64_t prefetch_next_use(void *shard, struct cache_entry *e)
+{
+	struct shard *sh = shard;
+	if (!e->plan_hint || !sh->plan_keys)
+		return INT64_MAX;
+	uint64_t k = block_key(e->obj_id, e->blkno);
+	int64_t best = INT64_MAX;
+	for (uint64_t i = k & sh->plan_mask; sh->plan_keys[i];
+	     i = (i + 1) & sh->plan_mask) {
+		if (sh->plan_keys[i] != k || !sh->plan_hints[i])
+			continue;
+		int64_t d = slot_distance(sh, i, e->blkno);
+		if (d < best)
+			best = d;
+	}
+	if (best == INT64_MAX)
+		e->plan_hint = 0; /* no further use planned: skip the lookup */
+	return best;
+}
+
+/* Adds the block's use in the hint's plan, unless that plan has a nearer
+ * one already (entries are added in order from the cursor). */
+static void index_put(struct shard *sh, uint64_t k, uint64_t hint)
 {
 	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
 		if (sh->plan_keys[i] == 0) {
@@ -77,14 +140,9 @@ static void index_put(struct shard *sh, uint64_t k, uint64_t hint,
 			sh->plan_hints[i] = hint;
 			return;
 		}
-		if (sh->plan_keys[i] != k)
-			continue;
-		/* Planned twice: keep the nearer use. */
-		const struct plan *p = plan_of_hint(sh, sh->plan_hints[i]);
-		uint64_t idx = sh->plan_hints[i] & ((1ull << HINT_IDX_BITS) - 1);
-		if (!p || idx < p->cursor || idx - p->cursor > dist)
-			sh->plan_hints[i] = hint;
-		return;
+		if (sh->plan_keys[i] == k &&
+		    sh->plan_hints[i] >> HINT_IDX_BITS == hint >> HINT_IDX_BITS)
+			return;
 	}
 }
 
@@ -94,8 +152,8 @@ static void index_rebuild(struct shard *sh)
 	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
 		struct plan *p = q->plan;
 		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++)
-			blocks += (p->items[i].offset + p->items[i].len - 1) / bs -
-				  p->items[i].offset / bs + 1;
+			blocks += item_last_block(plan_item_at(p, i), bs) -
+				  item_first_block(plan_item_at(p, i), bs) + 1;
 	}
 	free(sh->plan_keys);
 	free(sh->plan_hints);
@@ -119,12 +177,12 @@ static void index_rebuild(struct shard *sh)
 	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
 		struct plan *p = q->plan;
 		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++) {
-			const struct plan_item *it = &p->items[i];
+			const struct plan_item *it = plan_item_at(p, i);
 			uint64_t hint = hint_make(p->generation, i);
-			for (uint64_t b = it->offset / bs;
-			     b <= (it->offset + it->len - 1) / bs; b++) {
+			for (uint64_t b = item_first_block(it, bs);
+			     b <= item_last_block(it, bs); b++) {
 				uint64_t k = block_key(it->obj->id, b);
-				index_put(sh, k, hint, i - p->cursor);
+				index_put(sh, k, hint);
 				struct cache_entry *e = cache_lookup(
 					&sh->cache, it->obj->id, (uint32_t)b, false);
 				if (e)
@@ -134,11 +192,23 @@ static void index_rebuild(struct shard *sh)
 	}
 }
 
+/* What all windows together may pin: half the memory. */
+static uint64_t pinned_budget(const struct shard *sh)
+{
+	return sh->budget.sb_total * sh->budget.sb_bytes / 2;
+}
+
+/* One plan's window: the configured bytes, at most a quarter of memory
+ * and its queue's share of the pinned budget, so a queue that runs ahead
+ * (into the next epoch's appended order, while others finish this one)
+ * cannot hold the pins another queue needs for its next sample. */
 static uint64_t window_bytes(const struct shard *sh)
 {
 	uint64_t cap = sh->budget.sb_total * sh->budget.sb_bytes / 4;
+	uint64_t share = pinned_budget(sh) / (sh->n_planned ? sh->n_planned : 1);
 	uint64_t w = sh->d->cfg.prefetch_window_bytes;
-	return w < cap ? w : cap;
+	w = w < cap ? w : cap;
+	return w < share ? w : share;
 }
 
 static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
@@ -206,11 +276,121 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 static void plan_free(struct shard *sh, struct plan *p)
 {
 	unpin_until(sh, p, UINT64_MAX);
-	for (uint64_t i = 0; i < p->n; i++)
-		object_put(sh->d, p->items[i].obj);
+	for (uint64_t i = p->base; i < p->n; i++)
+		object_put(sh->d, plan_item_at(p, i)->obj);
 	free(p->items);
+	free(p->blk_next);
 	free(p->pins);
 	free(p);
+}
+
+/* Numbers the entries' blocks and chains each block's uses, walking the
+ * plan backwards with a table of the nearest later use of each block. */
+static int plan_link(struct shard *sh, struct plan *p)
+{
+	uint64_t bs = sh->d->cfg.block_bytes, blocks = 0;
+	for (uint64_t i = p->base; i < p->n; i++) {
+		p->items[i - p->base].blk = blocks;
+		blocks += item_last_block(plan_item_at(p, i), bs) -
+			  item_first_block(plan_item_at(p, i), bs) + 1;
+	}
+	uint64_t cap = 1024;
+	while (cap < blocks * 2)
+		cap <<= 1;
+	uint64_t *keys = calloc(cap, sizeof(*keys));
+	uint64_t *uses = malloc(cap * sizeof(*uses));
+	uint64_t *next = malloc((blocks ? blocks : 1) * sizeof(*next));
+	if (!keys || !uses || !next) {
+		free(keys);
+		free(uses);
+		free(next);
+		return -ENOMEM;
+	}
+	for (uint64_t i = p->n; i-- > p->base;) {
+		const struct plan_item *it = plan_item_at(p, i);
+		for (uint64_t b = item_first_block(it, bs);
+		     b <= item_last_block(it, bs); b++) {
+			uint64_t k = block_key(it->obj->id, b), j = k & (cap - 1);
+			while (keys[j] && keys[j] != k)
+				j = (j + 1) & (cap - 1);
+			next[it->blk + b - item_first_block(it, bs)] =
+				keys[j] ? uses[j] : UINT64_MAX;
+			keys[j] = k;
+			uses[j] = i;
+		}
+	}
+	free(keys);
+	free(uses);
+	free(p->blk_next);
+	p->blk_next = next;
+	return 0;
+}
+
+/* Copies and validates the client's entries. Returns the new plan (not
+ * yet linked) or NULL with *err set. */
+static struct plan *plan_copy(struct session *s,
+			      const struct rc_plan_entry *entries, uint64_t n,
+			      int *err)
+{
+	struct plan *p = calloc(1, sizeof(*p));
+	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
+		free(p);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*err = 0;
+	for (uint64_t i = 0; i < n && !*err; i++) {
+		struct rc_plan_entry e;
+		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
+		struct object *o = session_handle(s, e.handle);
+		if (!o)
+			*err = -EBADF;
+		else if (e.reserved || e.len == 0 || e.offset >= o->size)
+			*err = -EINVAL;
+		if (*err)
+			break;
+		object_get(o);
+		p->items[p->n++] = (struct plan_item){
+			o, e.offset,
+			e.len < o->size - e.offset ? e.len : o->size - e.offset, 0};
+	}
+	if (*err) {
+		plan_free(s->sh, p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Moves more's entries to the end of p, dropping p's entries before its
+ * cursor (read already: nothing refers to them but stale hints, which
+ * index_rebuild renews). more is freed; on -ENOMEM both stay as they
+ * were. */
+static int plan_append(struct shard *sh, struct plan *p, struct plan *more)
+{
+	uint64_t keep = p->n - p->cursor;
+	struct plan_item *items = malloc((keep + more->n) * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	memcpy(items, p->items + (p->cursor - p->base), keep * sizeof(*items));
+	memcpy(items + keep, more->items, more->n * sizeof(*items));
+	struct plan_item *old = p->items;
+	uint64_t old_base = p->base, old_n = p->n;
+	p->items = items;
+	p->base = p->cursor;
+	p->n = p->cursor + keep + more->n;
+	if (plan_link(sh, p) < 0) {
+		p->items = old;
+		p->base = old_base;
+		p->n = old_n;
+		free(items);
+		return -ENOMEM;
+	}
+	for (uint64_t i = old_base; i < p->base; i++)
+		object_put(sh->d, old[i - old_base].obj);
+	free(old);
+	more->n = 0; /* its objects' references moved to p */
+	plan_free(sh, more);
+	return 0;
 }
 
 static void queue_drop_plan(struct shard *sh, struct pqueue *q)
@@ -270,7 +450,7 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 }
 
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n)
+		      uint64_t n, bool append)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
@@ -280,36 +460,31 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		return -ENOMEM;
 	if (sh->d->cfg.prefetch_window_bytes == 0)
 		return -EOPNOTSUPP; /* prefetch turned off in the config */
-	struct plan *p = calloc(1, sizeof(*p));
-	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
-		free(p);
-		return -ENOMEM;
-	}
-	int err = 0;
-	for (uint64_t i = 0; i < n && !err; i++) {
-		struct rc_plan_entry e;
-		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
-		struct object *o = session_handle(s, e.handle);
-		if (!o)
-			err = -EBADF;
-		else if (e.reserved || e.len == 0 || e.offset >= o->size)
-			err = -EINVAL;
-		if (err)
-			break;
-		object_get(o);
-		p->items[p->n++] = (struct plan_item){
-			o, e.offset,
-			e.len < o->size - e.offset ? e.len : o->size - e.offset};
-	}
-	if (err) {
-		plan_free(sh, p);
+	int err;
+	struct plan *p = plan_copy(s, entries, n, &err);
+	if (!p)
 		return err;
+	struct plan *cur = q->plan;
+	if (append && cur) {
+		if (cur->n - cur->cursor + n > RC_MAX_PLAN_ENTRIES)
+			err = -EINVAL; /* the reader fell that far behind */
+		else if (n && (err = plan_append(sh, cur, p)) == 0)
+			index_rebuild(sh);
+		if (err || !n)
+			plan_free(sh, p);
+		return err ? err : (int)(n > INT32_MAX ? INT32_MAX : n);
 	}
-	queue_drop_plan(sh, q);
 	if (n == 0) {
-		plan_free(sh, p); /* an empty plan just drops the old one */
+		if (!append)
+			queue_drop_plan(sh, q); /* an empty plan drops the old one */
+		plan_free(sh, p);
 		return 0;
 	}
+	if (plan_link(sh, p) < 0) {
+		plan_free(sh, p);
+		return -ENOMEM;
+	}
+	queue_drop_plan(sh, q);
 	p->generation = ++sh->pf_generation;
 	p->ramp = 2;
 	pthread_mutex_lock(&sh->lock);
@@ -328,7 +503,7 @@ void prefetch_consumed(struct session *s, const struct object *obj,
 		return;
 	uint64_t end = p->cursor + s->sh->d->cfg.prefetch_window_entries + 16;
 	for (uint64_t i = p->cursor; i < p->n && i < end; i++) {
-		const struct plan_item *it = &p->items[i];
+		const struct plan_item *it = plan_item_at(p, i);
 		if (it->obj != obj || offset < it->offset ||
 		    offset >= it->offset + it->len)
 			continue;
@@ -361,7 +536,7 @@ static bool plan_has_work(const struct shard *sh, const struct plan *p)
 	return p->issued < p->n && p->inflight < p->ramp &&
 	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
 	       p->pinned_bytes < window_bytes(sh) &&
-	       sh->pf_pinned_bytes < sh->budget.sb_total * sh->budget.sb_bytes / 2;
+	       sh->pf_pinned_bytes < pinned_budget(sh);
 }
 
 /* Pins the next block of the plan, fetching it if absent. Returns the
@@ -370,7 +545,7 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 {
 	if (!plan_has_work(sh, p))
 		return -1;
-	const struct plan_item *it = &p->items[p->issued];
+	const struct plan_item *it = plan_item_at(p, p->issued);
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t first = it->offset / bs, last = (it->offset + it->len - 1) / bs;
 	uint64_t b = first + p->issued_blk;

@@ -11,7 +11,10 @@
  * entries. Backend bandwidth is shared between the sessions' queues by
  * deficit round robin over a per-shard limit of prefetch GETs in flight.
  * A new plan replaces the old one: its pins go, its GETs in flight that
- * nobody waits for are cancelled. */
+ * nobody waits for are cancelled. An appended plan (RC_PLAN_APPEND: the
+ * next epoch's order, known early) extends the current one instead: the
+ * window slides on into it, and each planned block's uses are chained, so
+ * its next use is known across the epoch boundary. */
 #ifndef RC_PREFETCH_H
 #define RC_PREFETCH_H
 
@@ -31,6 +34,7 @@ struct cache_entry;
 struct plan_item {
 	struct object *obj;
 	uint64_t offset, len;
+	uint64_t blk;        /* its first block's slot in plan.blk_next */
 };
 
 struct plan_pin {
@@ -38,9 +42,13 @@ struct plan_pin {
 	struct cache_entry *e;
 };
 
+/* Entry indexes are absolute: appending drops the entries before the
+ * cursor and raises base, so the indexes cache entries hold stay valid. */
 struct plan {
-	struct plan_item *items;
-	uint64_t n;
+	struct plan_item *items; /* entries base .. n-1 */
+	uint64_t base, n;
+	uint64_t *blk_next;  /* per block of an entry: the next entry that
+				uses that block, UINT64_MAX if none */
 	uint64_t cursor;     /* first entry the session has not reached */
 	uint64_t issued;     /* entries before it have their blocks pinned */
 	uint64_t issued_blk; /* next block of items[issued] */
@@ -71,16 +79,17 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);
 void pqueue_put(struct shard *sh, struct pqueue *q);
 
 /* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
- * copied and validated here. Returns entries accepted or a negated errno. */
+ * copied and validated here; append: RC_PLAN_APPEND. Returns entries
+ * accepted or a negated errno. */
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n);
+		      uint64_t n, bool append);
 /* The session read obj at offset: slide its queue's window. */
 void prefetch_consumed(struct session *s, const struct object *obj,
 		       uint64_t offset);
 /* The next planned use of block b of object obj_id, as a cache entry's
  * plan_hint (0: none); and the cache's next_use callback over hints. */
 uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b);
-int64_t prefetch_next_use(void *shard, const struct cache_entry *e);
+int64_t prefetch_next_use(void *shard, struct cache_entry *e);
 
 /* A prefetch GET of plan generation gen ended: its queue may open up. */
 void prefetch_fetch_done(struct shard *sh, uint64_t gen);

@@ -47,6 +47,10 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_RENAME] = F_HANDLE | F_ARG,
 	[RC_OP_SYNC] = F_HANDLE | F_DATASET | F_ARG,
 };
+/* The SQE flag bits an opcode accepts. */
+static const uint8_t op_flags[RC_OP__COUNT] = {
+	[RC_OP_PREFETCH_PLAN] = RC_PLAN_APPEND,
+};
 
 /* The shard's lock guards its list against the thread rendering stats;
  * only the shard's own thread changes it. */
@@ -854,7 +858,7 @@ void op_list_ready(struct op *op, const struct s3_list_page *page, int err)
 static bool fields_ok(const struct rc_sqe *e)
 {
 	uint8_t allowed = op_fields[e->opcode];
-	if (e->flags || e->reserved0 || e->reserved1)
+	if ((e->flags & ~op_flags[e->opcode]) || e->reserved0 || e->reserved1)
 		return false;
 	if (!(allowed & F_ARG) && (e->arg || e->arg_len))
 		return false;
@@ -1034,7 +1038,8 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 	if ((err = check_buf(s, e, e->len, &src)))
 		return err;
 	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
-				 e->len / sizeof(struct rc_plan_entry));
+				 e->len / sizeof(struct rc_plan_entry),
+				 e->flags & RC_PLAN_APPEND);
 }
 
 static struct dataset *writable_dataset(struct session *s, uint32_t id,

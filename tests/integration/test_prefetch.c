@@ -407,3 +407,185 @@ Test(prefetch, eviction_under_plans_keeps_the_next_needed_blocks,
 	rc_detach(&b);
 	fx_daemon_stop(&D);
 }
+
+/* Fills a plan buffer with whole objects h[from .. from+n) of idx. */
+static void plan_objects(struct rc_plan_entry *plan, const uint32_t *h,
+			 const size_t *idx, size_t from, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		plan[k] = (struct rc_plan_entry){
+			.handle = h[from + k], .len = ds_size(&S, idx[from + k])};
+}
+
+/* The next epoch's order appended while this one runs: the current
+ * plan's GETs go on, and the window slides on into the appended entries
+ * (only as far as the window reaches past the reads). */
+Test(prefetch, appended_plan_keeps_the_current_plans_gets, .fini = teardown,
+     .timeout = 60)
+{
+	const char *proxy[] = {"--latency-ms", "400", NULL};
+	start(NULL, "prefetch_inflight = 16\nprefetch_window_entries = 4",
+	      proxy);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	uint32_t h[16];
+	size_t idx[16];
+	cr_assert_eq(open_small(&c, ds, h, idx, 16), 16);
+	void *mem, *data;
+	int pb = rc_alloc_buffer(&c, 8 * sizeof(struct rc_plan_entry), &mem);
+	int db = rc_alloc_buffer(&c, MiB, &data);
+	struct rc_plan_entry *plan = mem;
+	plan_objects(plan, h, idx, 0, 4);
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, 4), 4);
+	usleep(100000); /* GETs are in flight behind the 400 ms latency */
+	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	plan_objects(plan, h, idx, 8, 4);
+	int r = rc_prefetch_plan_append(&c, (uint32_t)pb, 0, 4);
+	cr_assert_eq(r, 4, "append: %s", rc_strerror(r));
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_prefetch_cancelled_total"), 0);
+	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	/* The window (4 entries) holds the current plan: nothing appended is
+	 * fetched before the reads move it. */
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
+				  5000), 0);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	cr_assert_eq(gets, 4, "GETs before any read: %lld", (long long)gets);
+	for (size_t k = 0; k < 4; k++) {
+		uint32_t f = read_whole(&c, h[k], ds_size(&S, idx[k]),
+					(uint32_t)db, data, idx[k]);
+		cr_assert(f & RC_CQE_F_HIT, "current plan's object %zu missed", k);
+	}
+	/* Reading the last current entry slid the window into the appended
+	 * ones: they arrive without being asked for. */
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_get_total", 7,
+				  5000), 7);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
+				  5000), 0);
+	for (size_t k = 8; k < 12; k++)
+		read_whole(&c, h[k], ds_size(&S, idx[k]), (uint32_t)db, data,
+			   idx[k]);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"), 8,
+		     "the appended entries were not all prefetched once");
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* Malformed flags fail their own SQE only: an unknown flag on
+ * PREFETCH_PLAN, RC_PLAN_APPEND on another opcode. An append with no plan
+ * starts one; an empty append changes nothing. */
+Test(prefetch, malformed_plan_flags_fail_that_entry_only, .fini = teardown,
+     .timeout = 60)
+{
+	start(NULL, NULL, NULL);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	uint32_t h[4];
+	size_t idx[4];
+	cr_assert_eq(open_small(&c, ds, h, idx, 4), 4);
+	void *mem;
+	int pb = rc_alloc_buffer(&c, 4 * sizeof(struct rc_plan_entry), &mem);
+	plan_objects(mem, h, idx, 0, 4);
+	uint8_t bad_flags[] = {0x2, 0x80, RC_PLAN_APPEND | 0x4};
+	for (size_t k = 0; k < 3; k++) {
+		struct rc_sqe *sqe = rc_get_sqe(&c);
+		rc_prep_prefetch_plan(sqe, (uint32_t)pb, 0, 4, 10 + k);
+		sqe->flags = bad_flags[k];
+	}
+	struct rc_sqe *sqe = rc_get_sqe(&c);
+	rc_prep_read(sqe, h[0], 0, 1, 20);
+	sqe->flags = RC_PLAN_APPEND;
+	rc_prep_prefetch_plan_append(rc_get_sqe(&c), (uint32_t)pb, 0, 4, 30);
+	rc_prep_prefetch_plan_append(rc_get_sqe(&c), (uint32_t)pb, 0, 0, 31);
+	cr_assert_eq(rc_submit(&c), 6);
+	for (int k = 0; k < 6; k++) {
+		struct rc_cqe *cqe;
+		cr_assert_eq(rc_wait_cqe(&c, &cqe), 0);
+		int want = cqe->user_data == 30 ? 4 : cqe->user_data == 31 ? 0
+						       : -EINVAL;
+		cr_assert_eq(cqe->res, want, "sqe %llu: %d",
+			     (unsigned long long)cqe->user_data, cqe->res);
+		rc_cqe_seen(&c);
+	}
+	/* The appended plan is this session's plan: its GETs happened. */
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_get_total", 4,
+				  5000), 4);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_prefetch_cancelled_total"), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* At an epoch boundary, the blocks read this epoch that the appended next
+ * epoch reads early stay under eviction pressure; those it does not read
+ * again go first, before the newer blocks of an unplanned scan. With only
+ * the current epoch known, both kinds would look alike (read, no planned
+ * use) and go in age order, the early ones first. */
+Test(prefetch, appended_plan_keeps_next_epochs_blocks_at_the_boundary,
+     .fini = teardown, .timeout = 120)
+{
+	start("48M", "prefetch_window_entries = 1", NULL);
+	struct rc_client a, b;
+	attach(&a);
+	attach(&b);
+	int ds = rc_dataset(&a, "ds");
+	uint32_t ha[300], hb[300];
+	size_t ia[300], ib[300];
+	size_t n = open_small(&a, ds, ha, ia, 300);
+	open_small(&b, ds, hb, ib, 300);
+	cr_assert_geq(n, 200);
+	void *pm, *da, *dbm;
+	int pb = rc_alloc_buffer(&a, 30 * sizeof(struct rc_plan_entry), &pm);
+	int bufa = rc_alloc_buffer(&a, MiB, &da);
+	int bufb = rc_alloc_buffer(&b, MiB, &dbm);
+	/* This epoch reads 0..29; the next one, appended as this one starts,
+	 * 0..14 first (then, in a real run, what was evicted); 15..29 are not
+	 * read again. */
+	plan_objects(pm, ha, ia, 0, 30);
+	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, 30), 30);
+	plan_objects(pm, ha, ia, 0, 15);
+	cr_assert_eq(rc_prefetch_plan_append(&a, (uint32_t)pb, 0, 15), 15);
+	for (size_t k = 0; k < 30; k++)
+		read_whole(&a, ha[k], ds_size(&S, ia[k]), (uint32_t)bufa, da,
+			   ia[k]);
+	/* An unplanned scan until 25 blocks were evicted: more than the 15
+	 * with no further use, fewer than those and the scan's own. */
+	int64_t ev0 = fx_stat_value(D.socket_path,
+				    "ringcache_cache_evictions_total");
+	size_t k = 100;
+	while (fx_stat_value(D.socket_path, "ringcache_cache_evictions_total") <
+	       ev0 + 25) {
+		cr_assert_lt(k, n, "the scan evicted nothing");
+		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm,
+			   ib[k]);
+		k++;
+	}
+	cr_log_info("scan of %zu objects", k - 100);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	size_t hits = 0;
+	for (size_t j = 0; j < 15; j++) {
+		uint32_t f = read_whole(&a, ha[j], ds_size(&S, ia[j]),
+					(uint32_t)bufa, da, ia[j]);
+		hits += (f & RC_CQE_F_HIT) != 0;
+	}
+	int64_t extra = fx_stat_value(D.socket_path, "ringcache_s3_get_total") -
+			gets;
+	cr_log_info("next epoch's early reads: %zu of 15 hits, %lld GETs", hits,
+		    (long long)extra);
+	cr_assert_eq(hits, 15, "next epoch's blocks were evicted: %zu of 15 hits",
+		     hits);
+	/* Those with no further use went first. */
+	size_t gone = 0;
+	for (size_t j = 15; j < 30; j++) {
+		uint32_t f = read_whole(&b, hb[j], ds_size(&S, ib[j]),
+					(uint32_t)bufb, dbm, ib[j]);
+		gone += (f & RC_CQE_F_HIT) == 0;
+	}
+	cr_assert_eq(gone, 15, "only %zu of 15 unplanned blocks were evicted",
+		     gone);
+	rc_detach(&a);
+	rc_detach(&b);
+	fx_daemon_stop(&D);
+}

@@ -530,13 +530,52 @@ class TestTorch(unittest.TestCase):
         ds = RingcacheDataset(Env.socket, "ds", keys=keys)
         inner = RandomSampler(ds, generator=torch.Generator().manual_seed(1))
         ref = RandomSampler(ds, generator=torch.Generator().manual_seed(1))
+        refs = [list(ref) for _ in range(3)]
         ps = PlanSampler(inner, ds)
         self.assertEqual(len(ps), 50)
-        for _ in range(2):  # two epochs, two plans
+        for e in range(2):  # two epochs, each appending the next one's order
             order = list(ps)
-            self.assertEqual(order, list(ref))
+            self.assertEqual(order, refs[e])
             self.assertEqual(ds.plan, [keys[i] for i in order])
+            self.assertEqual(ds.next_plan, [keys[i] for i in refs[e + 1]])
         self.assertEqual(sorted(order), list(range(50)))
+        self.assertFalse(ds._plan_logged, "the daemon refused a plan")
+        # Without ahead: one plan an epoch, nothing appended.
+        ds2 = RingcacheDataset(Env.socket, "ds", keys=keys)
+        plain = PlanSampler(RandomSampler(ds2), ds2, ahead=False)
+        order = list(plain)
+        self.assertEqual(ds2.plan, [keys[i] for i in order])
+        self.assertIsNone(ds2.next_plan)
+
+    def test_plan_sampler_ahead_follows_set_epoch(self):
+        """With DistributedSampler, the order drawn ahead is the one
+        set_epoch(e + 1) gives; an epoch left unfinished does not shift
+        the orders that follow."""
+        from torch.utils.data.distributed import DistributedSampler
+        from ringcache.torch import PlanSampler, RingcacheDataset
+        keys = [small_key(i) for i in range(40)]
+        ds = RingcacheDataset(Env.socket, "ds", keys=keys)
+
+        def dist():
+            return DistributedSampler(ds, num_replicas=2, rank=1,
+                                      shuffle=True, seed=7)
+        ps = PlanSampler(dist(), ds)
+        ref = dist()
+        for e in range(4):
+            ps.set_epoch(e)
+            ref.set_epoch(e)
+            want = list(ref)
+            it = iter(ps)
+            if e == 1:  # read half of it only
+                got = [next(it) for _ in range(len(want) // 2)]
+                want = want[:len(got)]
+            else:
+                got = list(it)
+            self.assertEqual(got, want, f"epoch {e}")
+            self.assertEqual(ds.plan[:len(got)], [keys[i] for i in got])
+            ref.set_epoch(e + 1)
+            self.assertEqual(ds.next_plan, [keys[i] for i in ref])
+        self.assertFalse(ds._plan_logged, "the daemon refused a plan")
 
 
 def s3_key(key):

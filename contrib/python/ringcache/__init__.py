@@ -343,10 +343,13 @@ class Client:
             pos += rec.rec_len
         return entries
 
-    def prefetch_plan(self, extents):
+    def prefetch_plan(self, extents, append=False):
         """Hands the daemon the order of future reads: extents is a list
         of (File, offset, length) of this client. Replaces the previous
-        plan; an empty list drops it. Sessions attached with the same gpu
+        plan; an empty list drops it. append=True (RC_PLAN_APPEND) puts
+        them after the current plan instead, cancelling nothing: the next
+        epoch's order, sent while this one runs, so the cache keeps what
+        the next epoch reads early. Sessions attached with the same gpu
         share the plan's queue, so a DataLoader's workers (gpu=rank)
         advance the window the main process planned. Returns the number
         of entries accepted."""
@@ -360,8 +363,9 @@ class Client:
                 arr[i].offset = offset
                 arr[i].len = length
             del arr
-            return _check(self._call(_library().rc_prefetch_plan, buf.index,
-                                     0, n), "prefetch plan")
+            fn = (_library().rc_prefetch_plan_append if append
+                  else _library().rc_prefetch_plan)
+            return _check(self._call(fn, buf.index, 0, n), "prefetch plan")
         finally:
             self._call(_library().rc_unregister_buffer, buf.index)
             buf.close()

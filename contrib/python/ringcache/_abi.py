@@ -20,6 +20,7 @@ RC_DATASET_NAME_MAX = 64
 RC_MAX_IO = 1 << 30
 RC_NO_LEASE = 0xFFFFFFFF
 RC_OP_PREFETCH_PLAN = 8
+RC_PLAN_APPEND = 1
 RC_WRITE_HANDLE = 0x40000000
 RC_SYNC_ALL = 0xFFFFFFFF
 
@@ -140,6 +141,9 @@ _PROTOTYPES = {
                                ctypes.POINTER(ctypes.c_int)]),
     "rc_prefetch_plan": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32,
                                         ctypes.c_uint64, ctypes.c_uint64]),
+    "rc_prefetch_plan_append": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32,
+                                               ctypes.c_uint64,
+                                               ctypes.c_uint64]),
     "rc_write_open": (ctypes.c_int, [_CLIENT_P, ctypes.c_int,
                                      ctypes.c_char_p]),
     "rc_write": (ctypes.c_ssize_t, [_CLIENT_P, ctypes.c_uint32,
