@@ -28,6 +28,7 @@ static struct fx_daemon D;
 static struct fx_proxy P;
 static bool proxy_on;
 static char sections[2048], daemon_extra[512], scratch[128];
+static char journal_path[300]; /* start_behind_proxy's */
 
 static void teardown(void)
 {
@@ -86,8 +87,11 @@ static void start_behind_proxy(const char *sub_prefix, unsigned retries,
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
 		 "part_size = 5M\n%s", ck, ck_extra ? ck_extra : "");
+	/* 64M: enough for any of these tests, and the file is allocated
+	 * whole (a test that starts many daemons fills /tmp otherwise). */
+	snprintf(journal_path, sizeof(journal_path), "%s/journal", fx_tmpdir());
 	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
+		 "journal = %s\njournal_size = 64M", journal_path);
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	D.s3_endpoint = P.endpoint;
@@ -565,7 +569,7 @@ static void wait_for(bool (*cond)(void), const char *what)
 	cr_assert(cond(), "%s: not within 12 s", what);
 }
 
-#define KILL_RETRIES 10 /* the 503s of KILL_ACKED_UNSENT outlast none */
+#define KILL_RETRIES 10 /* uploads held by 503s still retry at the kill */
 #define KILL_CK "upload_concurrency = 2\n"
 
 /* The same config and journal: what a restart after a crash finds. */
@@ -578,17 +582,28 @@ static void restart_daemon(void)
 	fx_daemon_start(&D, sections);
 }
 
-/* The acknowledged objects, then PARTIAL written and left open: the
- * session stays attached (a detach would abort PARTIAL). */
+/* PARTIAL's first 2 MiB, the acknowledged objects (whose COMMITs make
+ * PARTIAL's records durable too: a flush covers all appended before it),
+ * then one more WRITE of PARTIAL, which stays open: the session stays
+ * attached (a detach would abort it). */
 static void write_workload(struct rc_client *c)
 {
 	attach(c);
+	int h = write_object(c, PARTIAL, 2 * MiB, 9, false);
 	for (size_t i = 0; i < N_ACKED; i++)
 		write_object(c, acked[i].key, acked[i].size, i + 1, true);
-	write_object(c, PARTIAL, 3 * MiB, 9, false);
+	void *mem;
+	int buf = rc_alloc_buffer(c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	memset(mem, 0x5a, MiB);
+	ssize_t w = rc_write(c, (uint32_t)h, 2 * MiB, MiB, (uint32_t)buf, 0);
+	cr_assert_eq(w, (ssize_t)MiB, "write: %s", rc_strerror((int)w));
 }
 
-/* Arms the proxy for the point, writes, waits for the point, kills. */
+/* Arms the proxy for the point, writes, waits for the point, kills. The
+ * proxy's latency holds S3's answers, not the requests (a PUT under it is
+ * in S3 at once): "nothing sent" holds the uploads with 503s instead, which
+ * the proxy gives without asking S3. */
 static void kill_at(enum kill_point pt, const char *name)
 {
 	static const char *const arm[KILL_POINTS] = {
@@ -688,6 +703,7 @@ static void recover(enum kill_point pt, const char *name,
 		  "%s: the uncommitted object was not reported (log %s)", name,
 		  first->log_path);
 	fx_daemon_stop(&D);
+	unlink(journal_path); /* five points: five journals otherwise */
 	for (size_t i = 0; i < N_ACKED; i++)
 		objs[i] = written(keys[i], sizeof(keys[i]), acked[i].key,
 				  acked[i].size, i + 1);
