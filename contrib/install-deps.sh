@@ -4,7 +4,7 @@
 # when every package is already installed.
 #
 # usage: contrib/install-deps.sh [--perf] [--python]
-#   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot, awscli)
+#   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot)
 #   --python  also python3-torch, python3-cffi, python3-numpy (binding, PyTorch)
 set -euo pipefail
 
@@ -14,8 +14,9 @@ packages=(
 	libjemalloc-dev libcriterion-dev libinih-dev libexpat1-dev
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc
+	awscli # the tests read S3 back with an independent client
 )
-perf_packages=(s3fs rclone fio gnuplot-nox awscli)
+perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy)
 
 usage() {

@@ -643,6 +643,31 @@ void writeback_put(struct wobject *w)
 
 /* ---- start, replay, drain ----------------------------------------------- */
 
+/* Keep callback: uploads of other keys that merely start with this one. */
+static bool other_key(void *ctx, const char *key, const char *upload_id)
+{
+	(void)upload_id;
+	return strcmp(key, ctx) != 0;
+}
+
+/* A replayed object may have died mid-upload: its multipart upload is
+ * abandoned, and this daemon's, since the journal says it was uploading
+ * that key. Abort it now rather than after ABANDONED_AGE_S (at start,
+ * before the new upload exists, so no age is needed; blocking). */
+static void abort_stale_uploads(struct shard *sh, struct wobject *w)
+{
+	char *key = bucket_key(w);
+	struct s3_result r;
+	if (!key)
+		return;
+	int n = upload_cleanup_abandoned(sh->d->s3, w->ds->cfg->bucket, key, 0,
+					 other_key, key, &r);
+	if (n < 0)
+		log_warn("journal: %s/%s: listing its old uploads: %s %s",
+			 w->ds->cfg->name, w->key, r.code, r.message);
+	free(key);
+}
+
 static void replay(struct shard *sh)
 {
 	struct journal *j = sh->journal;
@@ -685,6 +710,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, o->key,
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
+		abort_stale_uploads(sh, w);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
 	}

@@ -1,9 +1,11 @@
 /* test_writeback.c - checkpoint write-back through a real ringcached into
  * the real S3 server: objects of every shape arrive byte for byte, at each
- * durability level; renames; a daemon killed with SIGKILL after COMMIT was
- * acknowledged uploads the object when it comes back; writes are refused
- * where the config says so. Objects are read back with the S3 client
- * (s3_perform), not through the daemon. */
+ * durability level, read back with Debian's awscli; renames; SIGKILL of
+ * the daemon at five points of a write's life, then a restart on the same
+ * journal: every acknowledged object in S3 byte for byte, nothing partial,
+ * the uncommitted object discarded and reported, no multipart upload left;
+ * writes are refused where the config says so. Objects are read back with
+ * an S3 client (awscli, or s3_perform), not through the daemon. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -26,6 +28,7 @@ static struct fx_daemon D;
 static struct fx_proxy P;
 static bool proxy_on;
 static char sections[2048], daemon_extra[512], scratch[128];
+static char journal_path[300]; /* start_behind_proxy's */
 
 static void teardown(void)
 {
@@ -68,26 +71,41 @@ static void start(const char *durability, const char *extra_daemon)
 	fx_daemon_start(&D, sections);
 }
 
-/* Dataset "ck" (durability local, 5 MiB parts) with the daemon's S3
- * behind an rc-proxy started with proxy_args. */
-static void start_proxied(const char *const *proxy_args, unsigned retries)
+/* Dataset "ck" (durability local, 5 MiB parts, then ck_extra) over the
+ * scratch prefix sub (NULL: a fresh one) and a fresh journal, with the
+ * daemon's S3 behind P. */
+static void start_behind_proxy(const char *sub_prefix, unsigned retries,
+			       const char *ck_extra)
 {
-	fx_proxy_start(&P, proxy_args);
-	proxy_on = true;
-	fx_unique(scratch, sizeof(scratch), "wb");
+	if (sub_prefix)
+		snprintf(scratch, sizeof(scratch), "%s", sub_prefix);
+	else
+		fx_unique(scratch, sizeof(scratch), "wb");
 	char sub[200], ck[600];
 	snprintf(sub, sizeof(sub), "%s/", scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
+		 "part_size = 5M\n%s", ck, ck_extra ? ck_extra : "");
+	/* 64M: enough for any of these tests, and the file is allocated
+	 * whole (a test that starts many daemons fills /tmp otherwise). */
+	snprintf(journal_path, sizeof(journal_path), "%s/journal", fx_tmpdir());
 	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M", fx_tmpdir());
+		 "journal = %s\njournal_size = 64M", journal_path);
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	D.s3_endpoint = P.endpoint;
 	D.max_retries = retries;
 	fx_daemon_start(&D, sections);
+}
+
+/* The same behind a new rc-proxy started with proxy_args. */
+static void start_proxied(const char *const *proxy_args, unsigned retries,
+			  const char *ck_extra)
+{
+	fx_proxy_start(&P, proxy_args);
+	proxy_on = true;
+	start_behind_proxy(NULL, retries, ck_extra);
 }
 
 static void attach(struct rc_client *c)
@@ -171,22 +189,57 @@ static int check_in_s3(const char *key, uint64_t size, uint64_t seed)
 	return err;
 }
 
+/* size bytes of pattern(seed), as a test expects to find them. */
+static uint8_t *pattern_buf(uint64_t size, uint64_t seed)
+{
+	uint8_t *b = malloc(size ? size : 1);
+	cr_assert_not_null(b);
+	for (uint64_t i = 0; i < size; i++)
+		b[i] = pattern(seed, i);
+	return b;
+}
+
+/* The bucket prefix of this test's objects: PREFIX/scratch/. */
+static const char *scratch_prefix(void)
+{
+	static char prefix[300];
+	snprintf(prefix, sizeof(prefix), "%s%s/", fx_env()->prefix, scratch);
+	return prefix;
+}
+
+/* What the test wrote as key: its bucket key (in full, len bytes) and
+ * bytes (the caller frees .data). */
+static struct fx_s3_object written(char *full, size_t len, const char *key,
+				   uint64_t size, uint64_t seed)
+{
+	int n = snprintf(full, len, "%s%s", scratch_prefix(), key);
+	cr_assert(n > 0 && (size_t)n < len, "key too long");
+	return (struct fx_s3_object){full, pattern_buf(size, seed), size};
+}
+
+/* 0 B, 1 B, exactly one part, one part and a byte, three whole parts,
+ * many parts with an uneven last one (parts of 5 MiB). */
+static const uint64_t shape_sizes[] = {0, 1, 5 * MiB, 5 * MiB + 1, 15 * MiB,
+				       12 * MiB + 123};
+#define N_SHAPES (sizeof(shape_sizes) / sizeof(*shape_sizes))
+
 static void shapes(const char *durability)
 {
 	start(durability, NULL);
 	struct rc_client c;
 	attach(&c);
-	const uint64_t sizes[] = {0, 1, 5 * MiB, 5 * MiB + 1, 12 * MiB + 123};
-	char key[64];
-	for (unsigned i = 0; i < 5; i++) {
+	char key[64], full[N_SHAPES][300];
+	struct fx_s3_object objs[N_SHAPES];
+	for (unsigned i = 0; i < N_SHAPES; i++) {
 		snprintf(key, sizeof(key), "shape-%u", i);
-		write_object(&c, key, sizes[i], i + 7, true);
+		write_object(&c, key, shape_sizes[i], i + 7, true);
+		objs[i] = written(full[i], sizeof(full[i]), key, shape_sizes[i],
+				  i + 7);
 	}
 	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
-	for (unsigned i = 0; i < 5; i++) {
-		snprintf(key, sizeof(key), "shape-%u", i);
-		cr_assert_eq(check_in_s3(key, sizes[i], i + 7), 0, "%s missing", key);
-	}
+	fx_aws_assert_objects(scratch_prefix(), objs, N_SHAPES, 5 * MiB);
+	for (unsigned i = 0; i < N_SHAPES; i++)
+		free((void *)objs[i].data);
 	rc_detach(&c);
 	fx_daemon_stop(&D);
 }
@@ -262,37 +315,6 @@ Test(writeback, refused_where_the_config_says, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
-Test(writeback, acknowledged_objects_survive_kill_9, .fini = teardown,
-     .timeout = 180)
-{
-	/* A slow S3: the upload is still running when the daemon dies. */
-	const char *slow[] = {"--latency-ms", "3000", NULL};
-	start_proxied(slow, 3);
-	struct rc_client c;
-	attach(&c);
-	write_object(&c, "acked", 7 * MiB + 3, 5, true); /* acknowledged */
-	write_object(&c, "never-committed", 2 * MiB, 6, false);
-	kill(D.pid, SIGKILL);
-	waitpid(D.pid, NULL, 0);
-	D.pid = 0;
-	rc_detach(&c);
-	cr_assert_eq(check_in_s3("acked", 0, 0), -ENOENT,
-		     "the upload finished before the kill: test too fast");
-	/* The daemon comes back (straight to S3 now) and replays. */
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
-	fx_daemon_start(&D, sections);
-	int err = -ENOENT;
-	for (int i = 0; i < 150 && err == -ENOENT; i++) {
-		usleep(100000);
-		err = check_in_s3("acked", 7 * MiB + 3, 5);
-	}
-	cr_assert_eq(err, 0, "the acknowledged object never reached S3");
-	cr_assert(fx_daemon_log_contains(&D, "never committed"));
-	cr_assert_eq(check_in_s3("never-committed", 0, 0), -ENOENT);
-	fx_daemon_stop(&D);
-}
-
 Test(writeback, eight_writers_at_once, .fini = teardown, .timeout = 180)
 {
 	start("local", NULL);
@@ -339,7 +361,7 @@ Test(writeback, committed_objects_read_back_before_s3_has_them,
      .fini = teardown, .timeout = 120)
 {
 	const char *slow[] = {"--latency-ms", "4000", NULL};
-	start_proxied(slow, 3);
+	start_proxied(slow, 3, NULL);
 	struct rc_client c;
 	attach(&c);
 	const uint64_t size = 6 * MiB + 77; /* multipart: in S3 only at Complete */
@@ -411,7 +433,7 @@ Test(writeback, uploads_survive_503s_resets_and_short_bodies,
 	const char *fault_args[] = {"--fault-rate", "0.3", "--faults",
 				    "503,slowdown,reset,truncate", "--seed",
 				    "7", NULL};
-	start_proxied(fault_args, 10);
+	start_proxied(fault_args, 10, NULL);
 	struct rc_client c;
 	attach(&c);
 	const uint64_t sizes[] = {1 * MiB + 1, 11 * MiB + 5, 16 * MiB};
@@ -434,4 +456,292 @@ Test(writeback, uploads_survive_503s_resets_and_short_bodies,
 	}
 	rc_detach(&c);
 	fx_daemon_stop(&D);
+}
+
+/* ---- SIGKILL at five points, then a restart on the same journal -------- */
+
+enum kill_point {
+	KILL_WRITING,             /* WRITEs of an object never committed */
+	KILL_ACKED_UNSENT,        /* COMMIT acknowledged, no request in S3 */
+	KILL_MULTIPART_HALF,      /* some parts in S3, no Complete */
+	KILL_UPLOADED_UNRECORDED, /* in S3, S3's answer still on its way */
+	KILL_DURING_REPLAY,       /* as KILL_ACKED_UNSENT, then again while
+				     the restarted daemon uploads */
+	KILL_POINTS
+};
+
+static const char *const kill_point_names[KILL_POINTS] = {
+	"while writing", "acknowledged, nothing sent",
+	"multipart half done", "uploaded, not journaled", "during replay",
+};
+
+/* Acknowledged (durability local) before the kill, at every point. */
+static const struct {
+	const char *key;
+	uint64_t size;
+} acked[] = {
+	{"small", 100 * 1024 + 3}, /* one PUT */
+	{"multi", 11 * MiB + 7},   /* three parts, two at a time */
+};
+#define N_ACKED (sizeof(acked) / sizeof(*acked))
+#define PARTIAL "partial"          /* written, never committed */
+/* The proxy holds every answer this long: the window the kills aim at. */
+#define HOLD_MS "1000"
+
+static void proxy_set(const char *cmds)
+{
+	const char *reply = fx_proxy_control(&P, cmds);
+	cr_assert_null(strstr(reply, "error"), "proxy: %s", reply);
+}
+
+static uint64_t proxy_counter(const char *name)
+{
+	return fx_proxy_stat(fx_proxy_control(&P, "stats\n"), name);
+}
+
+static int head_in_s3(const char *key)
+{
+	struct creds_provider *cp;
+	struct s3_client *c = s3(&cp);
+	char full[512];
+	snprintf(full, sizeof(full), "%s%s", scratch_prefix(), key);
+	struct s3_req_params p = {.op = S3_HEAD_OBJECT,
+				  .bucket = fx_env()->bucket, .key = full};
+	struct s3_result r;
+	int err = s3_perform(c, &p, &r, NULL, NULL);
+	s3_client_free(c);
+	creds_provider_free(cp);
+	return err;
+}
+
+/* Multipart uploads in progress under the scratch prefix. */
+static size_t uploads_in_progress(void)
+{
+	struct creds_provider *cp;
+	struct s3_client *c = s3(&cp);
+	struct s3_req_params p = {.op = S3_LIST_MULTIPART,
+				  .bucket = fx_env()->bucket,
+				  .prefix = scratch_prefix()};
+	struct s3_result r;
+	struct s3_upload_page pg;
+	char *body = NULL, err[256] = "";
+	size_t len = 0;
+	cr_assert_eq(s3_perform(c, &p, &r, &body, &len), 0, "%s", r.code);
+	cr_assert_eq(s3_parse_uploads(body, len, &pg, err, sizeof(err)), 0,
+		     "%s", err);
+	size_t n = pg.n_uploads;
+	s3_upload_page_free(&pg);
+	free(body);
+	s3_client_free(c);
+	creds_provider_free(cp);
+	return n;
+}
+
+static bool acked_all_in_s3(void)
+{
+	for (size_t i = 0; i < N_ACKED; i++)
+		if (head_in_s3(acked[i].key) != 0)
+			return false;
+	return true;
+}
+
+static bool unsent_held(void)
+{
+	return proxy_counter("fault_503") >= N_ACKED; /* a try of each */
+}
+
+static bool parts_answered(void)
+{
+	/* The PUT of small, parts 1 and 2, and part 3: S3 answered one. */
+	return proxy_counter("put") >= 4;
+}
+
+static bool replay_uploading(void)
+{
+	/* small's PUT, and parts 1 and 2 of multi: its Create answered. */
+	return proxy_counter("put") >= 3;
+}
+
+static void wait_for(bool (*cond)(void), const char *what)
+{
+	for (int i = 0; i < 600 && !cond(); i++)
+		usleep(20000);
+	cr_assert(cond(), "%s: not within 12 s", what);
+}
+
+#define KILL_RETRIES 10 /* uploads held by 503s still retry at the kill */
+#define KILL_CK "upload_concurrency = 2\n"
+
+/* The same config and journal: what a restart after a crash finds. */
+static void restart_daemon(void)
+{
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	D.s3_endpoint = P.endpoint;
+	D.max_retries = KILL_RETRIES;
+	fx_daemon_start(&D, sections);
+}
+
+/* PARTIAL's first 2 MiB, the acknowledged objects (whose COMMITs make
+ * PARTIAL's records durable too: a flush covers all appended before it),
+ * then one more WRITE of PARTIAL, which stays open: the session stays
+ * attached (a detach would abort it). */
+static void write_workload(struct rc_client *c)
+{
+	attach(c);
+	int h = write_object(c, PARTIAL, 2 * MiB, 9, false);
+	for (size_t i = 0; i < N_ACKED; i++)
+		write_object(c, acked[i].key, acked[i].size, i + 1, true);
+	void *mem;
+	int buf = rc_alloc_buffer(c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	memset(mem, 0x5a, MiB);
+	ssize_t w = rc_write(c, (uint32_t)h, 2 * MiB, MiB, (uint32_t)buf, 0);
+	cr_assert_eq(w, (ssize_t)MiB, "write: %s", rc_strerror((int)w));
+}
+
+/* Arms the proxy for the point, writes, waits for the point, kills. The
+ * proxy's latency holds S3's answers, not the requests (a PUT under it is
+ * in S3 at once): "nothing sent" holds the uploads with 503s instead, which
+ * the proxy gives without asking S3. */
+static void kill_at(enum kill_point pt, const char *name)
+{
+	static const char *const arm[KILL_POINTS] = {
+		[KILL_WRITING] = "",
+		[KILL_ACKED_UNSENT] = "set faults 503\nset fault-rate 1\n",
+		[KILL_MULTIPART_HALF] = "set latency-ms " HOLD_MS "\n",
+		[KILL_UPLOADED_UNRECORDED] = "set latency-ms " HOLD_MS "\n",
+		[KILL_DURING_REPLAY] = "set faults 503\nset fault-rate 1\n",
+	};
+	struct rc_client c;
+	proxy_set(arm[pt]);
+	write_workload(&c);
+	switch (pt) {
+	case KILL_WRITING:
+		break;
+	case KILL_ACKED_UNSENT:
+	case KILL_DURING_REPLAY:
+		wait_for(unsent_held, name);
+		break;
+	case KILL_MULTIPART_HALF:
+		wait_for(parts_answered, name);
+		break;
+	case KILL_UPLOADED_UNRECORDED:
+		wait_for(acked_all_in_s3, name);
+		break;
+	default:
+		cr_assert_fail("no such point");
+	}
+	fx_daemon_kill(&D);
+	rc_detach(&c);
+}
+
+/* What S3 must show right after the kill for the point to be the one
+ * named (else the test aimed wrong, e.g. a machine too slow). */
+static void assert_point_reached(enum kill_point pt, const char *name)
+{
+	switch (pt) {
+	case KILL_ACKED_UNSENT:
+	case KILL_DURING_REPLAY:
+		cr_assert(head_in_s3("small") == -ENOENT &&
+			  head_in_s3("multi") == -ENOENT &&
+			  uploads_in_progress() == 0,
+			  "%s: a request reached S3", name);
+		break;
+	case KILL_MULTIPART_HALF:
+		cr_assert_eq(head_in_s3("multi"), -ENOENT,
+			     "%s: multi was complete", name);
+		cr_assert_eq(uploads_in_progress(), 1, "%s", name);
+		break;
+	default:
+		break;
+	}
+}
+
+/* KILL_DURING_REPLAY's second kill: the restarted daemon replays both
+ * objects over a slow link and dies with multi's upload begun. */
+static void kill_during_replay(const char *name, struct fx_daemon *first)
+{
+	proxy_set("set fault-rate 0\nset latency-ms " HOLD_MS "\nreset-stats\n");
+	restart_daemon();
+	*first = D;
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"),
+		     (int64_t)N_ACKED, "%s", name);
+	wait_for(replay_uploading, name);
+	fx_daemon_kill(&D);
+	cr_assert_eq(uploads_in_progress(), 1,
+		     "%s: the replay's upload was not under way", name);
+}
+
+/* Restarts straight through and waits for the replay; adds the
+ * acknowledged objects to objs (bytes allocated) for the check with aws. */
+static void recover(enum kill_point pt, const char *name,
+		    const struct fx_daemon *first, struct fx_s3_object *objs,
+		    char (*keys)[300])
+{
+	proxy_set("set fault-rate 0\nset latency-ms 0\n");
+	restart_daemon();
+	if (pt != KILL_DURING_REPLAY)
+		first = &D;
+	int64_t replayed = fx_stat_value(D.socket_path,
+					 "ringcache_writeback_replayed_total");
+	/* multi was in flight at every kill but the first. */
+	if (pt == KILL_ACKED_UNSENT)
+		cr_assert_eq(replayed, (int64_t)N_ACKED, "%s", name);
+	else if (pt != KILL_WRITING)
+		cr_assert_geq(replayed, 1, "%s: multi was not replayed", name);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total",
+				  replayed, 30000), replayed,
+		     "%s: the replay did not finish", name);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_total"), 0,
+		     "%s", name);
+	cr_assert(fx_daemon_log_contains(first, "journal: ck/" PARTIAL
+					 " was never committed: discarded"),
+		  "%s: the uncommitted object was not reported (log %s)", name,
+		  first->log_path);
+	fx_daemon_stop(&D);
+	unlink(journal_path); /* five points: five journals otherwise */
+	for (size_t i = 0; i < N_ACKED; i++)
+		objs[i] = written(keys[i], sizeof(keys[i]), acked[i].key,
+				  acked[i].size, i + 1);
+}
+
+/* Each point over its own prefix and journal, one rc-proxy for all; then
+ * one read-back with aws of everything under the points' parent prefix:
+ * the acknowledged objects byte for byte, nothing else (no PARTIAL, no
+ * partial object), no multipart upload left. */
+Test(writeback, kill_9_at_each_point_then_restart, .fini = teardown,
+     .timeout = 300)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	char parent[128], sub[160], keys[KILL_POINTS * N_ACKED][300];
+	struct fx_s3_object objs[KILL_POINTS * N_ACKED];
+	fx_unique(parent, sizeof(parent), "wb-kill");
+	fx_proxy_start(&P, pass);
+	proxy_on = true;
+	for (int pt = 0; pt < KILL_POINTS; pt++) {
+		char name[80];
+		struct fx_daemon first;
+		snprintf(name, sizeof(name), "kill -9 %s", kill_point_names[pt]);
+		snprintf(sub, sizeof(sub), "%s/%d", parent, pt);
+		proxy_set("set fault-rate 0\nset latency-ms 0\nreset-stats\n");
+		start_behind_proxy(sub, KILL_RETRIES, KILL_CK);
+		kill_at(pt, name);
+		assert_point_reached(pt, name);
+		if (pt == KILL_DURING_REPLAY)
+			kill_during_replay(name, &first);
+		recover(pt, name, &first, objs + pt * N_ACKED,
+			keys + pt * N_ACKED);
+		cr_log_info("%s: recovered", name);
+	}
+	char prefix[300];
+	snprintf(prefix, sizeof(prefix), "%s%s/", fx_env()->prefix, parent);
+	fx_aws_assert_objects(prefix, objs, KILL_POINTS * N_ACKED, 5 * MiB);
+	for (size_t i = 0; i < KILL_POINTS * N_ACKED; i++)
+		free((void *)objs[i].data);
+	fx_proxy_stop(&P);
+	proxy_on = false;
 }
