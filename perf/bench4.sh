@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench4.sh - owns the set-up of issue 4's two benchmarks: starts a private
-# Ceph RGW (tests/fixture/s3-up.sh), uploads the dataset of tools/dataset.h
+# Ceph RGW (perf/lib.sh; or the endpoint in RINGCACHE_TEST_S3_*), uploads the dataset of tools/dataset.h
 # straight to it, puts build/perf/rc-proxy (first-byte latency, bandwidth
 # cap per connection) between ringcached and RGW, and runs
 #   1. rc-stallbench: fraction of wall time a consumer with a fixed step
@@ -61,61 +61,23 @@ STALL_MEMORY=512M      # holds both workloads: epoch 2 is warm
 HIT_MEMORY=$((N_SMALL * 570000 / 2))
 
 WORK=$(mktemp -d /tmp/rc-bench4.XXXXXX)
-RGW_DIR=$WORK/rgw
-SOCK=$WORK/ringcache.sock
-CONF=$WORK/ringcache.conf
-DAEMON_PID=
+BUILD_BIN=$BUILD
 PROXY_PID=
-
-stop_daemon() {
-	if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
-		kill -TERM "$DAEMON_PID" 2>/dev/null || true
-		wait "$DAEMON_PID" 2>/dev/null || true
-	fi
-	DAEMON_PID=
-}
+# shellcheck source=perf/lib.sh
+. "$ROOT/perf/lib.sh"
 
 cleanup() {
 	local rc=$?
-	stop_daemon
 	if [ -n "$PROXY_PID" ] && kill -0 "$PROXY_PID" 2>/dev/null; then
 		kill -TERM "$PROXY_PID" 2>/dev/null || true
 		wait "$PROXY_PID" 2>/dev/null || true
 	fi
-	if [ -d "$RGW_DIR" ]; then
-		RGW_DIR=$RGW_DIR bash "$ROOT/tests/fixture/s3-down.sh" >/dev/null 2>&1 || true
-	fi
-	if [ "${KEEP_LOGS:-0}" = 1 ] || [ "$rc" != 0 ]; then
-		echo "bench4: logs kept in $WORK" >&2
-	else
-		rm -rf "$WORK"
-	fi
+	lib_cleanup bench4 "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 log() { echo "bench4: $(date +%T) $*" >&2; }
-
-# An S3 endpoint given in RINGCACHE_TEST_S3_* (as tests/run takes it) is
-# used as it is, its bucket already made; else a private RGW.
-start_rgw() {
-	if [ -n "${RINGCACHE_TEST_S3_ENDPOINT:-}" ]; then
-		log "using the S3 endpoint $RINGCACHE_TEST_S3_ENDPOINT"
-		BUCKET=${RINGCACHE_TEST_S3_BUCKET:-ringcache-test}
-		S3_KIND="the S3 endpoint $RINGCACHE_TEST_S3_ENDPOINT"
-		return
-	fi
-	S3_KIND="Ceph RGW memstore"
-	log "starting RGW in $RGW_DIR"
-	if ! RGW_DIR=$RGW_DIR RC_S3=$BUILD/rc-s3 bash "$ROOT/tests/fixture/s3-up.sh" memstore \
-		>"$WORK/s3-up.log" 2>&1; then
-		cat "$WORK/s3-up.log" >&2
-		exit 1
-	fi
-	# shellcheck disable=SC1091
-	. "$RGW_DIR/env"
-	BUCKET=${RINGCACHE_TEST_S3_BUCKET:-ringcache-test}
-}
 
 start_proxy() {
 	local upstream=${RINGCACHE_TEST_S3_ENDPOINT#http://}
@@ -135,42 +97,10 @@ start_proxy() {
 
 # start_daemon MEMORY: a fresh ringcached (cold cache) behind the proxy.
 start_daemon() {
-	local memory=$1
-	rm -f "$SOCK"
-	(
-		umask 077 # the file holds the secret key
-		cat >"$CONF" <<EOF
-# written by perf/bench4.sh
-[daemon]
-socket = $SOCK
-socket_mode = 0600
-memory = $memory
-block_size = 1M
-log_level = warn
-metadata_ttl = 600
-${DAEMON_EXTRA:-}
-[s3]
-endpoint = http://$PROXY
-region = ${RINGCACHE_TEST_S3_REGION:-us-east-1}
-addressing = path
-tls_verify = false
-credentials = config
-access_key = $RINGCACHE_TEST_S3_ACCESS_KEY
-secret_key = $RINGCACHE_TEST_S3_SECRET_KEY
-[dataset bench]
-uri = s3://$BUCKET/$PREFIX
-EOF
-	)
-	"$BUILD/ringcached" -c "$CONF" >>"$WORK/ringcached.log" 2>&1 &
-	DAEMON_PID=$!
-	for _ in $(seq 200); do
-		[ -S "$SOCK" ] && return 0
-		kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/ringcached.log" >&2; exit 1; }
-		sleep 0.05
-	done
-	log "ringcached did not open $SOCK"
-	exit 1
+	lib_daemon_up "http://$PROXY" "$1" "s3://$BUCKET/$PREFIX" "${DAEMON_EXTRA:-}" || exit 1
 }
+
+stop_daemon() { lib_daemon_down; }
 
 run_stall() {
 	local run=$1 wl=$2 step=$3 mode=$4 samples=$5
@@ -296,7 +226,8 @@ hit_table() {
 	[ "$failed" = 0 ] || echo "$failed hit run(s) FAILED and are left out: $(grep '^FAILED' "$f" | tr '\n' ';')"
 }
 
-start_rgw
+log "S3 endpoint"
+lib_s3_up || exit 1
 log "uploading the dataset ($N_SMALL small objects + 3 large)"
 "$BUILD/rc-s3" gen-dataset "$BUCKET" "$PREFIX" --small "$N_SMALL" >"$WORK/upload.log" 2>&1 ||
 	{ cat "$WORK/upload.log" >&2; exit 1; }

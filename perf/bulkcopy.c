@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "s3.h"
+#include "bench.h"
 
 #define MAX_ATTEMPTS 4
 
@@ -46,13 +47,6 @@ struct copy {
 	double t0;
 	char error[256];
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int add_object(struct copy *c, const char *key, uint64_t size)
 {

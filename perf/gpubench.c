@@ -29,6 +29,7 @@
 
 #include "ringcache.h"
 #include "../tools/dataset.h"
+#include "bench.h"
 
 #define MAX_PASSES 64
 #define MAX_EXTENTS 8
@@ -75,13 +76,6 @@ struct bench {
 	struct rc_extent (*ext)[MAX_EXTENTS];
 	int *n_ext;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int die_cuda(const struct bench *b, const char *what, int err)
 {

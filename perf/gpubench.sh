@@ -24,26 +24,28 @@ find_bin() {
 	exit 2
 }
 # The binaries alone see GPUBENCH_LIBS: python3 keeps its own libraries.
-with_libs() {
-	LD_LIBRARY_PATH=${GPUBENCH_LIBS:-${LD_LIBRARY_PATH:-}} "$@"
-}
+RC_RUN="env LD_LIBRARY_PATH=${GPUBENCH_LIBS:-${LD_LIBRARY_PATH:-}}"
 RINGCACHED=$(find_bin ringcached)
 RC_S3=$(find_bin rc-s3)
 GPUBENCH=$(find_bin rc-gpubench)
 SMALL=${GPUBENCH_SMALL:-1000}
 WORK=$(mktemp -d /tmp/gpubench.XXXXXX)
-PIDS=()
+ROOT=$PWD
+BUILD_BIN=$(dirname "$RINGCACHED")
+S3MINI_PID=
+# shellcheck source=perf/lib.sh
+. perf/lib.sh
 cleanup() {
-	for p in "${PIDS[@]+"${PIDS[@]}"}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
+	local rc=$?
+	[ -z "$S3MINI_PID" ] || kill "$S3MINI_PID" 2>/dev/null || true
+	lib_cleanup gpubench "$rc"
 }
 trap cleanup EXIT
 
 if [ -z "${RINGCACHE_TEST_S3_ENDPOINT:-}" ]; then
 	port=$((20000 + RANDOM % 20000))
 	python3 perf/s3mini.py "$port" >"$WORK/s3mini.out" 2>&1 &
-	PIDS+=($!)
+	S3MINI_PID=$!
 	for _ in $(seq 50); do
 		grep -q ready "$WORK/s3mini.out" 2>/dev/null && break
 		sleep 0.1
@@ -52,42 +54,21 @@ if [ -z "${RINGCACHE_TEST_S3_ENDPOINT:-}" ]; then
 	export RINGCACHE_TEST_S3_REGION=us-east-1
 	export RINGCACHE_TEST_S3_ACCESS_KEY=GPUBENCH
 	export RINGCACHE_TEST_S3_SECRET_KEY=GPUBENCHSECRET
+	export RINGCACHE_TEST_S3_BUCKET=ringcache-gpubench
+	$RC_RUN "$RC_S3" mb "$RINGCACHE_TEST_S3_BUCKET"
 fi
-BUCKET=${RINGCACHE_TEST_BUCKET:-ringcache-gpubench}
-with_libs "$RC_S3" mb "$BUCKET"
-with_libs "$RC_S3" gen-dataset "$BUCKET" gpu/ --small "$SMALL" --jobs 16
+lib_s3_up
+$RC_RUN "$RC_S3" gen-dataset "$BUCKET" gpu/ --small "$SMALL" --jobs 16
 
 for bs in ${GPUBENCH_BLOCKS:-1M 4M}; do
-	cat >"$WORK/conf" <<-EOF
-	[daemon]
-	socket = $WORK/sock
-	memory = 2G
-	block_size = $bs
-	log_level = warn
-	[s3]
-	endpoint = $RINGCACHE_TEST_S3_ENDPOINT
-	region = $RINGCACHE_TEST_S3_REGION
-	addressing = path
-	tls_verify = false
-	credentials = config
-	access_key = $RINGCACHE_TEST_S3_ACCESS_KEY
-	secret_key = $RINGCACHE_TEST_S3_SECRET_KEY
-	[dataset gpu]
-	uri = s3://$BUCKET/gpu/
-	EOF
-	rm -f "$WORK/sock"
-	with_libs "$RINGCACHED" -c "$WORK/conf" >>"$WORK/ringcached.log" 2>&1 &
-	daemon=$!
-	PIDS+=("$daemon")
-	for _ in $(seq 100); do [ -S "$WORK/sock" ] && break; sleep 0.1; done
+	BLOCK_SIZE=$bs lib_daemon_up "$RINGCACHE_TEST_S3_ENDPOINT" 2G "s3://$BUCKET/gpu/"
 	echo "## block size $bs"
-	with_libs "$GPUBENCH" --socket "$WORK/sock" --dataset gpu --small "$SMALL" \
+	$RC_RUN "$GPUBENCH" --socket "$SOCK" --dataset bench --small "$SMALL" \
 		--passes "${GPUBENCH_PASSES:-9}" ||
 		{ tail -n 20 "$WORK/ringcached.log" >&2; exit 1; }
 	if python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
 		echo "## PyTorch, block size $bs"
-		python3 perf/torchgpu.py "$WORK/sock" gpu "" 5
+		python3 perf/torchgpu.py "$SOCK" bench "" 5
 	fi
-	kill "$daemon"
-	wait "$daemon" 2>/dev/null || true
+	lib_daemon_down
 done

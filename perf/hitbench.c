@@ -45,6 +45,7 @@
 
 #include "ringcache.h"
 #include "../tools/dataset.h"
+#include "bench.h"
 
 #define MIB (1024u * 1024u)
 #define MAX_PROCS 64
@@ -89,13 +90,6 @@ struct counters {
 	uint64_t hits, misses, s3_get, entries, evictions;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void fail(const char *what)
 {
 	fprintf(stderr, "rc-hitbench: %s\n", what);
@@ -106,24 +100,6 @@ static void die(const char *what, int err)
 {
 	fprintf(stderr, "rc-hitbench: %s: %s\n", what, rc_strerror(err));
 	exit(1);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void shuffle(size_t *v, size_t n, uint64_t seed)
-{
-	for (size_t i = n; i > 1; i--) {
-		size_t j = (size_t)(rng_next(&seed) % i);
-		size_t t = v[i - 1];
-		v[i - 1] = v[j];
-		v[j] = t;
-	}
 }
 
 /* Opens every small object, OPENs in flight together. */

@@ -39,6 +39,7 @@
 
 #include "ringcache.h"
 #include "../tools/dataset.h"
+#include "bench.h"
 
 #define MIB (1024u * 1024u)
 #define PAGE 4096u
@@ -112,13 +113,6 @@ struct proc {
 	pid_t pid;
 	int cmd_fd, reply_fd;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t xorshift64(uint64_t *s)
 {

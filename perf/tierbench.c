@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "tier.h"
+#include "bench.h"
 
 #define QD 32
 #define TMPFS_MAGIC_ 0x01021994
@@ -42,13 +43,6 @@ struct bench {
 	uint64_t rng, ops, errors;
 	bool stop;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t next_rand(struct bench *b)
 {
