@@ -214,6 +214,7 @@ struct shard {
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
 	uint64_t wb_staged, wb_next_id;
+	void *wb_spare;            /* staging chunks kept for reuse (a list) */
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	uint64_t tier_sync_due_ns;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "hugemem.h"
 #include "journal.h"
 #include "log.h"
 #include "uring.h"
@@ -25,6 +26,9 @@
 #define J_FILE_HDR J_BLOCK           /* records start here */
 #define J_BUF (1024u * 1024u)        /* one write buffer */
 #define J_MAX_PENDING (32ull * J_BUF) /* bytes written and not completed */
+/* Write buffers come from one huge-page pool (page faults are costly, see
+ * hugemem.h); past it, from the heap. */
+#define J_POOL_BUFS ((unsigned)(J_MAX_PENDING / J_BUF) + 2u)
 /* Kept back per live object for its COMMIT and DONE (worst_case of each). */
 #define J_CTL_RESERVE (2u * (J_BLOCK + 2u * 40u + 8u + JOURNAL_MAX_NAME))
 #define J_MIN_CHUNK (64u * 1024u)    /* smaller DATA room: next buffer */
@@ -86,6 +90,7 @@ struct jio {
 struct jbuf {
 	struct jio io;
 	bool written;
+	bool pooled;        /* mem lies in the journal's pool */
 	uint8_t *mem;       /* J_BUF bytes, 4 KiB aligned */
 	uint64_t file_off;  /* where mem[0] goes, 4 KiB aligned */
 	uint32_t used;
@@ -113,6 +118,8 @@ struct journal {
 	size_t n_objs, cap_objs;
 	struct jbuf *cur;
 	struct jbuf *issued_head, *issued_tail, *free_bufs;
+	uint8_t *pool;          /* J_POOL_BUFS buffers, carved in order */
+	unsigned pool_carved;
 	unsigned writes_inflight;
 	uint64_t pending_bytes;
 	struct jio fsync_io;
@@ -120,6 +127,7 @@ struct journal {
 	uint64_t fsync_lsn;
 	uint64_t lsn, written_lsn, synced_lsn;
 	struct waiter *wait_head, *wait_tail;
+	struct waiter *room_head, *room_tail; /* journal_wait_room, FIFO */
 	struct journal_object *replayed, *discarded;
 	size_t n_replayed, n_discarded;
 	struct journal_stats st;
@@ -425,6 +433,24 @@ static int sort_replayed(struct journal *j)
 
 /* ---- write buffers ---- */
 
+/* The pool is allocated and touched when the journal opens, so the first
+ * checkpoint after a start pays no page faults on its write path. */
+static void pool_init(struct journal *j)
+{
+	j->pool = hugemem_alloc((size_t)J_POOL_BUFS * J_BUF);
+	if (j->pool)
+		memset(j->pool, 0, (size_t)J_POOL_BUFS * J_BUF);
+}
+
+/* A new buffer's memory: the next one of the pool, else the heap's. */
+static uint8_t *buf_mem(struct journal *j, bool *pooled)
+{
+	*pooled = j->pool && j->pool_carved < J_POOL_BUFS;
+	if (*pooled)
+		return j->pool + (size_t)J_BUF * j->pool_carved++;
+	return aligned_alloc(J_BLOCK, J_BUF);
+}
+
 static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 {
 	struct jbuf *b = j->free_bufs;
@@ -432,7 +458,7 @@ static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 		j->free_bufs = b->next;
 	} else {
 		b = calloc(1, sizeof(*b));
-		if (b && !(b->mem = aligned_alloc(J_BLOCK, J_BUF))) {
+		if (b && !(b->mem = buf_mem(j, &b->pooled))) {
 			free(b);
 			b = NULL;
 		}
@@ -440,8 +466,9 @@ static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 			return NULL;
 	}
 	uint8_t *mem = b->mem;
+	bool pooled = b->pooled;
 	*b = (struct jbuf){.io = {EV_JOURNAL, JIO_WRITE}, .mem = mem,
-			   .file_off = file_off};
+			   .pooled = pooled, .file_off = file_off};
 	return b;
 }
 
@@ -455,7 +482,8 @@ static void bufs_free(struct jbuf *b)
 {
 	while (b) {
 		struct jbuf *n = b->next;
-		free(b->mem);
+		if (!b->pooled)
+			free(b->mem);
 		free(b);
 		b = n;
 	}
@@ -884,6 +912,38 @@ int journal_flush(struct journal *j, journal_done_fn done, void *ctx)
 	return 0;
 }
 
+int journal_wait_room(struct journal *j, journal_done_fn done, void *ctx)
+{
+	if (j->failed)
+		return -EIO;
+	if (!j->writes_inflight && buf_seal(j) == 0 && !j->writes_inflight)
+		return journal_flush(j, done, ctx);
+	struct waiter *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct waiter){.done = done, .ctx = ctx};
+	if (j->room_tail)
+		j->room_tail->next = w;
+	else
+		j->room_head = w;
+	j->room_tail = w;
+	return 0;
+}
+
+/* After a write completed: every room waiter tries again, oldest first
+ * (and may wait again, on a fresh list). */
+static void wake_room_waiters(struct journal *j, int res)
+{
+	struct waiter *w = j->room_head;
+	j->room_head = j->room_tail = NULL;
+	while (w) {
+		struct waiter *next = w->next;
+		w->done(w->ctx, res);
+		free(w);
+		w = next;
+	}
+}
+
 static void write_done(struct journal *j, struct jbuf *b, int res)
 {
 	j->writes_inflight--;
@@ -916,10 +976,13 @@ void journal_complete(struct journal *j, struct io_uring_cqe *cqe)
 	}
 	if (j->failed) {
 		wake_waiters(j, j->failed);
+		wake_room_waiters(j, j->failed);
 		return;
 	}
 	wake_waiters(j, 0);
 	maybe_fsync(j);
+	if (io->op == JIO_WRITE)
+		wake_room_waiters(j, 0);
 }
 
 unsigned journal_inflight(const struct journal *j)
@@ -1051,6 +1114,7 @@ static void abort_discarded(struct journal *j)
 
 static int load(struct journal *j, char *err, size_t errlen)
 {
+	pool_init(j);
 	int fresh = hdr_read(j, err, errlen);
 	if (fresh < 0)
 		return -1;
@@ -1094,6 +1158,11 @@ static void journal_free(struct journal *j)
 		j->wait_head = w->next;
 		free(w);
 	}
+	while (j->room_head) {
+		struct waiter *w = j->room_head;
+		j->room_head = w->next;
+		free(w);
+	}
 	free(j->objs);
 	free(j->replayed);
 	free(j->discarded);
@@ -1101,6 +1170,7 @@ static void journal_free(struct journal *j)
 		j->cur->next = j->issued_head;
 	bufs_free(j->cur ? j->cur : j->issued_head);
 	bufs_free(j->free_bufs);
+	hugemem_free(j->pool, (size_t)J_POOL_BUFS * J_BUF);
 	free(j->path);
 	free(j);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hugemem.h"
 #include "log.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
@@ -33,6 +34,7 @@ struct xfer {
 	const void *body;
 	size_t body_len;
 	void *own_buf;           /* read-callback bytes of this part */
+	size_t own_cap;          /* its size (part_buf_get) */
 	char md5_b64[25];
 	struct xfer *next, *prev; /* the upload's transfers */
 };
@@ -57,12 +59,20 @@ struct upload {
 	struct upload *next, *prev; /* the engine's uploads */
 };
 
+/* A part buffer kept for the next part (see part_buf_get). */
+struct spare_buf {
+	struct spare_buf *next;
+	size_t cap;
+};
+
 struct upload_engine {
 	struct s3_client *s3;
 	struct upload_driver drv;
 	char *daemon_id;
 	struct upload *uploads;
 	unsigned active, pending;
+	struct spare_buf *spares;
+	uint64_t spare_bytes;
 };
 
 static void upload_advance(struct upload *u);
@@ -120,6 +130,54 @@ static void set_failure(struct upload *u, int err, const struct s3_result *r)
 	snprintf(u->out.message, sizeof(u->out.message), "%s", r->message);
 }
 
+/* ---- part buffers ------------------------------------------------------- */
+
+/* Parts read from a callback need a buffer each. Fresh memory costs a page
+ * fault per page on first touch (see hugemem.h), so buffers go back to a
+ * spare list, up to UPLOAD_SPARE_MAX bytes, and the next part of a size
+ * that fits reuses one. */
+#define UPLOAD_SPARE_MAX (256ull << 20)
+
+static void *part_buf_get(struct upload_engine *e, size_t len, size_t *cap)
+{
+	for (struct spare_buf **pp = &e->spares; *pp; pp = &(*pp)->next) {
+		struct spare_buf *b = *pp;
+		if (b->cap >= len && b->cap / 2 < len + HUGEMEM_PAGE) {
+			*pp = b->next;
+			e->spare_bytes -= b->cap;
+			*cap = b->cap;
+			return b;
+		}
+	}
+	*cap = len < sizeof(struct spare_buf) ? sizeof(struct spare_buf) : len;
+	return hugemem_alloc(*cap);
+}
+
+static void part_buf_put(struct upload_engine *e, void *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap < HUGEMEM_PAGE || e->spare_bytes + cap > UPLOAD_SPARE_MAX) {
+		hugemem_free(p, cap);
+		return;
+	}
+	struct spare_buf *b = p;
+	b->cap = cap;
+	b->next = e->spares;
+	e->spares = b;
+	e->spare_bytes += cap;
+}
+
+static void part_bufs_release(struct upload_engine *e)
+{
+	while (e->spares) {
+		struct spare_buf *b = e->spares;
+		e->spares = b->next;
+		hugemem_free(b, b->cap);
+	}
+	e->spare_bytes = 0;
+}
+
 /* ---- transfers ---------------------------------------------------------- */
 
 static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
@@ -163,7 +221,7 @@ static void xfer_free(struct xfer *x)
 		s3_req_free(x->req);
 	if (x->kind == X_PART && u->parts_inflight)
 		u->parts_inflight--;
-	free(x->own_buf);
+	part_buf_put(u->e, x->own_buf, x->own_cap);
 	if (x->prev)
 		x->prev->next = x->next;
 	else
@@ -330,7 +388,7 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 	if (u->p.data) {
 		x->body = (const char *)u->p.data + off;
 	} else if (len) {
-		x->own_buf = malloc(len);
+		x->own_buf = part_buf_get(u->e, len, &x->own_cap);
 		if (!x->own_buf)
 			return -ENOMEM;
 		int rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
@@ -636,6 +694,7 @@ void upload_engine_free(struct upload_engine *e)
 {
 	if (!e)
 		return;
+	part_bufs_release(e);
 	free(e->daemon_id);
 	free(e);
 }

@@ -11,11 +11,12 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "hugemem.h"
 #include "journal.h"
 #include "log.h"
 #include "upload.h"
 
-#define WB_CHUNK (4u << 20)
+#define WB_CHUNK (2u * HUGEMEM_PAGE) /* staging: huge pages, see hugemem.h */
 #define DRAIN_NS (60ull * 1000000000ull) /* SIGTERM waits this for uploads */
 
 struct wtimer {
@@ -80,13 +81,47 @@ int64_t writeback_next_timer(const struct shard *sh, uint64_t now)
 	return t->due_ns > now ? (int64_t)(t->due_ns - now) : 0;
 }
 
+/* ---- staging chunks ------------------------------------------------------ */
+
+/* Chunks go back to a per-shard spare list, never to the system: memory
+ * the daemon touched before is cheap to fill again, fresh memory is not
+ * (first touch of a page measured 7 s/GB on a VM, see hugemem.h). The list
+ * holds at most staging_memory, the budget the configuration grants. */
+static void chunk_put(struct shard *sh, uint8_t *c)
+{
+	memcpy(c, &sh->wb_spare, sizeof(void *));
+	sh->wb_spare = c;
+}
+
+/* A chunk whose bytes outside [keep_off, keep_off + keep_len) are zero
+ * (the caller writes that range at once). */
+static uint8_t *chunk_get(struct shard *sh, size_t keep_off, size_t keep_len)
+{
+	uint8_t *c = sh->wb_spare;
+	if (!c)
+		return hugemem_alloc(WB_CHUNK);
+	memcpy(&sh->wb_spare, c, sizeof(void *));
+	memset(c, 0, keep_off);
+	memset(c + keep_off + keep_len, 0, WB_CHUNK - keep_off - keep_len);
+	return c;
+}
+
+static void chunks_release(struct shard *sh)
+{
+	while (sh->wb_spare) {
+		uint8_t *c = sh->wb_spare;
+		memcpy(&sh->wb_spare, c, sizeof(void *));
+		hugemem_free(c, WB_CHUNK);
+	}
+}
+
 /* ---- objects ------------------------------------------------------------ */
 
 static void staging_free(struct shard *sh, struct wobject *w)
 {
 	for (uint32_t i = 0; i < w->n_chunks; i++) {
 		if (w->chunks[i]) {
-			free(w->chunks[i]);
+			chunk_put(sh, w->chunks[i]);
 			sh->wb_staged -= WB_CHUNK;
 		}
 	}
@@ -358,13 +393,13 @@ static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 		return -ENOBUFS; /* staging full: the client waits (SYNC) */
 	for (uint64_t pos = off; pos < end;) {
 		uint32_t c = (uint32_t)(pos / WB_CHUNK);
+		size_t in = pos % WB_CHUNK;
+		size_t n = WB_CHUNK - in < end - pos ? WB_CHUNK - in : end - pos;
 		if (!w->chunks[c]) {
-			if (!(w->chunks[c] = calloc(1, WB_CHUNK)))
+			if (!(w->chunks[c] = chunk_get(sh, in, n)))
 				return -ENOMEM;
 			sh->wb_staged += WB_CHUNK;
 		}
-		size_t in = pos % WB_CHUNK;
-		size_t n = WB_CHUNK - in < end - pos ? WB_CHUNK - in : end - pos;
 		memcpy(w->chunks[c] + in, src + (pos - off), n);
 		pos += n;
 	}
@@ -401,8 +436,9 @@ static void parked_retry(void *ctx, int res)
 	struct shard *sh = pw->w->sh;
 	int err = res < 0 ? -EIO : try_write(sh, pw->w, pw->off, pw->src,
 					     pw->len);
-	if (err == -EAGAIN && journal_flush(sh->journal, parked_retry, pw) == 0)
-		return; /* still behind: wait for the next flush */
+	if (err == -EAGAIN && journal_wait_room(sh->journal, parked_retry,
+						pw) == 0)
+		return; /* still behind: wait for the next write */
 	pw->op->err = err == -ENOBUFS ? -EAGAIN : err;
 	pw->op->cqe.res = (int32_t)pw->len;
 	op_complete(pw->op);
@@ -430,7 +466,7 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 			return -ENOMEM;
 		*pw = (struct parked_write){w, op, off, len, src};
 		w->refs++;
-		if (journal_flush(sh->journal, parked_retry, pw) == 0) {
+		if (journal_wait_room(sh->journal, parked_retry, pw) == 0) {
 			sh->m.wb_write_waits++;
 			return WB_DEFERRED;
 		}
@@ -793,6 +829,7 @@ void writeback_destroy(struct shard *sh)
 	if (sh->uploads && !upload_engine_pending(sh->uploads))
 		upload_engine_free(sh->uploads);
 	sh->uploads = NULL;
+	chunks_release(sh);
 	if (sh->journal)
 		journal_close(sh->journal);
 	sh->journal = NULL;
