@@ -18,6 +18,7 @@
 
 #include "hugemem.h"
 #include "log.h"
+#include "sigv4.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
@@ -35,7 +36,11 @@ struct xfer {
 	size_t body_len;
 	void *own_buf;           /* read-callback bytes of this part */
 	size_t own_cap;          /* its size (part_buf_get) */
+	bool hashing;            /* a worker computes the digests below */
+	bool hashed;
+	unsigned char md5[16];
 	char md5_b64[25];
+	char sha256[65];         /* hex, for the signature */
 	struct xfer *next, *prev; /* the upload's transfers */
 };
 
@@ -77,6 +82,7 @@ struct upload_engine {
 
 static void upload_advance(struct upload *u);
 static void xfer_launch(struct xfer *x);
+static bool digests_ready(struct xfer *x);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -285,6 +291,7 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->body = x->body;
 		p->body_len = x->body_len;
 		p->content_md5_value = x->md5_b64;
+		p->payload_sha256 = x->sha256;
 	}
 }
 
@@ -297,6 +304,8 @@ static void xfer_launch(struct xfer *x)
 	struct s3_part *parts = NULL;
 	char err[256] = "";
 
+	if (!digests_ready(x))
+		return;
 	fill_params(x, &p);
 	if (x->kind == X_COMPLETE) {
 		parts = calloc(u->n_parts, sizeof(*parts));
@@ -396,17 +405,71 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 			return rc;
 		x->body = x->own_buf;
 	}
-	unsigned char md5[16];
-	md5_raw(x->body ? x->body : "", len, md5);
-	md5_b64(md5, x->md5_b64);
+	return 0;
+}
+
+/* ---- digests ------------------------------------------------------------ */
+
+void upload_hash_run(void *job)
+{
+	struct xfer *x = job;
+	const void *body = x->body ? x->body : "";
+	md5_raw(body, x->body_len, x->md5);
+	sigv4_sha256_hex(body, x->body_len, x->sha256);
+}
+
+/* The MD5 goes into Content-MD5 and the object's ETag. */
+static void digests_apply(struct xfer *x)
+{
+	struct upload *u = x->u;
+	x->hashing = false;
+	x->hashed = true;
+	md5_b64(x->md5, x->md5_b64);
 	if (x->kind == X_PART) {
-		memcpy(u->md5s[x->part - 1], md5, 16);
+		memcpy(u->md5s[x->part - 1], x->md5, 16);
 	} else {
 		char hex[33];
-		hex16(md5, hex);
+		hex16(x->md5, hex);
 		snprintf(u->out.etag, sizeof(u->out.etag), "\"%s\"", hex);
 	}
-	return 0;
+}
+
+static bool any_hashing(const struct upload *u)
+{
+	for (const struct xfer *x = u->xfers; x; x = x->next)
+		if (x->hashing)
+			return true;
+	return false;
+}
+
+/* A body's digests, by the driver's workers where it has them: true when
+ * they are ready now, false when upload_hash_done will go on. */
+static bool digests_ready(struct xfer *x)
+{
+	struct upload_engine *e = x->u->e;
+	if (x->hashed || (x->kind != X_PUT && x->kind != X_PART))
+		return true;
+	x->hashing = true;
+	if (e->drv.hash && e->drv.hash(e->drv.ctx, x) == 0)
+		return false;
+	upload_hash_run(x);
+	digests_apply(x);
+	return true;
+}
+
+void upload_hash_done(void *job)
+{
+	struct xfer *x = job;
+	struct upload *u = x->u;
+	upload_hold(u);
+	digests_apply(x);
+	if (u->state != U_RUNNING || u->out.err) { /* stopped meanwhile */
+		xfer_free(x);
+		upload_advance(u);
+	} else {
+		xfer_launch(x);
+	}
+	upload_release(u);
 }
 
 static void start_simple(struct upload *u, enum xfer_kind kind)
@@ -497,6 +560,8 @@ static void upload_advance(struct upload *u)
 		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
 		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY))
 			return; /* its answer decides what there is to abort */
+		if (any_hashing(u))
+			return; /* a worker still reads a body */
 		if (u->upload_id[0]) {
 			struct xfer *x = xfer_new(u, X_ABORT);
 			if (x) {
@@ -817,7 +882,8 @@ void upload_cancel(struct upload *u)
 				xfer_free(x);
 				break;
 			}
-		report_done(u);
+		if (!any_hashing(u)) /* else when its digests are done */
+			report_done(u);
 	} else {
 		upload_advance(u);
 	}
