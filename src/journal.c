@@ -1060,6 +1060,31 @@ static int open_files(struct journal *j, char *err, size_t errlen)
 	return 0;
 }
 
+/* A new journal is written once in full: O_DIRECT writes into allocated
+ * but never written blocks (what posix_fallocate leaves) cost the file
+ * system an extent conversion each, and the fdatasync before a COMMIT's
+ * acknowledgement then commits them all: 512 MiB at queue depth 32 took
+ * 868 ms into fresh blocks and 558 ms into written ones on this project's
+ * VM. Blocking, once per journal file. */
+static int zero_fill(struct journal *j)
+{
+	uint8_t *zeros = aligned_alloc(J_BLOCK, J_BUF);
+	if (!zeros)
+		return ENOMEM;
+	memset(zeros, 0, J_BUF);
+	int r = 0;
+	for (uint64_t off = 0; off < j->limit && !r; off += J_BUF) {
+		size_t n = j->limit - off < J_BUF ? (size_t)(j->limit - off)
+						  : J_BUF;
+		if (pwrite(j->fd, zeros, n, (off_t)off) != (ssize_t)n)
+			r = errno ? errno : ENOSPC;
+	}
+	if (!r && fdatasync(j->fd) < 0)
+		r = errno;
+	free(zeros);
+	return r;
+}
+
 /* Reserves the whole limit now so a full disk fails here, not mid-run. */
 static int reserve_space(struct journal *j, char *err, size_t errlen)
 {
@@ -1074,6 +1099,8 @@ static int reserve_space(struct journal *j, char *err, size_t errlen)
 	int r = posix_fallocate(j->fd, 0, (off_t)j->limit);
 	if (r == EOPNOTSUPP || r == EINVAL)
 		r = 0; /* ramfs and friends: the limit still holds */
+	if (!r && sb.st_size == 0)
+		r = zero_fill(j);
 	if (r) {
 		set_err(err, errlen, "journal: cannot reserve %llu bytes for "
 			"%s: %s", (unsigned long long)j->limit, j->path,
