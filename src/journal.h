@@ -3,8 +3,9 @@
  * gives them back after a crash.
  *
  * Ownership. As with the tier (tier.h), the caller (a shard's reactor)
- * owns the io_uring and its loop: the journal only queues SQEs (submitting
- * itself only when the SQ is full) and the caller routes every CQE whose
+ * owns the io_uring and its loop: the journal queues SQEs (and submits
+ * each write and fdatasync at once, so the disk is busy while the caller
+ * goes on appending) and the caller routes every CQE whose
  * user_data points at a struct ev of kind EV_JOURNAL to
  * journal_complete(). The journal registers nothing with the ring.
  *
