@@ -35,6 +35,7 @@ enum ev_kind {
 	/* 7 is EV_TIER (tier.h) */
 	EV_WAKE = 8,
 	/* 9 is EV_JOURNAL (journal.h) */
+	EV_WORKERS = 10, /* the shard's helper threads finished jobs */
 };
 #define RC_MAX_SHARDS 16
 struct ev {
@@ -214,6 +215,9 @@ struct shard {
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
 	uint64_t wb_staged, wb_next_id;
+	void *wb_spare;            /* staging chunks kept for reuse (a list) */
+	struct workers *workers;   /* upload digests off this thread */
+	struct ev workers_ev;
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	uint64_t tier_sync_due_ns;

@@ -3,8 +3,9 @@
  * gives them back after a crash.
  *
  * Ownership. As with the tier (tier.h), the caller (a shard's reactor)
- * owns the io_uring and its loop: the journal only queues SQEs (submitting
- * itself only when the SQ is full) and the caller routes every CQE whose
+ * owns the io_uring and its loop: the journal queues SQEs (and submits
+ * each write and fdatasync at once, so the disk is busy while the caller
+ * goes on appending) and the caller routes every CQE whose
  * user_data points at a struct ev of kind EV_JOURNAL to
  * journal_complete(). The journal registers nothing with the ring.
  *
@@ -117,6 +118,14 @@ int journal_append_rename(struct journal *j, uint64_t id, const char *key);
  * nothing is pending. Returns 0, -ENOMEM or -EIO (done is then not
  * called). */
 int journal_flush(struct journal *j, journal_done_fn done, void *ctx);
+
+/* For an append that gave -EAGAIN: done(ctx, 0) runs once a write in
+ * flight has completed, so the append may be tried again (it may give
+ * -EAGAIN again); done(ctx, res < 0) when the journal failed. Unlike
+ * journal_flush it waits for no fdatasync. With no write in flight it
+ * falls back to journal_flush. Returns 0, -ENOMEM or -EIO (done is then
+ * not called). */
+int journal_wait_room(struct journal *j, journal_done_fn done, void *ctx);
 
 /* Handles one CQE whose user_data is the journal's (kind EV_JOURNAL). */
 void journal_complete(struct journal *j, struct io_uring_cqe *cqe);

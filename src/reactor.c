@@ -347,6 +347,9 @@ static void dispatch(struct shard *sh, struct io_uring_cqe *cqe)
 	case EV_JOURNAL:
 		journal_complete(sh->journal, cqe);
 		break;
+	case EV_WORKERS:
+		writeback_workers_ready(sh);
+		break;
 	default:
 		break;
 	}

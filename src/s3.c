@@ -955,7 +955,9 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 		return 0;
 
 	/* RGW checks the payload hash, so it is always real, never UNSIGNED. */
-	if (r->body_len)
+	if (p->payload_sha256 && op_sends_body(p->op))
+		snprintf(payload_sha, sizeof(payload_sha), "%s", p->payload_sha256);
+	else if (r->body_len)
 		sigv4_sha256_hex(r->body, r->body_len, payload_sha);
 	else
 		snprintf(payload_sha, sizeof(payload_sha), "%s", SIGV4_EMPTY_SHA256);

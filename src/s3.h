@@ -89,6 +89,9 @@ struct s3_req_params {
 	bool content_md5;
 	const char *content_md5_value;
 	const char *checksum_crc32c;
+	/* Hex SHA-256 of the body for the signature, when the caller has it
+	 * (computed off its event loop); NULL: computed here. */
+	const char *payload_sha256;
 	const char *upload_id;        /* UploadPart, Complete, Abort */
 	unsigned part_number;         /* UploadPart: 1..10000 */
 	const struct s3_part *parts;  /* Complete (borrowed) */

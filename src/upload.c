@@ -16,7 +16,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "hugemem.h"
 #include "log.h"
+#include "sigv4.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
@@ -33,7 +35,12 @@ struct xfer {
 	const void *body;
 	size_t body_len;
 	void *own_buf;           /* read-callback bytes of this part */
+	size_t own_cap;          /* its size (part_buf_get) */
+	bool hashing;            /* a worker computes the digests below */
+	bool hashed;
+	unsigned char md5[16];
 	char md5_b64[25];
+	char sha256[65];         /* hex, for the signature */
 	struct xfer *next, *prev; /* the upload's transfers */
 };
 
@@ -57,16 +64,25 @@ struct upload {
 	struct upload *next, *prev; /* the engine's uploads */
 };
 
+/* A part buffer kept for the next part (see part_buf_get). */
+struct spare_buf {
+	struct spare_buf *next;
+	size_t cap;
+};
+
 struct upload_engine {
 	struct s3_client *s3;
 	struct upload_driver drv;
 	char *daemon_id;
 	struct upload *uploads;
 	unsigned active, pending;
+	struct spare_buf *spares;
+	uint64_t spare_bytes;
 };
 
 static void upload_advance(struct upload *u);
 static void xfer_launch(struct xfer *x);
+static bool digests_ready(struct xfer *x);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -120,6 +136,54 @@ static void set_failure(struct upload *u, int err, const struct s3_result *r)
 	snprintf(u->out.message, sizeof(u->out.message), "%s", r->message);
 }
 
+/* ---- part buffers ------------------------------------------------------- */
+
+/* Parts read from a callback need a buffer each. Fresh memory costs a page
+ * fault per page on first touch (see hugemem.h), so buffers go back to a
+ * spare list, up to UPLOAD_SPARE_MAX bytes, and the next part of a size
+ * that fits reuses one. */
+#define UPLOAD_SPARE_MAX (256ull << 20)
+
+static void *part_buf_get(struct upload_engine *e, size_t len, size_t *cap)
+{
+	for (struct spare_buf **pp = &e->spares; *pp; pp = &(*pp)->next) {
+		struct spare_buf *b = *pp;
+		if (b->cap >= len && b->cap / 2 < len + HUGEMEM_PAGE) {
+			*pp = b->next;
+			e->spare_bytes -= b->cap;
+			*cap = b->cap;
+			return b;
+		}
+	}
+	*cap = len < sizeof(struct spare_buf) ? sizeof(struct spare_buf) : len;
+	return hugemem_alloc(*cap);
+}
+
+static void part_buf_put(struct upload_engine *e, void *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (cap < HUGEMEM_PAGE || e->spare_bytes + cap > UPLOAD_SPARE_MAX) {
+		hugemem_free(p, cap);
+		return;
+	}
+	struct spare_buf *b = p;
+	b->cap = cap;
+	b->next = e->spares;
+	e->spares = b;
+	e->spare_bytes += cap;
+}
+
+static void part_bufs_release(struct upload_engine *e)
+{
+	while (e->spares) {
+		struct spare_buf *b = e->spares;
+		e->spares = b->next;
+		hugemem_free(b, b->cap);
+	}
+	e->spare_bytes = 0;
+}
+
 /* ---- transfers ---------------------------------------------------------- */
 
 static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
@@ -163,7 +227,7 @@ static void xfer_free(struct xfer *x)
 		s3_req_free(x->req);
 	if (x->kind == X_PART && u->parts_inflight)
 		u->parts_inflight--;
-	free(x->own_buf);
+	part_buf_put(u->e, x->own_buf, x->own_cap);
 	if (x->prev)
 		x->prev->next = x->next;
 	else
@@ -227,6 +291,7 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->body = x->body;
 		p->body_len = x->body_len;
 		p->content_md5_value = x->md5_b64;
+		p->payload_sha256 = x->sha256;
 	}
 }
 
@@ -239,6 +304,8 @@ static void xfer_launch(struct xfer *x)
 	struct s3_part *parts = NULL;
 	char err[256] = "";
 
+	if (!digests_ready(x))
+		return;
 	fill_params(x, &p);
 	if (x->kind == X_COMPLETE) {
 		parts = calloc(u->n_parts, sizeof(*parts));
@@ -330,7 +397,7 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 	if (u->p.data) {
 		x->body = (const char *)u->p.data + off;
 	} else if (len) {
-		x->own_buf = malloc(len);
+		x->own_buf = part_buf_get(u->e, len, &x->own_cap);
 		if (!x->own_buf)
 			return -ENOMEM;
 		int rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
@@ -338,17 +405,71 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 			return rc;
 		x->body = x->own_buf;
 	}
-	unsigned char md5[16];
-	md5_raw(x->body ? x->body : "", len, md5);
-	md5_b64(md5, x->md5_b64);
+	return 0;
+}
+
+/* ---- digests ------------------------------------------------------------ */
+
+void upload_hash_run(void *job)
+{
+	struct xfer *x = job;
+	const void *body = x->body ? x->body : "";
+	md5_raw(body, x->body_len, x->md5);
+	sigv4_sha256_hex(body, x->body_len, x->sha256);
+}
+
+/* The MD5 goes into Content-MD5 and the object's ETag. */
+static void digests_apply(struct xfer *x)
+{
+	struct upload *u = x->u;
+	x->hashing = false;
+	x->hashed = true;
+	md5_b64(x->md5, x->md5_b64);
 	if (x->kind == X_PART) {
-		memcpy(u->md5s[x->part - 1], md5, 16);
+		memcpy(u->md5s[x->part - 1], x->md5, 16);
 	} else {
 		char hex[33];
-		hex16(md5, hex);
+		hex16(x->md5, hex);
 		snprintf(u->out.etag, sizeof(u->out.etag), "\"%s\"", hex);
 	}
-	return 0;
+}
+
+static bool any_hashing(const struct upload *u)
+{
+	for (const struct xfer *x = u->xfers; x; x = x->next)
+		if (x->hashing)
+			return true;
+	return false;
+}
+
+/* A body's digests, by the driver's workers where it has them: true when
+ * they are ready now, false when upload_hash_done will go on. */
+static bool digests_ready(struct xfer *x)
+{
+	struct upload_engine *e = x->u->e;
+	if (x->hashed || (x->kind != X_PUT && x->kind != X_PART))
+		return true;
+	x->hashing = true;
+	if (e->drv.hash && e->drv.hash(e->drv.ctx, x) == 0)
+		return false;
+	upload_hash_run(x);
+	digests_apply(x);
+	return true;
+}
+
+void upload_hash_done(void *job)
+{
+	struct xfer *x = job;
+	struct upload *u = x->u;
+	upload_hold(u);
+	digests_apply(x);
+	if (u->state != U_RUNNING || u->out.err) { /* stopped meanwhile */
+		xfer_free(x);
+		upload_advance(u);
+	} else {
+		xfer_launch(x);
+	}
+	upload_release(u);
 }
 
 static void start_simple(struct upload *u, enum xfer_kind kind)
@@ -439,6 +560,8 @@ static void upload_advance(struct upload *u)
 		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
 		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY))
 			return; /* its answer decides what there is to abort */
+		if (any_hashing(u))
+			return; /* a worker still reads a body */
 		if (u->upload_id[0]) {
 			struct xfer *x = xfer_new(u, X_ABORT);
 			if (x) {
@@ -636,6 +759,7 @@ void upload_engine_free(struct upload_engine *e)
 {
 	if (!e)
 		return;
+	part_bufs_release(e);
 	free(e->daemon_id);
 	free(e);
 }
@@ -758,7 +882,8 @@ void upload_cancel(struct upload *u)
 				xfer_free(x);
 				break;
 			}
-		report_done(u);
+		if (!any_hashing(u)) /* else when its digests are done */
+			report_done(u);
 	} else {
 		upload_advance(u);
 	}

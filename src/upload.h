@@ -35,6 +35,11 @@ struct upload_driver {
 	void (*remove_transfer)(void *ctx, struct s3_req *req);
 	int (*add_timer)(void *ctx, unsigned delay_ms, void (*cb)(void *arg),
 			 void *arg);                          /* 0 or -errno */
+	/* Optional (NULL: inline). The digests of a PUT or part body (MD5,
+	 * SHA-256) off the driver's thread: run upload_hash_run(job) on
+	 * another thread, then upload_hash_done(job) on the driver's. 0, or
+	 * -errno and the engine computes them inline. */
+	int (*hash)(void *ctx, void *job);
 };
 
 /* Source of an object's bytes: fill dst with [off, off+len). 0 or -errno
@@ -100,6 +105,10 @@ void upload_cancel(struct upload *u);
 /* The multipart upload id, or "" before CreateMultipartUpload answered or
  * for a single PUT. */
 const char *upload_id(const struct upload *u);
+
+/* The two halves of a driver's hash job: any thread, then the driver's. */
+void upload_hash_run(void *job);
+void upload_hash_done(void *job);
 
 /* Routing for a driver shared with other request owners. */
 bool upload_is_engine_req(const struct s3_req *req);

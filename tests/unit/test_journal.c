@@ -235,6 +235,61 @@ Test(journal, objects_survive_reopen)
 	close_journal(j);
 }
 
+/* Completes one CQE of the journal's; false when none is in flight. */
+static bool complete_one(struct journal *j)
+{
+	struct io_uring_cqe *cqe;
+	if (!journal_inflight(j))
+		return false;
+	cr_assert_geq(io_uring_submit(&ring), 0);
+	cr_assert_eq(io_uring_wait_cqe(&ring, &cqe), 0);
+	journal_complete(j, cqe);
+	io_uring_cqe_seen(&ring, cqe);
+	return true;
+}
+
+/* An append the disk is behind on (-EAGAIN) waits for a write to complete,
+ * not for an fdatasync, and then goes in; its bytes replay intact. */
+Test(journal, busy_journal_wakes_a_waiting_append_after_a_write)
+{
+	struct journal *j = open_at(path, 256ull * MIB);
+	cr_assert_eq(journal_append_open(j, 1, "ckpt", "busy"), 0);
+	uint64_t off = 0;
+	uint8_t *p = make_bytes(1, off, 8 * MIB);
+	int r;
+	while ((r = journal_append_data(j, 1, off, p, 8 * MIB)) == 0) {
+		off += 8 * MIB;
+		free(p);
+		p = make_bytes(1, off, 8 * MIB);
+		cr_assert_lt(off, 200ull * MIB, "never behind");
+	}
+	cr_assert_eq(r, -EAGAIN);
+	struct journal_stats before, after;
+	journal_get_stats(j, &before);
+	struct result woke = {0};
+	cr_assert_eq(journal_wait_room(j, on_flushed, &woke), 0);
+	while (!woke.done && complete_one(j))
+		;
+	cr_assert(woke.done, "the waiting append was never woken");
+	cr_assert_eq(woke.res, 0);
+	journal_get_stats(j, &after);
+	cr_assert_eq(after.fsyncs, before.fsyncs, "woken by an fdatasync");
+	while (retry(j, r = journal_append_data(j, 1, off, p, 8 * MIB)))
+		;
+	cr_assert_eq(r, 0);
+	free(p);
+	cr_assert_eq(journal_append_commit(j, 1, off + 8 * MIB, NULL), 0);
+	flush(j);
+	close_journal(j);
+
+	j = open_at(path, 256ull * MIB);
+	const struct journal_object *o = find_replayed(j, 1);
+	cr_assert_not_null(o);
+	cr_assert_eq(o->size, off + 8 * MIB);
+	cr_assert(bytes_match(j, o), "replayed bytes differ");
+	close_journal(j);
+}
+
 Test(journal, unflushed_records_are_written_at_close)
 {
 	struct journal *j = open_at(path, 16ull * MIB);

@@ -1,0 +1,187 @@
+/* workers.c - owns a shard's helper threads (see workers.h): a job queue
+ * under a mutex, the finished list, and the eventfd that tells the
+ * reactor. */
+#include "workers.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define MAX_WORKERS 16
+
+struct job {
+	void (*run)(void *arg);
+	void (*done)(void *arg);
+	void *arg;
+	struct job *next;
+};
+
+struct workers {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job *queue_head, *queue_tail; /* FIFO: parts in order */
+	struct job *finished;
+	bool stopping;
+	int efd;
+	unsigned pending; /* the reactor's count: submitted, not reaped */
+	unsigned n_threads;
+	pthread_t threads[MAX_WORKERS];
+};
+
+static struct job *take_job(struct workers *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->queue_head && !w->stopping)
+		pthread_cond_wait(&w->cond, &w->lock);
+	struct job *j = w->queue_head;
+	if (j) {
+		w->queue_head = j->next;
+		if (!w->queue_head)
+			w->queue_tail = NULL;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return j;
+}
+
+static void *worker_main(void *arg)
+{
+	struct workers *w = arg;
+	struct job *j;
+	while ((j = take_job(w))) {
+		j->run(j->arg);
+		pthread_mutex_lock(&w->lock);
+		j->next = w->finished;
+		w->finished = j;
+		pthread_mutex_unlock(&w->lock);
+		uint64_t one = 1;
+		/* Only fails when the counter is saturated: it is set anyway. */
+		(void)!write(w->efd, &one, sizeof(one));
+	}
+	return NULL;
+}
+
+struct workers *workers_new(unsigned n, const char *name)
+{
+	struct workers *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0) {
+		workers_free(w);
+		return NULL;
+	}
+	if (n < 1)
+		n = 1;
+	if (n > MAX_WORKERS)
+		n = MAX_WORKERS;
+	/* Signals are the reactor's (signalfd): the threads block them all,
+	 * whatever the creating thread's mask is now. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int r = 0;
+	for (; w->n_threads < n && !r; w->n_threads++)
+		r = pthread_create(&w->threads[w->n_threads], NULL, worker_main,
+				   w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		w->n_threads--;
+		workers_free(w);
+		errno = r;
+		return NULL;
+	}
+	for (unsigned i = 0; name && i < w->n_threads; i++) {
+		char tn[32];
+		snprintf(tn, sizeof(tn), "%.9s-w%u", name, i);
+		tn[15] = '\0'; /* the kernel's limit */
+		pthread_setname_np(w->threads[i], tn);
+	}
+	return w;
+}
+
+
+static void jobs_free(struct job *j)
+{
+	while (j) {
+		struct job *next = j->next;
+		free(j);
+		j = next;
+	}
+}
+
+void workers_free(struct workers *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = true;
+	jobs_free(w->queue_head); /* never started: nobody waits for them */
+	w->queue_head = w->queue_tail = NULL;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->n_threads; i++)
+		pthread_join(w->threads[i], NULL);
+	jobs_free(w->finished);
+	if (w->efd >= 0)
+		close(w->efd);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+}
+
+int workers_submit(struct workers *w, void (*run)(void *arg),
+		   void (*done)(void *arg), void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct job){run, done, arg, NULL};
+	pthread_mutex_lock(&w->lock);
+	if (w->queue_tail)
+		w->queue_tail->next = j;
+	else
+		w->queue_head = j;
+	w->queue_tail = j;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	w->pending++;
+	return 0;
+}
+
+int workers_fd(const struct workers *w)
+{
+	return w->efd;
+}
+
+unsigned workers_reap(struct workers *w)
+{
+	uint64_t v;
+	(void)!read(w->efd, &v, sizeof(v)); /* EAGAIN: nothing signalled */
+	pthread_mutex_lock(&w->lock);
+	struct job *j = w->finished;
+	w->finished = NULL;
+	pthread_mutex_unlock(&w->lock);
+	unsigned n = 0;
+	while (j) {
+		struct job *next = j->next;
+		w->pending--;
+		j->done(j->arg); /* may submit more */
+		free(j);
+		j = next;
+		n++;
+	}
+	return n;
+}
+
+unsigned workers_pending(const struct workers *w)
+{
+	return w->pending;
+}

@@ -1,0 +1,107 @@
+/* test_workers.c - a shard's helper threads (src/workers.c): every job
+ * runs once on a worker thread and its done callback once on the caller's
+ * thread after the eventfd says so; done may submit more; freeing with
+ * jobs queued runs no callback and leaks nothing. */
+#include <criterion/criterion.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "workers.h"
+
+#define N_JOBS 200
+
+struct job {
+	struct workers *w;
+	uint64_t in, out;
+	pthread_t ran_on;
+	int runs, dones;
+	bool again;          /* done submits one follow-up job */
+	struct job *follow;
+};
+
+static pthread_t main_thread;
+
+static void job_run(void *arg)
+{
+	struct job *j = arg;
+	j->out = j->in * j->in + 1;
+	j->ran_on = pthread_self();
+	j->runs++;
+}
+
+static void job_done(void *arg)
+{
+	struct job *j = arg;
+	cr_assert(pthread_equal(pthread_self(), main_thread),
+		  "done ran off the caller's thread");
+	j->dones++;
+	if (j->again)
+		cr_assert_eq(workers_submit(j->w, job_run, job_done, j->follow),
+			     0);
+}
+
+/* Reaps until nothing is pending; each wait is for the eventfd. */
+static void reap_all(struct workers *w)
+{
+	while (workers_pending(w)) {
+		struct pollfd p = {.fd = workers_fd(w), .events = POLLIN};
+		cr_assert_eq(poll(&p, 1, 10000), 1, "eventfd never readable");
+		workers_reap(w);
+	}
+}
+
+Test(workers, every_job_runs_once_then_is_done_on_the_callers_thread)
+{
+	static struct job jobs[N_JOBS], follow;
+	main_thread = pthread_self();
+	struct workers *w = workers_new(3, "test");
+	cr_assert_not_null(w);
+	for (int i = 0; i < N_JOBS; i++) {
+		jobs[i] = (struct job){.w = w, .in = (uint64_t)i};
+		cr_assert_eq(workers_submit(w, job_run, job_done, &jobs[i]), 0);
+	}
+	follow = (struct job){.w = w, .in = 7};
+	jobs[N_JOBS / 2].again = true;
+	jobs[N_JOBS / 2].follow = &follow;
+	reap_all(w);
+	for (int i = 0; i < N_JOBS; i++) {
+		cr_assert_eq(jobs[i].runs, 1, "job %d ran %d times", i,
+			     jobs[i].runs);
+		cr_assert_eq(jobs[i].dones, 1, "job %d done %d times", i,
+			     jobs[i].dones);
+		cr_assert_eq(jobs[i].out, (uint64_t)i * i + 1);
+		cr_assert(!pthread_equal(jobs[i].ran_on, main_thread),
+			  "job %d ran on the caller's thread", i);
+	}
+	cr_assert_eq(follow.dones, 1, "the job submitted by done never ended");
+	cr_assert_eq(follow.out, 50);
+	workers_free(w);
+}
+
+static atomic_int slow_runs;
+
+static void slow_run(void *arg)
+{
+	(void)arg;
+	usleep(20000);
+	atomic_fetch_add(&slow_runs, 1);
+}
+
+static void never_done(void *arg)
+{
+	(void)arg;
+	cr_assert_fail("done ran for a pool being freed");
+}
+
+Test(workers, free_with_jobs_queued_calls_no_done)
+{
+	struct workers *w = workers_new(1, "test");
+	cr_assert_not_null(w);
+	for (int i = 0; i < 20; i++)
+		cr_assert_eq(workers_submit(w, slow_run, never_done, NULL), 0);
+	workers_free(w); /* waits for the running job, drops the rest */
+	cr_assert_lt(atomic_load(&slow_runs), 20, "queued jobs were all run");
+}
