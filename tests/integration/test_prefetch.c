@@ -356,58 +356,6 @@ Test(prefetch, planned_unread_blocks_survive_a_scan, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
-/* Plan-aware eviction: blocks a plan will read soon stay, blocks nobody
- * plans go first, even when the planned ones are the oldest in memory. */
-Test(prefetch, eviction_under_plans_keeps_the_next_needed_blocks,
-     .fini = teardown, .timeout = 120)
-{
-	start("48M", "prefetch_window_entries = 1", NULL);
-	struct rc_client a, b;
-	attach(&a);
-	attach(&b);
-	int ds = rc_dataset(&a, "ds");
-	uint32_t ha[300], hb[300];
-	size_t ia[300], ib[300];
-	size_t n = open_small(&a, ds, ha, ia, 300);
-	open_small(&b, ds, hb, ib, 300);
-	cr_assert_geq(n, 100);
-	void *pm, *da, *dbm;
-	int pb = rc_alloc_buffer(&a, 30 * sizeof(struct rc_plan_entry), &pm);
-	int bufa = rc_alloc_buffer(&a, MiB, &da);
-	int bufb = rc_alloc_buffer(&b, MiB, &dbm);
-	/* Objects 30..59 come in first (the oldest), then 0..29. */
-	for (size_t k = 30; k < 60; k++)
-		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
-	for (size_t k = 0; k < 30; k++)
-		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
-	struct rc_plan_entry *plan = pm;
-	for (size_t k = 0; k < 30; k++)
-		plan[k] = (struct rc_plan_entry){.handle = ha[30 + k],
-						 .len = ds_size(&S, ia[30 + k])};
-	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, 30), 30);
-	/* A scan of 40 unplanned objects overflows the 48 MiB. */
-	for (size_t k = 100; k < 140; k++)
-		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm, ib[k]);
-	cr_assert_gt(fx_stat_value(D.socket_path,
-				   "ringcache_cache_evictions_total"), 10);
-	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
-	size_t hits = 0;
-	for (size_t k = 0; k < 30; k++) {
-		uint32_t f = read_whole(&a, ha[30 + k], ds_size(&S, ia[30 + k]),
-					(uint32_t)bufa, da, ia[30 + k]);
-		hits += (f & RC_CQE_F_HIT) != 0;
-	}
-	int64_t extra = fx_stat_value(D.socket_path, "ringcache_s3_get_total") -
-			gets;
-	cr_log_info("planned reads: %zu of 30 hits, %lld GETs", hits,
-		    (long long)extra);
-	cr_assert_geq(hits, 28, "plan-aware eviction dropped planned blocks: "
-		      "%zu of 30 hits", hits);
-	rc_detach(&a);
-	rc_detach(&b);
-	fx_daemon_stop(&D);
-}
-
 /* Fills a plan buffer with whole objects h[from .. from+n) of idx. */
 static void plan_objects(struct rc_plan_entry *plan, const uint32_t *h,
 			 const size_t *idx, size_t from, size_t n)
@@ -415,6 +363,88 @@ static void plan_objects(struct rc_plan_entry *plan, const uint32_t *h,
 	for (size_t k = 0; k < n; k++)
 		plan[k] = (struct rc_plan_entry){
 			.handle = h[from + k], .len = ds_size(&S, idx[from + k])};
+}
+
+/* Two sessions over a 48 MiB cache (window of one entry): a, which plans,
+ * and b, which scans; every small object opened by both, a plan buffer of
+ * 30 entries for a and a sample buffer each. */
+struct planner_and_scanner {
+	struct rc_client a, b;
+	uint32_t ha[300], hb[300];
+	size_t ia[300], ib[300];
+	size_t n;
+	struct rc_plan_entry *plan;
+	void *da, *db;
+	int plan_buf, bufa, bufb;
+};
+
+static void planner_and_scanner_start(struct planner_and_scanner *t)
+{
+	start("48M", "prefetch_window_entries = 1", NULL);
+	attach(&t->a);
+	attach(&t->b);
+	int ds = rc_dataset(&t->a, "ds");
+	t->n = open_small(&t->a, ds, t->ha, t->ia, 300);
+	open_small(&t->b, ds, t->hb, t->ib, 300);
+	void *pm;
+	t->plan_buf = rc_alloc_buffer(&t->a, 30 * sizeof(struct rc_plan_entry),
+				      &pm);
+	t->plan = pm;
+	t->bufa = rc_alloc_buffer(&t->a, MiB, &t->da);
+	t->bufb = rc_alloc_buffer(&t->b, MiB, &t->db);
+}
+
+/* Whole small object k through a (or b); returns the CQE flags. */
+static uint32_t read_a(struct planner_and_scanner *t, size_t k)
+{
+	return read_whole(&t->a, t->ha[k], ds_size(&S, t->ia[k]),
+			  (uint32_t)t->bufa, t->da, t->ia[k]);
+}
+
+static uint32_t read_b(struct planner_and_scanner *t, size_t k)
+{
+	return read_whole(&t->b, t->hb[k], ds_size(&S, t->ib[k]),
+			  (uint32_t)t->bufb, t->db, t->ib[k]);
+}
+
+static void planner_and_scanner_stop(struct planner_and_scanner *t)
+{
+	rc_detach(&t->a);
+	rc_detach(&t->b);
+	fx_daemon_stop(&D);
+}
+
+/* Plan-aware eviction: blocks a plan will read soon stay, blocks nobody
+ * plans go first, even when the planned ones are the oldest in memory. */
+Test(prefetch, eviction_under_plans_keeps_the_next_needed_blocks,
+     .fini = teardown, .timeout = 120)
+{
+	struct planner_and_scanner t;
+	planner_and_scanner_start(&t);
+	cr_assert_geq(t.n, 100);
+	/* Objects 30..59 come in first (the oldest), then 0..29. */
+	for (size_t k = 30; k < 60; k++)
+		read_b(&t, k);
+	for (size_t k = 0; k < 30; k++)
+		read_b(&t, k);
+	plan_objects(t.plan, t.ha, t.ia, 30, 30);
+	cr_assert_eq(rc_prefetch_plan(&t.a, (uint32_t)t.plan_buf, 0, 30), 30);
+	/* A scan of 40 unplanned objects overflows the 48 MiB. */
+	for (size_t k = 100; k < 140; k++)
+		read_b(&t, k);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_cache_evictions_total"), 10);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	size_t hits = 0;
+	for (size_t k = 0; k < 30; k++)
+		hits += (read_a(&t, 30 + k) & RC_CQE_F_HIT) != 0;
+	int64_t extra = fx_stat_value(D.socket_path, "ringcache_s3_get_total") -
+			gets;
+	cr_log_info("planned reads: %zu of 30 hits, %lld GETs", hits,
+		    (long long)extra);
+	cr_assert_geq(hits, 28, "plan-aware eviction dropped planned blocks: "
+		      "%zu of 30 hits", hits);
+	planner_and_scanner_stop(&t);
 }
 
 /* The next epoch's order appended while this one runs: the current
@@ -526,30 +556,19 @@ Test(prefetch, malformed_plan_flags_fail_that_entry_only, .fini = teardown,
 Test(prefetch, appended_plan_keeps_next_epochs_blocks_at_the_boundary,
      .fini = teardown, .timeout = 120)
 {
-	start("48M", "prefetch_window_entries = 1", NULL);
-	struct rc_client a, b;
-	attach(&a);
-	attach(&b);
-	int ds = rc_dataset(&a, "ds");
-	uint32_t ha[300], hb[300];
-	size_t ia[300], ib[300];
-	size_t n = open_small(&a, ds, ha, ia, 300);
-	open_small(&b, ds, hb, ib, 300);
-	cr_assert_geq(n, 200);
-	void *pm, *da, *dbm;
-	int pb = rc_alloc_buffer(&a, 30 * sizeof(struct rc_plan_entry), &pm);
-	int bufa = rc_alloc_buffer(&a, MiB, &da);
-	int bufb = rc_alloc_buffer(&b, MiB, &dbm);
+	struct planner_and_scanner t;
+	planner_and_scanner_start(&t);
+	cr_assert_geq(t.n, 200);
 	/* This epoch reads 0..29; the next one, appended as this one starts,
 	 * 0..14 first (then, in a real run, what was evicted); 15..29 are not
 	 * read again. */
-	plan_objects(pm, ha, ia, 0, 30);
-	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, 30), 30);
-	plan_objects(pm, ha, ia, 0, 15);
-	cr_assert_eq(rc_prefetch_plan_append(&a, (uint32_t)pb, 0, 15), 15);
+	plan_objects(t.plan, t.ha, t.ia, 0, 30);
+	cr_assert_eq(rc_prefetch_plan(&t.a, (uint32_t)t.plan_buf, 0, 30), 30);
+	plan_objects(t.plan, t.ha, t.ia, 0, 15);
+	cr_assert_eq(rc_prefetch_plan_append(&t.a, (uint32_t)t.plan_buf, 0, 15),
+		     15);
 	for (size_t k = 0; k < 30; k++)
-		read_whole(&a, ha[k], ds_size(&S, ia[k]), (uint32_t)bufa, da,
-			   ia[k]);
+		read_a(&t, k);
 	/* An unplanned scan until 25 blocks were evicted: more than the 15
 	 * with no further use, fewer than those and the scan's own. */
 	int64_t ev0 = fx_stat_value(D.socket_path,
@@ -557,19 +576,14 @@ Test(prefetch, appended_plan_keeps_next_epochs_blocks_at_the_boundary,
 	size_t k = 100;
 	while (fx_stat_value(D.socket_path, "ringcache_cache_evictions_total") <
 	       ev0 + 25) {
-		cr_assert_lt(k, n, "the scan evicted nothing");
-		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm,
-			   ib[k]);
-		k++;
+		cr_assert_lt(k, t.n, "the scan evicted nothing");
+		read_b(&t, k++);
 	}
 	cr_log_info("scan of %zu objects", k - 100);
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
 	size_t hits = 0;
-	for (size_t j = 0; j < 15; j++) {
-		uint32_t f = read_whole(&a, ha[j], ds_size(&S, ia[j]),
-					(uint32_t)bufa, da, ia[j]);
-		hits += (f & RC_CQE_F_HIT) != 0;
-	}
+	for (size_t j = 0; j < 15; j++)
+		hits += (read_a(&t, j) & RC_CQE_F_HIT) != 0;
 	int64_t extra = fx_stat_value(D.socket_path, "ringcache_s3_get_total") -
 			gets;
 	cr_log_info("next epoch's early reads: %zu of 15 hits, %lld GETs", hits,
@@ -578,14 +592,9 @@ Test(prefetch, appended_plan_keeps_next_epochs_blocks_at_the_boundary,
 		     hits);
 	/* Those with no further use went first. */
 	size_t gone = 0;
-	for (size_t j = 15; j < 30; j++) {
-		uint32_t f = read_whole(&b, hb[j], ds_size(&S, ib[j]),
-					(uint32_t)bufb, dbm, ib[j]);
-		gone += (f & RC_CQE_F_HIT) == 0;
-	}
+	for (size_t j = 15; j < 30; j++)
+		gone += (read_b(&t, j) & RC_CQE_F_HIT) == 0;
 	cr_assert_eq(gone, 15, "only %zu of 15 unplanned blocks were evicted",
 		     gone);
-	rc_detach(&a);
-	rc_detach(&b);
-	fx_daemon_stop(&D);
+	planner_and_scanner_stop(&t);
 }
