@@ -91,19 +91,25 @@ Test(tiering, larger_than_memory_second_pass_and_restart_need_no_s3,
 	cr_assert_geq(gets, 300);
 	cr_assert_gt(stat_of("ringcache_cache_evictions_total"), 0);
 	settle();
-	cr_assert_eq(stat_of("ringcache_tier_skipped_total"), 0);
+	/* A tier behind the evictions drops blocks rather than stall the
+	 * reactor (tier_skipped): only those may go to S3 again. On an idle
+	 * disk none are dropped; a busy shared CI disk drops a few. */
+	int64_t skipped = stat_of("ringcache_tier_skipped_total");
+	cr_assert_lt(skipped, 30, "the tier dropped %lld of 300 blocks",
+		     (long long)skipped);
 	read_pass();
-	cr_assert_eq(stat_of("ringcache_s3_get_total"), gets,
-		     "the second pass went to S3");
+	cr_assert_leq(stat_of("ringcache_s3_get_total") - gets, skipped,
+		      "the second pass went to S3 for blocks the tier holds");
 	cr_assert_gt(stat_of("ringcache_tier_hits_total"), 200);
 	settle();
+	skipped = stat_of("ringcache_tier_skipped_total");
 	fx_daemon_stop(&D);
 
 	/* A new daemon on the same tier file starts warm. */
 	start();
 	read_pass();
-	cr_assert_eq(stat_of("ringcache_s3_get_total"), 0,
-		     "the restarted daemon went to S3");
+	cr_assert_leq(stat_of("ringcache_s3_get_total"), skipped,
+		      "the restarted daemon went to S3 for blocks the tier holds");
 	cr_assert_gt(stat_of("ringcache_tier_hits_total"), 250);
 	fx_daemon_stop(&D);
 }
