@@ -133,16 +133,6 @@ struct journal {
 	struct journal_stats st;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static uint64_t round_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);
@@ -242,7 +232,7 @@ static int hdr_read(struct journal *j, char *err, size_t errlen)
 	uint8_t blk[sizeof(struct file_hdr)];
 	ssize_t n = pread(j->rfd, blk, sizeof(blk), 0);
 	if (n < 0) {
-		set_err(err, errlen, "journal: reading %s: %s", j->path,
+		rc_set_err(err, errlen, "journal: reading %s: %s", j->path,
 			strerror(errno));
 		return -1;
 	}
@@ -253,7 +243,7 @@ static int hdr_read(struct journal *j, char *err, size_t errlen)
 	memcpy(&h, blk, sizeof(h));
 	if (h.magic != J_HDR_MAGIC || h.version != J_VERSION ||
 	    h.hdr_crc != crc32c(0, &h, offsetof(struct file_hdr, hdr_crc))) {
-		set_err(err, errlen, "journal: %s is not a ringcache journal "
+		rc_set_err(err, errlen, "journal: %s is not a ringcache journal "
 			"(or its header is damaged): refusing to overwrite it",
 			j->path);
 		return -1;
@@ -372,14 +362,14 @@ static int64_t replay(struct journal *j, char *err, size_t errlen)
 {
 	struct stat sb;
 	if (fstat(j->rfd, &sb) < 0) {
-		set_err(err, errlen, "journal: stat %s: %s", j->path,
+		rc_set_err(err, errlen, "journal: stat %s: %s", j->path,
 			strerror(errno));
 		return -1;
 	}
 	struct reader r = {.fd = j->rfd, .file_end = (uint64_t)sb.st_size,
 			   .win = malloc(J_WIN)};
 	if (!r.win) {
-		set_err(err, errlen, "journal: out of memory");
+		rc_set_err(err, errlen, "journal: out of memory");
 		return -1;
 	}
 	uint64_t pos = rec_start(J_FILE_HDR);
@@ -1036,7 +1026,7 @@ static int open_files(struct journal *j, char *err, size_t errlen)
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
 	void *probe = aligned_alloc(J_BLOCK, J_BLOCK);
 	if (!probe) {
-		set_err(err, errlen, "journal: out of memory");
+		rc_set_err(err, errlen, "journal: out of memory");
 		return -1;
 	}
 	j->fd = open(j->path, flags | O_DIRECT, 0600);
@@ -1057,7 +1047,7 @@ static int open_files(struct journal *j, char *err, size_t errlen)
 	if (j->fd >= 0)
 		j->rfd = open(j->path, O_RDONLY | O_CLOEXEC);
 	if (j->fd < 0 || j->rfd < 0) {
-		set_err(err, errlen, "journal: cannot open %s: %s", j->path,
+		rc_set_err(err, errlen, "journal: cannot open %s: %s", j->path,
 			strerror(errno));
 		return -1;
 	}
@@ -1099,7 +1089,7 @@ static int reserve_space(struct journal *j, char *err, size_t errlen)
 {
 	struct stat sb;
 	if (fstat(j->fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		set_err(err, errlen, "journal: %s is not a regular file",
+		rc_set_err(err, errlen, "journal: %s is not a regular file",
 			j->path);
 		return -1;
 	}
@@ -1111,7 +1101,7 @@ static int reserve_space(struct journal *j, char *err, size_t errlen)
 	if (!r && sb.st_size == 0)
 		r = zero_fill(j);
 	if (r) {
-		set_err(err, errlen, "journal: cannot reserve %llu bytes for "
+		rc_set_err(err, errlen, "journal: cannot reserve %llu bytes for "
 			"%s: %s", (unsigned long long)j->limit, j->path,
 			strerror(r));
 		return -1;
@@ -1158,7 +1148,7 @@ static int load(struct journal *j, char *err, size_t errlen)
 	if (tail < 0)
 		return -1;
 	if (sort_replayed(j) < 0) {
-		set_err(err, errlen, "journal: out of memory");
+		rc_set_err(err, errlen, "journal: out of memory");
 		return -1;
 	}
 	/* A new epoch for this run; a rewind makes the old records stale. */
@@ -1169,7 +1159,7 @@ static int load(struct journal *j, char *err, size_t errlen)
 	if (r == 0)
 		r = start_writing(j, (uint64_t)tail);
 	if (r < 0) {
-		set_err(err, errlen, "journal: cannot start writing %s: %s",
+		rc_set_err(err, errlen, "journal: cannot start writing %s: %s",
 			j->path, strerror(-r));
 		return -1;
 	}
@@ -1216,14 +1206,14 @@ struct journal *journal_open(const struct journal_config *cfg,
 {
 	uint64_t limit = cfg->size_limit & ~(uint64_t)(J_BLOCK - 1);
 	if (!cfg->path || limit < J_FILE_HDR + 4 * J_BLOCK + J_CTL_RESERVE) {
-		set_err(err, errlen, "journal: size limit %llu is too small",
+		rc_set_err(err, errlen, "journal: size limit %llu is too small",
 			(unsigned long long)cfg->size_limit);
 		return NULL;
 	}
 	struct journal *j = calloc(1, sizeof(*j));
 	if (!j || !(j->path = strdup(cfg->path))) {
 		free(j);
-		set_err(err, errlen, "journal: out of memory");
+		rc_set_err(err, errlen, "journal: out of memory");
 		return NULL;
 	}
 	j->ring = ring;

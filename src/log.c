@@ -38,3 +38,13 @@ int rc_log_level_parse(const char *s)
 			return i;
 	return -1;
 }
+
+void rc_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}

@@ -3,6 +3,8 @@
 #ifndef RC_LOG_H
 #define RC_LOG_H
 
+#include <stddef.h>
+
 enum rc_log_level { RC_LOG_ERROR = 0, RC_LOG_WARN, RC_LOG_INFO, RC_LOG_DEBUG };
 
 extern int rc_log_level;
@@ -18,6 +20,11 @@ void rc_log(int level, const char *fmt, ...)
 		if (rc_log_level >= RC_LOG_DEBUG)                           \
 			rc_log(RC_LOG_DEBUG, __VA_ARGS__);                  \
 	} while (0)
+
+/* Formats an error message into a caller's buffer (err may be NULL or
+ * errlen 0: nothing is written). The one way subsystems hand errors up. */
+void rc_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Parses "error", "warn", "info", "debug"; returns -1 if unknown. */
 int rc_log_level_parse(const char *s);

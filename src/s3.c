@@ -9,6 +9,7 @@
  * its easy handle, header list, URL and response buffer; a PUT body is
  * borrowed from the caller. The reactor drives easy handles itself and gets
  * the request back through CURLOPT_PRIVATE. */
+#include "log.h"
 #include "s3.h"
 
 #include <ctype.h>
@@ -79,19 +80,6 @@ struct s3_req {
 	char errbuf[CURL_ERROR_SIZE];
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static void copy_str(char *dst, size_t dstlen, const char *src, size_t n)
 {
 	if (!dstlen)
@@ -123,23 +111,23 @@ static int parse_endpoint(struct s3_client *c, char *err, size_t errlen)
 	int rc = -1;
 
 	if (!u) {
-		set_err(err, errlen, "out of memory");
+		rc_set_err(err, errlen, "out of memory");
 		return -1;
 	}
 	if (curl_url_set(u, CURLUPART_URL, c->endpoint, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
-		set_err(err, errlen, "s3 endpoint '%s' is not a URL", c->endpoint);
+		rc_set_err(err, errlen, "s3 endpoint '%s' is not a URL", c->endpoint);
 		goto out;
 	}
 	if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-		set_err(err, errlen, "s3 endpoint '%s': scheme must be http or https",
+		rc_set_err(err, errlen, "s3 endpoint '%s': scheme must be http or https",
 			c->endpoint);
 		goto out;
 	}
 	if (curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK &&
 	    strcmp(path, "/") != 0 && path[0] != '\0') {
-		set_err(err, errlen, "s3 endpoint '%s' must not have a path",
+		rc_set_err(err, errlen, "s3 endpoint '%s' must not have a path",
 			c->endpoint);
 		goto out;
 	}
@@ -151,7 +139,7 @@ static int parse_endpoint(struct s3_client *c, char *err, size_t errlen)
 	c->host = malloc(hlen);
 	c->scheme = strdup(scheme);
 	if (!c->host || !c->scheme) {
-		set_err(err, errlen, "out of memory");
+		rc_set_err(err, errlen, "out of memory");
 		goto out;
 	}
 	if (default_port)
@@ -189,12 +177,12 @@ struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,
 	const char *region = cfg->region && *cfg->region ? cfg->region : "us-east-1";
 
 	if (strlen(region) > 64 || strpbrk(region, "/ \r\n")) {
-		set_err(err, errlen, "s3 region '%s' is not valid", region);
+		rc_set_err(err, errlen, "s3 region '%s' is not valid", region);
 		return NULL;
 	}
 	struct s3_client *c = calloc(1, sizeof(*c));
 	if (!c) {
-		set_err(err, errlen, "out of memory");
+		rc_set_err(err, errlen, "out of memory");
 		return NULL;
 	}
 	c->cfg = *cfg;
@@ -208,7 +196,7 @@ struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,
 		oom = true;
 	}
 	if (oom) {
-		set_err(err, errlen, "out of memory");
+		rc_set_err(err, errlen, "out of memory");
 		s3_client_free(c);
 		return NULL;
 	}
@@ -527,14 +515,14 @@ static int validate_parts(const struct s3_req_params *p, char *err,
 			  size_t errlen)
 {
 	if (!p->parts || p->n_parts == 0 || p->n_parts > 10000) {
-		set_err(err, errlen, "CompleteMultipartUpload needs 1..10000 parts");
+		rc_set_err(err, errlen, "CompleteMultipartUpload needs 1..10000 parts");
 		return -1;
 	}
 	for (size_t i = 0; i < p->n_parts; i++) {
 		const struct s3_part *pt = &p->parts[i];
 		if (pt->number < 1 || pt->number > 10000 || !pt->etag ||
 		    !pt->etag[0]) {
-			set_err(err, errlen, "part %zu: needs a number in 1..10000 "
+			rc_set_err(err, errlen, "part %zu: needs a number in 1..10000 "
 				"and an ETag", i);
 			return -1;
 		}
@@ -547,25 +535,25 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 				 size_t errlen)
 {
 	if (op_needs_upload_id(p->op) && (!p->upload_id || !p->upload_id[0])) {
-		set_err(err, errlen, "this operation needs an upload id");
+		rc_set_err(err, errlen, "this operation needs an upload id");
 		return -1;
 	}
 	if (p->op == S3_UPLOAD_PART &&
 	    (p->part_number < 1 || p->part_number > 10000)) {
-		set_err(err, errlen, "part number %u is not in 1..10000",
+		rc_set_err(err, errlen, "part number %u is not in 1..10000",
 			p->part_number);
 		return -1;
 	}
 	if (p->op == S3_COMPLETE_MULTIPART && validate_parts(p, err, errlen) < 0)
 		return -1;
 	if (p->op == S3_COPY_OBJECT && (!p->copy_source || !strchr(p->copy_source, '/'))) {
-		set_err(err, errlen, "CopyObject needs a source \"bucket/key\"");
+		rc_set_err(err, errlen, "CopyObject needs a source \"bucket/key\"");
 		return -1;
 	}
 	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
 	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c)) ||
 	    (p->meta_daemon && !valid_header_value(p->meta_daemon))) {
-		set_err(err, errlen, "checksum value has control characters");
+		rc_set_err(err, errlen, "checksum value has control characters");
 		return -1;
 	}
 	return 0;
@@ -575,33 +563,33 @@ static int validate_params(const struct s3_req_params *p, char *err,
 			   size_t errlen)
 {
 	if (!op_method(p->op)) {
-		set_err(err, errlen, "unknown S3 operation %d", (int)p->op);
+		rc_set_err(err, errlen, "unknown S3 operation %d", (int)p->op);
 		return -1;
 	}
 	if (!valid_bucket(p->bucket)) {
-		set_err(err, errlen, "bucket name '%s' is not valid",
+		rc_set_err(err, errlen, "bucket name '%s' is not valid",
 			p->bucket ? p->bucket : "(null)");
 		return -1;
 	}
 	if (op_has_key(p->op)) {
 		size_t n = p->key ? strlen(p->key) : 0;
 		if (n == 0 || n > S3_KEY_MAX) {
-			set_err(err, errlen, "object key must be 1..%d bytes (got %zu)",
+			rc_set_err(err, errlen, "object key must be 1..%d bytes (got %zu)",
 				S3_KEY_MAX, n);
 			return -1;
 		}
 	}
 	if (p->op == S3_GET_OBJECT && p->range_len &&
 	    p->range_off > UINT64_MAX - p->range_len) {
-		set_err(err, errlen, "range overflows");
+		rc_set_err(err, errlen, "range overflows");
 		return -1;
 	}
 	if (p->if_match && !valid_header_value(p->if_match)) {
-		set_err(err, errlen, "If-Match value has control characters");
+		rc_set_err(err, errlen, "If-Match value has control characters");
 		return -1;
 	}
 	if (op_sends_body(p->op) && p->body_len && !p->body) {
-		set_err(err, errlen, "PUT body is NULL but body_len is %zu",
+		rc_set_err(err, errlen, "PUT body is NULL but body_len is %zu",
 			p->body_len);
 		return -1;
 	}
@@ -944,7 +932,7 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 	if (cfg->creds) {
 		int rc = creds_get(cfg->creds, &cr, &anonymous);
 		if (rc < 0) {
-			set_err(err, errlen, "no usable credentials: %s", strerror(-rc));
+			rc_set_err(err, errlen, "no usable credentials: %s", strerror(-rc));
 			errno = EKEYREJECTED;
 			return -1;
 		}
@@ -978,7 +966,7 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 	int rc = sigv4_sign(&sreq, &cr, &sig);
 	explicit_bzero(cr.secret_key, sizeof(cr.secret_key));
 	if (rc < 0) {
-		set_err(err, errlen, "request too large to sign");
+		rc_set_err(err, errlen, "request too large to sign");
 		errno = EINVAL;
 		return -1;
 	}
@@ -990,7 +978,7 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 		goto nomem;
 	return 0;
 nomem:
-	set_err(err, errlen, "out of memory building headers");
+	rc_set_err(err, errlen, "out of memory building headers");
 	errno = ENOMEM;
 	return -1;
 }
@@ -1126,7 +1114,7 @@ struct s3_req *s3_req_new(struct s3_client *c, const struct s3_req_params *p,
 
 	errno = EINVAL;
 	if (!c || !p) {
-		set_err(err, errlen, "no client or params");
+		rc_set_err(err, errlen, "no client or params");
 		return NULL;
 	}
 	if (validate_params(p, err, errlen) < 0)
@@ -1162,7 +1150,7 @@ struct s3_req *s3_req_new(struct s3_client *c, const struct s3_req_params *p,
 	free(query);
 	return r;
 nomem:
-	set_err(err, errlen, "out of memory building the request");
+	rc_set_err(err, errlen, "out of memory building the request");
 	errno = ENOMEM;
 fail:
 	free(host);
@@ -1675,12 +1663,12 @@ static int xml_run(struct xml_ctx *x, const char *doc, size_t len,
 	int rc = 0;
 
 	if (!doc || len == 0 || len > INT32_MAX) {
-		set_err(err, errlen, "empty XML document");
+		rc_set_err(err, errlen, "empty XML document");
 		return -EPROTO;
 	}
 	x->parser = XML_ParserCreateNS(NULL, '|');
 	if (!x->parser) {
-		set_err(err, errlen, "out of memory");
+		rc_set_err(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	XML_SetUserData(x->parser, x);
@@ -1693,10 +1681,10 @@ static int xml_run(struct xml_ctx *x, const char *doc, size_t len,
 				 XML_ErrorString(XML_GetErrorCode(x->parser)),
 				 (unsigned long)XML_GetCurrentLineNumber(x->parser),
 				 (unsigned long)XML_GetCurrentColumnNumber(x->parser));
-		set_err(err, errlen, "malformed XML: %s", x->err);
+		rc_set_err(err, errlen, "malformed XML: %s", x->err);
 		rc = -EPROTO;
 	} else if (x->err[0]) {
-		set_err(err, errlen, "malformed XML: %s", x->err);
+		rc_set_err(err, errlen, "malformed XML: %s", x->err);
 		rc = -EPROTO;
 	}
 	XML_ParserFree(x->parser);
@@ -1837,7 +1825,7 @@ int s3_parse_list(const char *xml, size_t len, struct s3_list_page *page,
 	free(st.cur.key);
 	if (rc == 0 && page->truncated &&
 	    (!page->next_token || !page->next_token[0])) {
-		set_err(err, errlen,
+		rc_set_err(err, errlen,
 			"malformed XML: truncated listing without NextContinuationToken");
 		rc = -EPROTO;
 	}
@@ -1930,7 +1918,7 @@ static int parse_field(const char *xml, size_t len, const char *root,
 		buf[0] = '\0';
 	int rc = xml_run(&x, xml, len, err, errlen);
 	if (rc == 0 && required && !st.seen) {
-		set_err(err, errlen, "malformed XML: <%s> without <%s>", root, field);
+		rc_set_err(err, errlen, "malformed XML: <%s> without <%s>", root, field);
 		rc = -EPROTO;
 	}
 	return rc;
@@ -1942,7 +1930,7 @@ int s3_parse_upload_id(const char *xml, size_t len, char *buf, size_t buflen,
 	int rc = parse_field(xml, len, "InitiateMultipartUploadResult",
 			     "UploadId", true, buf, buflen, err, errlen);
 	if (rc == 0 && !buf[0]) {
-		set_err(err, errlen, "malformed XML: empty <UploadId>");
+		rc_set_err(err, errlen, "malformed XML: empty <UploadId>");
 		rc = -EPROTO;
 	}
 	return rc;
@@ -2066,7 +2054,7 @@ int s3_parse_uploads(const char *xml, size_t len, struct s3_upload_page *page,
 	free(st.cur.upload_id);
 	if (rc == 0 && page->truncated &&
 	    (!page->next_key_marker || !page->next_key_marker[0])) {
-		set_err(err, errlen,
+		rc_set_err(err, errlen,
 			"malformed XML: truncated listing without NextKeyMarker");
 		rc = -EPROTO;
 	}

@@ -93,16 +93,6 @@ struct tier {
 	struct tier_stats st;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 void tier_key_make(struct tier_key *k, const char *dataset,
 		   const char *object_key, const char *etag, uint64_t blkno)
 {
@@ -557,7 +547,7 @@ static int open_file(struct tier *t, char *err, size_t errlen)
 		t->direct = t->fd >= 0;
 	}
 	if (t->fd < 0) {
-		set_err(err, errlen, "tier: cannot open %s: %s", t->path,
+		rc_set_err(err, errlen, "tier: cannot open %s: %s", t->path,
 			strerror(errno));
 		return -1;
 	}
@@ -569,14 +559,14 @@ static int size_file(struct tier *t, char *err, size_t errlen)
 {
 	struct stat sb;
 	if (fstat(t->fd, &sb) < 0) {
-		set_err(err, errlen, "tier: stat %s: %s", t->path,
+		rc_set_err(err, errlen, "tier: stat %s: %s", t->path,
 			strerror(errno));
 		return -1;
 	}
 	if (S_ISBLK(sb.st_mode)) {
 		uint64_t dev = 0;
 		if (ioctl(t->fd, BLKGETSIZE64, &dev) < 0) {
-			set_err(err, errlen, "tier: size of %s: %s", t->path,
+			rc_set_err(err, errlen, "tier: size of %s: %s", t->path,
 				strerror(errno));
 			return -1;
 		}
@@ -585,7 +575,7 @@ static int size_file(struct tier *t, char *err, size_t errlen)
 		return 0;
 	}
 	if (!S_ISREG(sb.st_mode)) {
-		set_err(err, errlen, "tier: %s is not a file or block device",
+		rc_set_err(err, errlen, "tier: %s is not a file or block device",
 			t->path);
 		return -1;
 	}
@@ -596,7 +586,7 @@ static int size_file(struct tier *t, char *err, size_t errlen)
 	if (r == EOPNOTSUPP || r == EINVAL)
 		r = ftruncate(t->fd, (off_t)t->size_bytes) < 0 ? errno : 0;
 	if (r) {
-		set_err(err, errlen, "tier: cannot reserve %llu bytes for %s: %s",
+		rc_set_err(err, errlen, "tier: cannot reserve %llu bytes for %s: %s",
 			(unsigned long long)t->size_bytes, t->path, strerror(r));
 		return -1;
 	}
@@ -617,7 +607,7 @@ static int layout(struct tier *t, char *err, size_t errlen)
 			break;
 	}
 	if (!n || n >= NO_SLOT) {
-		set_err(err, errlen, "tier: %s: size %llu gives %llu slots of "
+		rc_set_err(err, errlen, "tier: %s: size %llu gives %llu slots of "
 			"%u bytes", t->path, (unsigned long long)t->size_bytes,
 			(unsigned long long)n, t->block_bytes);
 		return -1;
@@ -650,7 +640,7 @@ static int load_index(struct tier *t, char *err, size_t errlen)
 {
 	ssize_t r = pread(t->fd, t->idxbuf, t->data_off, 0);
 	if (r < 0) {
-		set_err(err, errlen, "tier: reading the index of %s: %s",
+		rc_set_err(err, errlen, "tier: reading the index of %s: %s",
 			t->path, strerror(errno));
 		return -1;
 	}
@@ -693,7 +683,7 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 {
 	if (!cfg->path || !cfg->block_bytes ||
 	    cfg->block_bytes % TIER_ALIGN) {
-		set_err(err, errlen, "tier: block size %u is not a multiple "
+		rc_set_err(err, errlen, "tier: block size %u is not a multiple "
 			"of %u", cfg->block_bytes, TIER_ALIGN);
 		return NULL;
 	}
@@ -701,7 +691,7 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 	void *hdr = NULL;
 	if (!t || !(t->path = strdup(cfg->path)) ||
 	    posix_memalign(&hdr, TIER_ALIGN, TIER_ALIGN)) {
-		set_err(err, errlen, "tier: out of memory");
+		rc_set_err(err, errlen, "tier: out of memory");
 		goto fail;
 	}
 	t->idxbuf = hdr;
@@ -714,14 +704,14 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 	    layout(t, err, errlen) < 0)
 		goto fail;
 	if (alloc_tables(t) < 0) {
-		set_err(err, errlen, "tier: out of memory for %u slots",
+		rc_set_err(err, errlen, "tier: out of memory for %u slots",
 			t->n_slots);
 		goto fail;
 	}
 	if (load_index(t, err, errlen) < 0)
 		goto fail;
 	if (tier_sync_index(t) < 0) {
-		set_err(err, errlen, "tier: cannot write the index of %s",
+		rc_set_err(err, errlen, "tier: cannot write the index of %s",
 			t->path);
 		goto fail;
 	}
