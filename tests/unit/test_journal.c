@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "ramfs.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
@@ -561,24 +562,10 @@ Test(journal, stale_records_after_a_rewind_are_ignored)
 
 /* ---- files ---- */
 
-static bool direct_works(const char *p)
-{
-	int fd = open(p, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	if (fd >= 0)
-		close(fd);
-	unlink(p);
-	return fd >= 0;
-}
-
 Test(journal, refused_o_direct_works_buffered)
 {
 	char mnt[96];
-	snprintf(mnt, sizeof(mnt), "%s/ramfs", dir);
-	if (unshare(CLONE_NEWNS) < 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		cr_skip_test("needs CAP_SYS_ADMIN to mount a ramfs");
-	cr_assert_eq(mkdir(mnt, 0700), 0);
-	cr_assert_eq(mount("none", mnt, "ramfs", 0, NULL), 0);
+	ramfs_mount(dir, mnt, sizeof(mnt));
 	char p[128];
 	snprintf(p, sizeof(p), "%s/journal", mnt);
 	cr_assert(!direct_works(p), "ramfs took O_DIRECT");
@@ -596,8 +583,7 @@ Test(journal, refused_o_direct_works_buffered)
 		cr_assert(bytes_match(j, journal_replayed(j, i)));
 	close_journal(j);
 	unlink(p);
-	umount(mnt);
-	rmdir(mnt);
+	ramfs_umount(mnt);
 }
 
 Test(journal, foreign_file_and_missing_directory_are_refused)

@@ -16,6 +16,7 @@
 
 #include "crc32c.h"
 #include "tier.h"
+#include "ramfs.h"
 
 #define MIB (1024u * 1024u)
 #define BIG MIB
@@ -393,15 +394,6 @@ static void round_trip_on(const char *p, bool expect_direct)
 	unlink(p);
 }
 
-static bool direct_works(const char *p)
-{
-	int fd = open(p, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	if (fd >= 0)
-		close(fd);
-	unlink(p);
-	return fd >= 0;
-}
-
 Test(tier, tmpfs_path_works)
 {
 	char p[64];
@@ -413,18 +405,12 @@ Test(tier, refused_o_direct_falls_back_to_buffered)
 {
 	/* ramfs refuses O_DIRECT; mount one in a private mount namespace. */
 	char mnt[96];
-	snprintf(mnt, sizeof(mnt), "%s/ramfs", dir);
-	if (unshare(CLONE_NEWNS) < 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		cr_skip_test("needs CAP_SYS_ADMIN to mount a ramfs");
-	cr_assert_eq(mkdir(mnt, 0700), 0);
-	cr_assert_eq(mount("none", mnt, "ramfs", 0, NULL), 0);
+	ramfs_mount(dir, mnt, sizeof(mnt));
 	char p[128];
 	snprintf(p, sizeof(p), "%s/tier", mnt);
 	cr_assert(!direct_works(p), "ramfs took O_DIRECT");
 	round_trip_on(p, false);
-	umount(mnt);
-	rmdir(mnt);
+	ramfs_umount(mnt);
 }
 
 Test(tier, missing_directory_is_a_clear_error)
