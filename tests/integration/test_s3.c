@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "creds.h"
+#include "fixture/fixture.h"
 #include "s3.h"
 
 /* ---- environment and client helpers ---- */
@@ -109,14 +110,6 @@ static void test_key(char *buf, size_t len, const char *name)
 	cr_assert(n > 0 && (size_t)n < len, "key too long: %s", name);
 }
 
-/* Deterministic, position-dependent bytes: a misplaced range shows. */
-static void fill_pattern(unsigned char *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (unsigned char)((i * 131u + (i >> 8) * 7u + seed) ^
-					 (i >> 16));
-}
-
 static void md5_etag(const void *data, size_t len, char *out, size_t outlen)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -178,7 +171,7 @@ Test(s3, put_then_head_gives_size_and_etag)
 	char key[512], md5[64];
 
 	client_open(&tc);
-	fill_pattern(data, LEN, 1);
+	fx_fill_pattern(data, LEN, 1);
 	md5_etag(data, LEN, md5, sizeof(md5));
 	test_key(key, sizeof(key), "put-head.bin");
 
@@ -205,7 +198,7 @@ Test(s3, get_whole_object_returns_the_bytes)
 	size_t body_len;
 
 	client_open(&tc);
-	fill_pattern(data, LEN, 2);
+	fx_fill_pattern(data, LEN, 2);
 	test_key(key, sizeof(key), "whole.bin");
 	put_object(&tc, key, data, LEN, &res);
 
@@ -229,7 +222,7 @@ Test(s3, ranged_get_returns_exactly_those_bytes)
 	size_t body_len;
 
 	client_open(&tc);
-	fill_pattern(data, LEN, 3);
+	fx_fill_pattern(data, LEN, 3);
 	test_key(key, sizeof(key), "range.bin");
 	put_object(&tc, key, data, LEN, &res);
 
@@ -260,7 +253,7 @@ Test(s3, range_past_the_end_is_clamped)
 	size_t body_len;
 
 	client_open(&tc);
-	fill_pattern(data, LEN, 4);
+	fx_fill_pattern(data, LEN, 4);
 	test_key(key, sizeof(key), "range-clamp.bin");
 	put_object(&tc, key, data, LEN, &res);
 
@@ -285,7 +278,7 @@ Test(s3, range_starting_past_the_end_is_erange)
 	int rc;
 
 	client_open(&tc);
-	fill_pattern(data, LEN, 5);
+	fx_fill_pattern(data, LEN, 5);
 	test_key(key, sizeof(key), "range-416.bin");
 	put_object(&tc, key, data, LEN, &res);
 
@@ -329,7 +322,7 @@ Test(s3, ranged_get_into_a_sink)
 
 	cr_assert(data && sink.data);
 	client_open(&tc);
-	fill_pattern(data, LEN, 6);
+	fx_fill_pattern(data, LEN, 6);
 	test_key(key, sizeof(key), "sink.bin");
 	put_object(&tc, key, data, LEN, &res);
 
@@ -360,7 +353,7 @@ Test(s3, if_match_wrong_etag_is_estale)
 	int rc;
 
 	client_open(&tc);
-	fill_pattern(data, sizeof(data), 7);
+	fx_fill_pattern(data, sizeof(data), 7);
 	test_key(key, sizeof(key), "if-match.bin");
 	put_object(&tc, key, data, sizeof(data), &res);
 	snprintf(etag, sizeof(etag), "%s", res.etag);
@@ -628,7 +621,7 @@ Test(s3, awkward_keys_round_trip)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		unsigned char data[777];
 
-		fill_pattern(data, sizeof(data), 100 + (unsigned)i);
+		fx_fill_pattern(data, sizeof(data), 100 + (unsigned)i);
 		test_key(key, sizeof(key), names[i]);
 		put_object(&tc, key, data, sizeof(data), &res);
 		cr_assert_eq(head_object(&tc, key, &res), 0, "HEAD '%s': %d",

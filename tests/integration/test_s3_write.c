@@ -72,16 +72,6 @@ static void wkey(char *buf, size_t len, const char *name)
 	cr_assert(n > 0 && (size_t)n < len);
 }
 
-static unsigned char *pattern(size_t len, unsigned seed)
-{
-	unsigned char *b = malloc(len ? len : 1);
-
-	cr_assert_not_null(b);
-	for (size_t i = 0; i < len; i++)
-		b[i] = (unsigned char)((i * 131u + (i >> 9) * 7u + seed) ^ (i >> 17));
-	return b;
-}
-
 static void md5_raw(const void *d, size_t n, unsigned char out[16])
 {
 	unsigned int len = 0;
@@ -268,7 +258,7 @@ Test(s3_write, put_with_content_md5_round_trips)
 	char key[512], want[40];
 	unsigned char md[16];
 	const size_t len = 300000;
-	unsigned char *data = pattern(len, 1);
+	unsigned char *data = fx_pattern(len, 1);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "put-md5");
@@ -289,7 +279,7 @@ Test(s3_write, wrong_content_md5_is_refused_not_retried)
 	struct wclient w;
 	struct s3_result res, hres;
 	char key[512], other[25];
-	unsigned char *data = pattern(4096, 2);
+	unsigned char *data = fx_pattern(4096, 2);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "bad-md5");
@@ -313,7 +303,7 @@ Test(s3_write, put_with_crc32c_round_trips)
 	struct wclient w;
 	struct s3_result res;
 	char key[512], crc[9];
-	unsigned char *data = pattern(65536, 3);
+	unsigned char *data = fx_pattern(65536, 3);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "put-crc");
@@ -356,7 +346,7 @@ Test(s3_write, three_parts_assemble_byte_identical)
 	const size_t sizes[3] = { 5 * MiB, 5 * MiB, 1 };
 	const size_t total = 10 * MiB + 1;
 	struct s3_part parts[3];
-	unsigned char *data = pattern(total, 4);
+	unsigned char *data = fx_pattern(total, 4);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "mpu3");
@@ -388,7 +378,7 @@ Test(s3_write, small_part_not_last_fails_entity_too_small)
 	char key[512], id[256], etags[2][128];
 	const size_t sizes[2] = { 1 * MiB, 1 };
 	struct s3_part parts[2];
-	unsigned char *data = pattern(MiB + 1, 5);
+	unsigned char *data = fx_pattern(MiB + 1, 5);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "too-small");
@@ -412,7 +402,7 @@ Test(s3_write, wrong_part_etag_fails_invalid_part)
 	char key[512], id[256], etags[1][128];
 	const size_t sizes[1] = { 1000 };
 	struct s3_part parts[1];
-	unsigned char *data = pattern(1000, 6);
+	unsigned char *data = fx_pattern(1000, 6);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "bad-part");
@@ -436,7 +426,7 @@ Test(s3_write, abort_removes_the_upload)
 	char key[512], id[256], etags[1][128];
 	const size_t sizes[1] = { 5000 };
 	struct s3_part parts[1];
-	unsigned char *data = pattern(5000, 7);
+	unsigned char *data = fx_pattern(5000, 7);
 
 	wclient_open(&w, NULL, 3);
 	wkey(key, sizeof(key), "abort");
@@ -524,7 +514,7 @@ Test(s3_write, copy_object_copies_bytes)
 	char src[512], dst[512], source[600], etag[128], err[256] = "";
 	char *body = NULL;
 	size_t len = 0;
-	unsigned char *data = pattern(200000, 8);
+	unsigned char *data = fx_pattern(200000, 8);
 
 	wclient_open(&w, NULL, 3);
 	wkey(src, sizeof(src), "copy src+&=?");
@@ -602,7 +592,7 @@ Test(s3_write, multipart_through_faults_completes, .timeout = 120)
 			       "503,slowdown,reset,truncate", "--latency-ms",
 			       "0", "--bw-conn", "0", NULL };
 	struct wclient w, direct;
-	unsigned char *data = pattern(15 * MiB + 12345, 9);
+	unsigned char *data = fx_pattern(15 * MiB + 12345, 9);
 	int round = 0;
 
 	fx_proxy_start(&px, opts);

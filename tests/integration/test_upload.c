@@ -191,15 +191,6 @@ static void ukey(char *buf, size_t len, const char *name)
 	cr_assert(n > 0 && (size_t)n < len);
 }
 
-static unsigned char *pattern(size_t len, unsigned seed)
-{
-	unsigned char *b = malloc(len ? len : 1);
-	cr_assert_not_null(b);
-	for (size_t i = 0; i < len; i++)
-		b[i] = (unsigned char)((i * 131u + (i >> 9) * 7u + seed) ^ (i >> 17));
-	return b;
-}
-
 /* GET the whole object and HEAD it: bytes and ETag as expected. */
 static void assert_object(struct env *t, const char *key,
 			  const unsigned char *data, size_t size,
@@ -310,7 +301,7 @@ static void roundtrip(struct env *t, const char *name, size_t size,
 		      size_t part, unsigned conc, bool use_read)
 {
 	char key[512];
-	unsigned char *data = pattern(size, (unsigned)size);
+	unsigned char *data = fx_pattern(size, (unsigned)size);
 	struct job j = { .data = data, .size = size };
 
 	ukey(key, sizeof(key), name);
@@ -351,7 +342,7 @@ Test(upload, eight_at_once)
 	env_open(&t, NULL, 3);
 	for (int i = 0; i < 8; i++) {
 		size_t size = 11 * MiB + (size_t)i * 4099;
-		data[i] = pattern(size, 100u + (unsigned)i);
+		data[i] = fx_pattern(size, 100u + (unsigned)i);
 		j[i] = (struct job){ .data = data[i], .size = size };
 		ukey(keys[i], sizeof(keys[i]), "eight");
 		job_start(&t, &j[i], keys[i], 5 * MiB, 2, i % 2);
@@ -387,7 +378,7 @@ static unsigned faulty_round(struct env *t, unsigned round)
 	unsigned retries = 0;
 
 	for (int i = 0; i < 3; i++) {
-		data[i] = pattern(sizes[i], 7u * round + (unsigned)i);
+		data[i] = fx_pattern(sizes[i], 7u * round + (unsigned)i);
 		j[i] = (struct job){ .data = data[i], .size = sizes[i] };
 		ukey(keys[i], sizeof(keys[i]), "faults");
 		job_start(t, &j[i], keys[i], 5 * MiB, 4, i == 2);
@@ -443,7 +434,7 @@ Test(upload, failure_aborts_and_reports)
 	struct env t;
 	char key[512];
 	size_t size = 23 * MiB;
-	unsigned char *data = pattern(size, 3);
+	unsigned char *data = fx_pattern(size, 3);
 	struct job j = { .data = data, .size = size,
 			 .fail_at_off_ge = 10 * MiB };
 
@@ -487,7 +478,7 @@ Test(upload, cancel_mid_upload_aborts)
 	struct env t;
 	char key[512];
 	size_t size = 30 * MiB;
-	unsigned char *data = pattern(size, 5);
+	unsigned char *data = fx_pattern(size, 5);
 	struct job j = { .data = data, .size = size };
 
 	env_open(&t, NULL, 3);
@@ -562,7 +553,7 @@ Test(upload, rename_completed)
 	struct env t;
 	char from[512], to[512], etag[128] = "";
 	size_t size = 12 * MiB;
-	unsigned char *data = pattern(size, 9);
+	unsigned char *data = fx_pattern(size, 9);
 	struct job j = { .data = data, .size = size };
 	struct s3_result res;
 
