@@ -762,6 +762,17 @@ static int key_part_size(struct parser *p, const char *key, const char *value)
 	return 1;
 }
 
+static int key_max_object_size(struct parser *p, const char *key,
+			       const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 || bytes < 1 ||
+	    bytes > RC_S3_MAX_OBJECT)
+		return fail_value(p, key, value, "must be a size from 1 to 5T");
+	current_dataset(p)->max_object_size = bytes;
+	return 1;
+}
+
 static int key_upload_concurrency(struct parser *p, const char *key,
 				  const char *value)
 {
@@ -879,6 +890,7 @@ static const struct key_spec dataset_keys[] = {
 	FN("durability", key_durability),
 	FN("part_size", key_part_size),
 	FN("upload_concurrency", key_upload_concurrency),
+	FN("max_object_size", key_max_object_size),
 	{0},
 };
 
@@ -1001,6 +1013,7 @@ static void open_dataset(struct parser *p, const char *name)
 	ds->durability = DURABILITY_LOCAL;
 	ds->part_size = 64ull << 20;
 	ds->upload_concurrency = 4;
+	ds->max_object_size = RC_S3_MAX_OBJECT;
 	ds->name = strdup(name);
 	if (!ds->name) {
 		fail(p, NULL, "out of memory");

@@ -31,6 +31,9 @@ struct rc_dataset_config {
 			     DURABILITY_S3 } durability; /* durability = local */
 	uint64_t part_size;          /* part_size = 64M (5M..5G) */
 	uint32_t upload_concurrency; /* upload_concurrency = 4 */
+	/* max_object_size = 5T (S3's largest object): a HEAD or LIST size
+	 * above it is a protocol error, a WRITE past it -EFBIG. */
+	uint64_t max_object_size;
 };
 
 struct rc_config {

@@ -484,7 +484,7 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL; /* written after COMMIT or ABORT */
-	if (off + len < off || off + len > (5ull << 40))
+	if (off + len < off || off + len > RC_S3_MAX_OBJECT)
 		return -EFBIG; /* S3's largest object */
 	if (len == 0)
 		return 0;
