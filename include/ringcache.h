@@ -39,18 +39,39 @@
 #define RINGCACHE_H
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+/* The ring indices are shared with another process: C11 atomics in C,
+ * std::atomic (the same size and representation for a lock-free 32-bit
+ * integer) in C++, so C++ loaders and PyTorch extensions use the header
+ * as it is. */
+#ifdef __cplusplus
+#include <atomic>
+#define RC_ATOMIC(T) std::atomic<T>
+#define RC_ALIGNAS(n) alignas(n)
+#define rc_load_(p, mo) std::atomic_load_explicit(p, std::memory_order_##mo)
+#define rc_store_(p, v, mo) \
+	std::atomic_store_explicit(p, v, std::memory_order_##mo)
+#define rc_fence_seq_cst_() std::atomic_thread_fence(std::memory_order_seq_cst)
+#else
+#include <stdatomic.h>
+#define RC_ATOMIC(T) _Atomic T
+#define RC_ALIGNAS(n) _Alignas(n)
+#define rc_load_(p, mo) atomic_load_explicit(p, memory_order_##mo)
+#define rc_store_(p, v, mo) atomic_store_explicit(p, v, memory_order_##mo)
+#define rc_fence_seq_cst_() atomic_thread_fence(memory_order_seq_cst)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define RC_ABI_VERSION 1
-#define RC_MSG_MAGIC 0x52434331u /* "RCC1" */
+#define RC_RING_MAGIC 0x52434331u /* "RCC1": rc_ring_hdr.magic */
 
 #define RC_ARG_SLOT_SIZE 2048u  /* holds an S3 key (<= 1024 bytes) and more */
 #define RC_MAX_KEY 1024u
@@ -212,42 +233,18 @@ struct rc_ring_hdr {
 	uint32_t sq_entries, cq_entries; /* powers of two */
 	uint32_t arg_slots, reserved;
 	uint64_t sq_off, cq_off, arg_off, region_size;
-	_Alignas(64) _Atomic uint32_t sq_head;  /* daemon */
-	_Alignas(64) _Atomic uint32_t sq_tail;  /* client */
-	_Alignas(64) _Atomic uint32_t sq_flags; /* RC_SQ_NEED_WAKEUP */
-	_Alignas(64) _Atomic uint32_t cq_head;  /* client */
-	_Alignas(64) _Atomic uint32_t cq_tail;  /* daemon */
-	_Alignas(64) _Atomic uint32_t cq_flags; /* RC_CQ_NEED_WAKEUP */
-	_Alignas(64) _Atomic uint32_t cq_overflow; /* CQEs waiting in the daemon */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) sq_head;  /* daemon */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) sq_tail;  /* client */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) sq_flags; /* RC_SQ_NEED_WAKEUP */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) cq_head;  /* client */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) cq_tail;  /* daemon */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) cq_flags; /* RC_CQ_NEED_WAKEUP */
+	RC_ALIGNAS(64) RC_ATOMIC(uint32_t) cq_overflow; /* CQEs waiting in the daemon */
 };
 #define RC_SQ_NEED_WAKEUP 1u
 #define RC_CQ_NEED_WAKEUP 1u
 
-/* ---- Socket protocol (SOCK_SEQPACKET, one message per request) --------- */
-enum rc_msg_type {
-	RC_MSG_ATTACH = 1,
-	RC_MSG_REGISTER_BUF = 2,   /* + 1 fd (memfd), reply: index */
-	RC_MSG_UNREGISTER_BUF = 3,
-	RC_MSG_STATS = 4,          /* reply: Prometheus text */
-	RC_MSG_REPLY = 0x80,
-};
-
-struct rc_msg_hdr {
-	uint32_t magic;   /* RC_MSG_MAGIC */
-	uint16_t version; /* RC_ABI_VERSION */
-	uint16_t type;    /* enum rc_msg_type */
-	uint32_t len;     /* bytes of the whole message */
-	int32_t status;   /* replies: 0 or a negated errno */
-};
-
-struct rc_attach_req {
-	struct rc_msg_hdr hdr;
-	int32_t gpu;        /* GPU index this process feeds, or -1 */
-	int32_t numa_node;  /* or -1: derived from gpu, else the first shard */
-	uint32_t sq_entries, cq_entries, arg_slots; /* 0: defaults */
-	uint32_t flags;
-};
-
+/* ---- Datasets (from the attach reply) ---------------------------------- */
 #define RC_ACCESS_READ 1u
 #define RC_ACCESS_WRITE 2u
 
@@ -256,29 +253,6 @@ struct rc_dataset_info {
 	uint32_t id;
 	uint32_t access;      /* RC_ACCESS_*; 0: listed but not permitted */
 	uint64_t arena_size;  /* bytes of the arena mapping (0 if no access) */
-};
-
-/* Reply fds, in order: ring region, SQ eventfd, CQ eventfd, then one arena
- * memfd (read-only) per dataset with RC_ACCESS_READ, in dataset order. */
-struct rc_attach_reply {
-	struct rc_msg_hdr hdr;
-	uint32_t shard, n_datasets;
-	uint64_t ring_size;
-	uint32_t block_size, reserved;
-	struct rc_dataset_info datasets[];
-};
-
-struct rc_regbuf_req {
-	struct rc_msg_hdr hdr;
-	uint64_t size;      /* bytes of the memfd to map */
-	uint32_t buf_index; /* UNREGISTER_BUF: which */
-	uint32_t flags;
-};
-
-struct rc_regbuf_reply {
-	struct rc_msg_hdr hdr;
-	uint32_t buf_index;
-	uint32_t reserved;
 };
 
 /* ---- The client ------------------------------------------------------- */
@@ -367,12 +341,11 @@ static inline char *rc_arg_ptr(struct rc_client *c, int slot)
 /* Next free SQE (zeroed), or NULL if the SQ ring is full. */
 static inline struct rc_sqe *rc_get_sqe(struct rc_client *c)
 {
-	uint32_t head = atomic_load_explicit(&c->hdr->sq_head,
-					     memory_order_acquire);
+	uint32_t head = rc_load_(&c->hdr->sq_head, acquire);
 	if (c->sq_local_tail - head > c->sq_mask)
 		return NULL;
 	struct rc_sqe *sqe = &c->sqes[c->sq_local_tail & c->sq_mask];
-	*sqe = (struct rc_sqe){0};
+	memset(sqe, 0, sizeof(*sqe));
 	c->sq_local_tail++;
 	return sqe;
 }
@@ -381,17 +354,14 @@ static inline struct rc_sqe *rc_get_sqe(struct rc_client *c)
  * Returns the number of entries published. */
 static inline int rc_submit(struct rc_client *c)
 {
-	uint32_t tail = atomic_load_explicit(&c->hdr->sq_tail,
-					     memory_order_relaxed);
+	uint32_t tail = rc_load_(&c->hdr->sq_tail, relaxed);
 	uint32_t n = c->sq_local_tail - tail;
 	if (n == 0)
 		return 0;
-	atomic_store_explicit(&c->hdr->sq_tail, c->sq_local_tail,
-			      memory_order_release);
+	rc_store_(&c->hdr->sq_tail, c->sq_local_tail, release);
 	c->inflight += n;
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->hdr->sq_flags, memory_order_relaxed) &
-	    RC_SQ_NEED_WAKEUP) {
+	rc_fence_seq_cst_();
+	if (rc_load_(&c->hdr->sq_flags, relaxed) & RC_SQ_NEED_WAKEUP) {
 		uint64_t one = 1;
 		if (write(c->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			return -errno;
@@ -402,10 +372,8 @@ static inline int rc_submit(struct rc_client *c)
 /* A completion if one is ready, else NULL. Consume it with rc_cqe_seen. */
 static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
 {
-	uint32_t head = atomic_load_explicit(&c->hdr->cq_head,
-					     memory_order_relaxed);
-	uint32_t tail = atomic_load_explicit(&c->hdr->cq_tail,
-					     memory_order_acquire);
+	uint32_t head = rc_load_(&c->hdr->cq_head, relaxed);
+	uint32_t tail = rc_load_(&c->hdr->cq_tail, acquire);
 	if (head == tail)
 		return NULL;
 	return &c->cqes[head & c->cq_mask];
@@ -413,10 +381,8 @@ static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
 
 static inline void rc_cqe_seen(struct rc_client *c)
 {
-	uint32_t head = atomic_load_explicit(&c->hdr->cq_head,
-					     memory_order_relaxed);
-	atomic_store_explicit(&c->hdr->cq_head, head + 1,
-			      memory_order_release);
+	uint32_t head = rc_load_(&c->hdr->cq_head, relaxed);
+	rc_store_(&c->hdr->cq_head, head + 1, release);
 	c->inflight--;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ringcache.h"
+#include "wire.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define SPIN_DEFAULT_NS 20000 /* poll the CQ this long before sleeping */
@@ -137,7 +138,7 @@ static int map_region(struct rc_client *c, int fd, uint64_t size)
 	c->region_size = size;
 	c->hdr = p;
 	const struct rc_ring_hdr *h = c->hdr;
-	if (h->magic != RC_MSG_MAGIC || h->region_size != size ||
+	if (h->magic != RC_RING_MAGIC || h->region_size != size ||
 	    h->sq_off + (uint64_t)h->sq_entries * sizeof(struct rc_sqe) > size ||
 	    h->cq_off + (uint64_t)h->cq_entries * sizeof(struct rc_cqe) > size ||
 	    h->arg_off + (uint64_t)h->arg_slots * RC_ARG_SLOT_SIZE > size)

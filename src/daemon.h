@@ -16,6 +16,7 @@
 #include "prefetch.h"
 #include "creds.h"
 #include "ringcache.h"
+#include "wire.h"
 #include "s3.h"
 #include "tier.h"
 #include "topology.h"

@@ -42,7 +42,7 @@ static void ring_setup_at(uint32_t sq_start, uint32_t cq_start)
 	memset(R.sqes, 0xa5, SQ_ENTRIES * sizeof(struct rc_sqe));
 	memset(R.cqes, 0x5a, CQ_ENTRIES * sizeof(struct rc_cqe));
 
-	R.hdr->magic = RC_MSG_MAGIC;
+	R.hdr->magic = RC_RING_MAGIC;
 	R.hdr->abi_version = RC_ABI_VERSION;
 	R.hdr->sq_entries = SQ_ENTRIES;
 	R.hdr->cq_entries = CQ_ENTRIES;
@@ -400,4 +400,46 @@ Test(ring, fifo_order_with_concurrent_daemon, .fini = ring_teardown,
 		     "reaped %llu of %u completions in order",
 		     (unsigned long long)reaped, FIFO_TOTAL);
 	cr_assert_eq(R.c.inflight, 0);
+}
+
+/* ---- the header as C11 and as C++17 ------------------------------------- */
+
+size_t rc_c11_layout(const size_t **out);
+size_t rc_cxx_layout(const size_t **out);
+int rc_cxx_submit_read(struct rc_client *c, uint32_t handle, uint64_t offset,
+		       uint64_t len, uint64_t user_data);
+int rc_cxx_reap(struct rc_client *c, struct rc_cqe *out);
+
+Test(ring, cxx17_and_c11_see_the_same_layout)
+{
+	const size_t *c11, *cxx;
+	size_t n = rc_c11_layout(&c11);
+
+	cr_assert_eq(rc_cxx_layout(&cxx), n);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(c11[i], cxx[i], "layout entry %zu: C11 %zu, C++17 %zu",
+			     i, c11[i], cxx[i]);
+}
+
+/* The fast path compiled as C++ drives the ring the C daemon side reads. */
+Test(ring, cxx17_fast_path_round_trip, .init = ring_setup,
+     .fini = ring_teardown)
+{
+	struct rc_sqe sqe;
+	struct rc_cqe cqe;
+
+	cr_assert_eq(rc_cxx_submit_read(&R.c, 7, 4096, 512, 42), 1);
+	cr_assert(daemon_pop_sqe(&sqe));
+	cr_assert_eq(sqe.opcode, RC_OP_READ);
+	cr_assert_eq(sqe.handle, 7);
+	cr_assert_eq(sqe.offset, 4096);
+	cr_assert_eq(sqe.len, 512);
+	cr_assert_eq(sqe.user_data, 42);
+	cr_assert_eq(rc_cxx_reap(&R.c, &cqe), 0, "no completion yet");
+	daemon_push_cqe(42, 512);
+	cr_assert_eq(rc_cxx_reap(&R.c, &cqe), 1);
+	cr_assert_eq(cqe.user_data, 42);
+	cr_assert_eq(cqe.res, 512);
+	cr_assert_eq(R.c.inflight, 0);
+	cr_assert_eq(atomic_load(&R.hdr->cq_head), 1);
 }
