@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench4.sh - owns the set-up of issue 4's two benchmarks: starts a private
 # Ceph RGW (perf/lib.sh; or the endpoint in RINGCACHE_TEST_S3_*), uploads the dataset of tools/dataset.h
-# straight to it, puts build/perf/rc-proxy (first-byte latency, bandwidth
+# straight to it, puts build/rc-proxy (first-byte latency, bandwidth
 # cap per connection) between ringcached and RGW, and runs
 #   1. rc-stallbench: fraction of wall time a consumer with a fixed step
 #      waits for data, no plan vs prefetch plan, 570 KB and large-object
@@ -81,7 +81,7 @@ log() { echo "bench4: $(date +%T) $*" >&2; }
 
 start_proxy() {
 	local upstream=${RINGCACHE_TEST_S3_ENDPOINT#http://}
-	"$BUILD/perf/rc-proxy" --listen 127.0.0.1:0 --upstream "$upstream" \
+	"$BUILD/rc-proxy" --listen 127.0.0.1:0 --upstream "$upstream" \
 		--latency-ms "$LATENCY_MS" --bw-conn "$BW_CONN" \
 		--log-level error >"$WORK/proxy.out" 2>"$WORK/proxy.err" &
 	PROXY_PID=$!

@@ -1,5 +1,5 @@
 /* test_faults.c - the daemon's read path under S3 faults: a real ringcached
- * whose S3 endpoint is perf/rc-proxy in front of the real S3 server, with
+ * whose S3 endpoint is rc-proxy in front of the real S3 server, with
  * the proxy injecting 503s, SlowDowns, resets, truncated bodies, stalls and
  * latency. Checks that retries deliver exactly the source bytes, that
  * exhausted retries fail a read with -EIO in bounded time and leave the

@@ -1,4 +1,4 @@
-/* test_proxy.c - perf/rc-proxy between the project's S3 client and the real
+/* test_proxy.c - rc-proxy between the project's S3 client and the real
  * S3 server named by RINGCACHE_TEST_S3_*: bytes pass unchanged, first-byte
  * latency is added, each fault kind reaches the client as the error S3
  * clients must retry, retries get through a faulty link, and the control
@@ -22,7 +22,7 @@
 #include "s3.h"
 #include "../fixture/fixture.h"
 
-#define PROXY_BIN RC_BUILD_DIR "/perf/rc-proxy"
+#define PROXY_BIN RC_BUILD_DIR "/rc-proxy"
 
 struct client {
 	struct creds_provider *creds;
