@@ -259,7 +259,13 @@ struct rc_dataset_info {
 };
 
 /* Reply fds, in order: ring region, SQ eventfd, CQ eventfd, then one arena
- * memfd (read-only) per dataset with RC_ACCESS_READ, in dataset order. */
+ * memfd (read-only) per dataset with RC_ACCESS_READ, in dataset order.
+ * The ring region is sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL):
+ * ftruncate and fallocate on it fail with EPERM. Both eventfds are
+ * O_NONBLOCK (one file description with the daemon's): poll() before
+ * read(), and expect EAGAIN. An arena memfd is O_RDONLY, sealed likewise
+ * and mode 0400 owned by the daemon's uid: a reopen of /proc/self/fd/N
+ * fails with EACCES, so map it PROT_READ from the fd received. */
 struct rc_attach_reply {
 	struct rc_msg_hdr hdr;
 	uint32_t shard, n_datasets;
@@ -268,6 +274,18 @@ struct rc_attach_reply {
 	struct rc_dataset_info datasets[];
 };
 
+/* REGISTER_BUF takes a memfd made with MFD_ALLOW_SEALING and sent
+ * read-write: the daemon adds F_SEAL_SHRINK (it stays: the memfd can grow,
+ * never shrink, from then on), then checks that it holds size bytes, and
+ * maps it without populating it. Status:
+ *   EPERM    the fd cannot be sealed against shrinking (not a memfd, a
+ *            memfd without MFD_ALLOW_SEALING or with F_SEAL_SEAL, or
+ *            opened read-only)
+ *   EINVAL   size is 0, above 1 TiB, or more than the memfd holds
+ *   ENOSPC   64 buffers are registered already
+ * UNREGISTER_BUF status: EBADF (no such buffer), EBUSY while an operation
+ * in flight (READ_INTO, LIST, a WRITE waiting for the journal) still
+ * copies into or out of that buffer; reap its completion and retry. */
 struct rc_regbuf_req {
 	struct rc_msg_hdr hdr;
 	uint64_t size;      /* bytes of the memfd to map */
@@ -324,7 +342,10 @@ void rc_detach(struct rc_client *c);
 int rc_dataset(const struct rc_client *c, const char *name);
 
 /* Register a buffer (a memfd, e.g. later pinned with cudaHostRegister) for
- * READ_INTO and LIST. Returns the buffer index or a negated errno. */
+ * READ_INTO and LIST. Returns the buffer index or a negated errno (see
+ * struct rc_regbuf_req: -EPERM for an fd that cannot be sealed). The
+ * memfd is sealed against shrinking. rc_unregister_buffer: 0, -EBADF, or
+ * -EBUSY while an operation in flight uses the buffer. */
 int rc_register_buffer(struct rc_client *c, int memfd, size_t size);
 int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index);
 
