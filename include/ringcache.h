@@ -278,9 +278,10 @@ struct rc_attach_reply {
  * read-write: the daemon adds F_SEAL_SHRINK (it stays: the memfd can grow,
  * never shrink, from then on), then checks that it holds size bytes, and
  * maps it without populating it. Status:
- *   EPERM    the fd cannot be sealed against shrinking (not a memfd, a
- *            memfd without MFD_ALLOW_SEALING or with F_SEAL_SEAL, or
- *            opened read-only)
+ *   EPERM    the fd cannot be sealed against shrinking or mapped
+ *            writable (not a memfd, a memfd without MFD_ALLOW_SEALING,
+ *            with F_SEAL_SEAL but not F_SEAL_SHRINK, with F_SEAL_WRITE
+ *            or F_SEAL_FUTURE_WRITE, or sent read-only)
  *   EINVAL   size is 0, above 1 TiB, or more than the memfd holds
  *   ENOSPC   64 buffers are registered already
  * UNREGISTER_BUF status: EBADF (no such buffer), EBUSY while an operation

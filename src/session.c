@@ -414,7 +414,8 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       fd, 0);
 	if (p == MAP_FAILED) {
-		status = -errno;
+		/* EACCES: sent read-only; EPERM: sealed against writes */
+		status = errno == EACCES ? -EPERM : -errno;
 		goto out;
 	}
 	s->bufs[idx] = (struct regbuf){p, req->size, 0};

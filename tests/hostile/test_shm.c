@@ -523,6 +523,20 @@ static int attack_unsealable(void *arg)
 	int pipefd[2];
 	if (pipe(pipefd) < 0 || rc_register_buffer(&c, pipefd[1], MiB) != -EPERM)
 		return 77; /* not even a file */
+	int fresh = memfd_create("fresh", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fresh < 0 || ftruncate(fresh, MiB) < 0)
+		return 78;
+	char self[64];
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fresh);
+	int ro = open(self, O_RDONLY | O_CLOEXEC);
+	if (ro < 0 || rc_register_buffer(&c, ro, MiB) != -EPERM)
+		return 79; /* sent read-only: the daemon cannot seal it */
+	if (fcntl(fresh, F_ADD_SEALS, F_SEAL_SHRINK) < 0 ||
+	    rc_register_buffer(&c, ro, MiB) != -EPERM)
+		return 80; /* sealed already, but still read-only */
+	if (fcntl(fresh, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 ||
+	    rc_register_buffer(&c, fresh, MiB) != -EPERM)
+		return 81; /* sealed against writes: no writable mapping */
 	rc_detach(&c);
 	return 0;
 }
@@ -551,7 +565,7 @@ static int attack_scribble(void *arg)
 	(void)arg;
 	struct raw r;
 	if (raw_attach(D.socket_path, &r))
-		return 80;
+		return 90;
 	uint32_t sq_entries = r.hdr->sq_entries; /* before it is scribbled */
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 	uint64_t *w = (uint64_t *)r.region;
