@@ -281,7 +281,8 @@ struct rc_attach_reply {
  *   EPERM    the fd cannot be sealed against shrinking or mapped
  *            writable (not a memfd, a memfd without MFD_ALLOW_SEALING,
  *            with F_SEAL_SEAL but not F_SEAL_SHRINK, with F_SEAL_WRITE
- *            or F_SEAL_FUTURE_WRITE, or sent read-only)
+ *            or F_SEAL_FUTURE_WRITE, sent read-only, or an MFD_HUGETLB
+ *            memfd, whose pages can be taken back from under us)
  *   EINVAL   size is 0, above 1 TiB, or more than the memfd holds
  *   ENOSPC   64 buffers are registered already
  * UNREGISTER_BUF status: EBADF (no such buffer), EBUSY while an operation

@@ -4,12 +4,14 @@
  * completion of client operations. A malformed entry fails alone. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -374,9 +376,15 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
  * reactor): sealed first, its size checked after, so no shrink can slip in
  * between. Only a memfd made with MFD_ALLOW_SEALING, passed read-write,
  * can be sealed; anything else (a file on a filesystem the client may
- * serve itself, e.g. FUSE, would stall our page faults) is -EPERM. */
+ * serve itself, e.g. FUSE, would stall our page faults) is -EPERM. So is a
+ * hugetlb memfd: its owner can punch a page out and use up the pool, and
+ * our next copy there SIGBUSes (measured); a shmem page fault can only
+ * wait for memory. */
 static int seal_regbuf(int fd, uint64_t size)
 {
+	struct statfs fs;
+	if (fstatfs(fd, &fs) < 0 || fs.f_type == HUGETLBFS_MAGIC)
+		return -EPERM;
 	int seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0)
 		return -EPERM; /* not a memfd or shmem file */

@@ -537,6 +537,14 @@ static int attack_unsealable(void *arg)
 	if (fcntl(fresh, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 ||
 	    rc_register_buffer(&c, fresh, MiB) != -EPERM)
 		return 81; /* sealed against writes: no writable mapping */
+	/* hugetlb: its owner could punch a page and take the pool, and the
+	 * daemon's next copy there would SIGBUS. Refused before mapping, so
+	 * this holds with no huge pages configured too. */
+	int huge = memfd_create("huge", MFD_HUGETLB | MFD_ALLOW_SEALING |
+					MFD_CLOEXEC);
+	if (huge >= 0 && (ftruncate(huge, 2 * MiB) < 0 ||
+			  rc_register_buffer(&c, huge, 2 * MiB) != -EPERM))
+		return 82;
 	rc_detach(&c);
 	return 0;
 }
