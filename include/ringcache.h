@@ -289,7 +289,15 @@ struct rc_attach_opts {
 };
 
 /* Attach to the daemon at socket_path (NULL: $RINGCACHE_SOCKET, else
- * /run/ringcache/ringcache.sock). Returns 0 or a negated errno. */
+ * /run/ringcache/ringcache.sock). Returns 0 or a negated errno.
+ *
+ * What the daemon hands over (and why a client cannot abuse it): the ring
+ * region is sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): ftruncate
+ * and fallocate on it fail with EPERM. Both eventfds are O_NONBLOCK (one
+ * file description with the daemon's): poll() before read(), and expect
+ * EAGAIN. An arena memfd is O_RDONLY, sealed likewise and mode 0400 owned
+ * by the daemon's uid: a reopen of /proc/self/fd/N fails with EACCES, so
+ * it is mapped PROT_READ from the fd received. */
 int rc_attach(struct rc_client *c, const char *socket_path,
 	      const struct rc_attach_opts *opts);
 void rc_detach(struct rc_client *c);
@@ -298,7 +306,21 @@ void rc_detach(struct rc_client *c);
 int rc_dataset(const struct rc_client *c, const char *name);
 
 /* Register a buffer (a memfd, e.g. later pinned with cudaHostRegister) for
- * READ_INTO and LIST. Returns the buffer index or a negated errno. */
+ * READ_INTO, LIST, WRITE and plans. Returns the buffer index or a negated
+ * errno. The memfd must be made with MFD_ALLOW_SEALING and passed
+ * read-write: the daemon adds F_SEAL_SHRINK (it stays: the memfd can grow,
+ * never shrink, from then on), then checks that it holds size bytes, and
+ * maps it without populating it. Errors:
+ *   EPERM    the fd cannot be sealed against shrinking or mapped writable
+ *            (not a memfd, a memfd without MFD_ALLOW_SEALING, with
+ *            F_SEAL_SEAL but not F_SEAL_SHRINK, with F_SEAL_WRITE or
+ *            F_SEAL_FUTURE_WRITE, read-only, or an MFD_HUGETLB memfd,
+ *            whose pages can be taken back from under the daemon)
+ *   EINVAL   size is 0, above 1 TiB, or more than the memfd holds
+ *   ENOSPC   64 buffers are registered already
+ * rc_unregister_buffer: EBADF (no such buffer), EBUSY while an operation
+ * in flight (READ_INTO, LIST, a WRITE waiting for the journal) still
+ * copies into or out of that buffer: reap its completion and retry. */
 int rc_register_buffer(struct rc_client *c, int memfd, size_t size);
 int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -55,6 +56,23 @@ uint32_t arena_class_of(const struct arena_budget *b, uint32_t len)
 	return lo;
 }
 
+/* Readers get ro_fd, but a memfd's inode is created 0777: any reader could
+ * reopen /proc/self/fd/N read-write and write, punch or seal the cache.
+ * Mode 0400 makes that reopen EACCES for every other uid (and fchmod
+ * EPERM: they do not own the inode); through the O_RDONLY fd itself
+ * ftruncate, fallocate and F_ADD_SEALS need FMODE_WRITE and fail.
+ * F_SEAL_SEAL stops even the daemon's own uid from adding
+ * F_SEAL_FUTURE_WRITE, which would make every punch (sb_give_back) EPERM.
+ * F_SEAL_FUTURE_WRITE itself is no option for the same reason. */
+static int seal_for_readers(int fd)
+{
+	if (fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+	    fchmod(fd, 0400) < 0)
+		return -errno;
+	return 0;
+}
+
 int arena_init(struct arena *a, struct arena_budget *b, const char *name,
 	       bool hugepages, bool do_mlock)
 {
@@ -66,11 +84,12 @@ int arena_init(struct arena *a, struct arena_budget *b, const char *name,
 	if (a->fd < 0)
 		return -errno;
 	int err = 0;
-	if (ftruncate(a->fd, (off_t)a->size) < 0 ||
-	    fcntl(a->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+	if (ftruncate(a->fd, (off_t)a->size) < 0) {
 		err = -errno;
 		goto fail;
 	}
+	if ((err = seal_for_readers(a->fd)))
+		goto fail;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
 	a->ro_fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -46,7 +46,8 @@ struct arena_class {
 
 struct arena {
 	int fd;          /* memfd, read-write */
-	int ro_fd;       /* the same memfd opened read-only, for clients */
+	int ro_fd;       /* the same memfd opened read-only, for clients; the
+			  * inode is 0400 and sealed so no reopen writes */
 	uint8_t *base;
 	uint64_t size;
 	uint32_t n_sb;

@@ -76,6 +76,7 @@ struct op {
 	struct dataset *ds;       /* LIST */
 	uint64_t offset, len;     /* clamped range */
 	uint8_t *dst;             /* READ_INTO destination */
+	struct regbuf *buf;       /* registered buffer it uses, held */
 	uint32_t pending;         /* blocks or requests still awaited */
 	uint16_t arg;
 	int32_t err;
@@ -121,6 +122,7 @@ struct lease_table {
 struct regbuf {
 	uint8_t *base;
 	uint64_t size;
+	uint32_t users;            /* ops in flight copying to or from it */
 };
 
 struct session {
@@ -288,6 +290,15 @@ void session_flush(struct session *s);
 void session_close(struct session *s);
 void session_put(struct session *s);
 struct object *session_handle(struct session *s, uint32_t handle);
+/* Copies n bytes the client can change (ring region, registered buffer)
+ * into dst, once: validate and use only dst. The barrier stops the
+ * compiler from reading src again in place of dst, so a client racing to
+ * change an entry after it was checked cannot win. */
+static inline void copy_from_client(void *dst, const void *src, size_t n)
+{
+	__builtin_memcpy(dst, src, n);
+	__asm__ volatile("" ::: "memory");
+}
 /* Completes an op: posts its CQE (if the session lives), frees it. */
 void op_complete(struct op *op);
 /* Called by daemon.c as blocks of a READ/READ_INTO become valid. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -92,6 +93,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* Not dumpable: a client of our own uid cannot ptrace us, nor open
+	 * our fds (the arenas' read-write memfds) through /proc/PID/fd. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_warn("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	static struct daemon d;
 	char err[1024];

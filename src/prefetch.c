@@ -341,7 +341,7 @@ static struct plan *plan_copy(struct session *s,
 	*err = 0;
 	for (uint64_t i = 0; i < n && !*err; i++) {
 		struct rc_plan_entry e;
-		memcpy(&e, &entries[i], sizeof(e)); /* the client may change it */
+		copy_from_client(&e, &entries[i], sizeof(e));
 		struct object *o = session_handle(s, e.handle);
 		if (!o)
 			*err = -EBADF;

@@ -4,12 +4,14 @@
  * completion of client operations. A malformed entry fails alone. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -248,8 +250,13 @@ static int setup_ring(struct session *s, const struct rc_attach_req *req)
 	uint64_t arg_off = cq_off + (uint64_t)s->cq_entries * sizeof(struct rc_cqe);
 	uint64_t size = arg_off + (uint64_t)s->arg_slots * RC_ARG_SLOT_SIZE;
 	size = (size + 4095) & ~4095ull;
-	s->ring_fd = memfd_create("ringcache-session", MFD_CLOEXEC);
-	if (s->ring_fd < 0 || ftruncate(s->ring_fd, (off_t)size) < 0)
+	s->ring_fd = memfd_create("ringcache-session",
+				  MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	/* Sealed before the client has it: a client that could shrink the
+	 * region would SIGBUS the reactor on its next access. */
+	if (s->ring_fd < 0 || ftruncate(s->ring_fd, (off_t)size) < 0 ||
+	    fcntl(s->ring_fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
 		return -errno;
 	s->region = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			 s->ring_fd, 0);
@@ -271,8 +278,10 @@ static int setup_ring(struct session *s, const struct rc_attach_req *req)
 	s->sqes = (struct rc_sqe *)(s->region + sq_off);
 	s->cqes = (struct rc_cqe *)(s->region + cq_off);
 	s->args = s->region + arg_off;
+	/* Both non-blocking: the client can fill a counter to its limit, and
+	 * the reactor must then drop a doorbell, not sleep in write(). */
 	s->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->cq_efd = eventfd(0, EFD_CLOEXEC);
+	s->cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->sq_efd < 0 || s->cq_efd < 0)
 		return -errno;
 	return 0;
@@ -363,6 +372,31 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 	arm_bell(s);
 }
 
+/* A registered buffer must never shrink under our mapping (SIGBUS on the
+ * reactor): sealed first, its size checked after, so no shrink can slip in
+ * between. Only a memfd made with MFD_ALLOW_SEALING, passed read-write,
+ * can be sealed; anything else (a file on a filesystem the client may
+ * serve itself, e.g. FUSE, would stall our page faults) is -EPERM. So is a
+ * hugetlb memfd: its owner can punch a page out and use up the pool, and
+ * our next copy there SIGBUSes (measured); a shmem page fault can only
+ * wait for memory. */
+static int seal_regbuf(int fd, uint64_t size)
+{
+	struct statfs fs;
+	if (fstatfs(fd, &fs) < 0 || fs.f_type == HUGETLBFS_MAGIC)
+		return -EPERM;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return -EPERM; /* not a memfd or shmem file */
+	if (!(seals & F_SEAL_SHRINK) &&
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
+		return -EPERM;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < size)
+		return -EINVAL; /* a mapping past EOF would SIGBUS us */
+	return 0;
+}
+
 static void handle_register(struct session *s, const void *msg, size_t len,
 			    int fd)
 {
@@ -374,34 +408,25 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		status = fd < 0 ? -EBADF : -EINVAL;
 		goto out;
 	}
-	struct stat st;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < req->size) {
-		status = -EINVAL; /* a mapping past EOF would SIGBUS us */
-		goto out;
-	}
 	while (idx < 64 && s->bufs[idx].base)
 		idx++;
 	if (idx == 64) {
 		status = -ENOSPC;
 		goto out;
 	}
-	/* Sealed against shrinking, or the client could SIGBUS us later. */
-	int seals = fcntl(fd, F_GET_SEALS);
-	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-		if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0) {
-			status = -EPERM;
-			goto out;
-		}
-	}
-	/* Populated now: no page fault on the first copy into it. */
-	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_POPULATE, fd, 0);
+	if ((status = seal_regbuf(fd, req->size)))
+		goto out;
+	/* Not populated: a sparse buffer of any size would cost its whole
+	 * size in memory, faulted in on the reactor thread. Pages fault in
+	 * as copies reach them. */
+	void *p = mmap(NULL, req->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, 0);
 	if (p == MAP_FAILED) {
-		status = -errno;
+		/* EACCES: sent read-only; EPERM: sealed against writes */
+		status = errno == EACCES ? -EPERM : -errno;
 		goto out;
 	}
-	s->bufs[idx].base = p;
-	s->bufs[idx].size = req->size;
+	s->bufs[idx] = (struct regbuf){p, req->size, 0};
 out:
 	if (fd >= 0)
 		close(fd);
@@ -419,8 +444,8 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 	if (len < sizeof(*req) || req->buf_index >= 64 ||
 	    !s->bufs[req->buf_index].base)
 		status = -EBADF;
-	else if (s->refs > 1u + s->sock_armed + s->bell_armed)
-		status = -EBUSY; /* an operation may still copy into it */
+	else if (s->bufs[req->buf_index].users)
+		status = -EBUSY; /* an operation still copies into it */
 	else {
 		munmap(s->bufs[req->buf_index].base,
 		       s->bufs[req->buf_index].size);
@@ -753,6 +778,8 @@ void op_complete(struct op *op)
 	}
 	if (op->obj)
 		object_put(sh->d, op->obj);
+	if (op->buf)
+		op->buf->users--;
 	free(op);
 	session_put(s);
 }
@@ -911,6 +938,14 @@ static int check_buf(struct session *s, const struct rc_sqe *e, uint64_t len,
 	return 0;
 }
 
+/* The op copies into or out of the entry's buffer until it completes:
+ * UNREGISTER_BUF is -EBUSY until then. */
+static void op_hold_buf(struct op *op, const struct rc_sqe *e)
+{
+	op->buf = &op->s->bufs[e->buf_index];
+	op->buf->users++;
+}
+
 static struct dataset *readable_dataset(struct session *s, uint32_t id,
 					int *err)
 {
@@ -977,6 +1012,7 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 	op->len = e->len;
 	op->offset = e->offset;
 	op->ds = ds;
+	op_hold_buf(op, e);
 	daemon_list(s->sh, op, ds, prefix, e->arg_len);
 	return DEFERRED;
 }
@@ -1010,6 +1046,8 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	op->offset = e->offset;
 	op->len = len;
 	op->dst = dst;
+	if (dst)
+		op_hold_buf(op, e);
 	op->cqe.flags = RC_CQE_F_HIT; /* cleared if any block must be fetched */
 	daemon_read(s->sh, op);
 	return DEFERRED;
@@ -1081,6 +1119,8 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 	if (r != WB_DEFERRED) {
 		free(op);
 		session_put(s);
+	} else {
+		op_hold_buf(op, e); /* parked: it reads src when it retries */
 	}
 	return r;
 }
@@ -1185,7 +1225,9 @@ bool session_process(struct session *s)
 		n = s->sq_entries; /* a wild tail: take one ring's worth */
 	s->refs++; /* completions below may close the session */
 	for (uint32_t i = 0; i < n && !s->closed; i++) {
-		struct rc_sqe e = s->sqes[s->sq_head & (s->sq_entries - 1)];
+		struct rc_sqe e;
+		copy_from_client(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],
+				 sizeof(e));
 		s->sq_head++;
 		s->sh->m.ops++;
 		struct rc_cqe cqe = {.user_data = e.user_data,
