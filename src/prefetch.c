@@ -211,12 +211,28 @@ static uint64_t window_bytes(const struct shard *sh)
 	return w < share ? w : share;
 }
 
+/* Whether the plan's uid pins all it may: its windows stop growing. */
+static bool uid_pins_full(const struct shard *sh, const struct plan *p)
+{
+	return p->usage &&
+	       atomic_load_explicit(&p->usage->pinned_bytes,
+				    memory_order_relaxed) >=
+		       sh->d->quota.v.pinned_per_uid;
+}
+
+static void pinned_sub(struct shard *sh, struct plan *p, uint64_t bytes)
+{
+	p->pinned_bytes -= bytes;
+	sh->pf_pinned_bytes -= bytes;
+	if (p->usage)
+		quota_uncharge(&p->usage->pinned_bytes, bytes);
+}
+
 static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
 {
 	while (p->pin_head < p->pin_tail && p->pins[p->pin_head].item < item) {
 		struct cache_entry *e = p->pins[p->pin_head++].e;
-		p->pinned_bytes -= e->len;
-		sh->pf_pinned_bytes -= e->len;
+		pinned_sub(sh, p, e->len);
 		cache_unpin(&sh->cache, e);
 	}
 	if (p->pin_head == p->pin_tail)
@@ -236,8 +252,7 @@ bool prefetch_shed(void *shard)
 	uint64_t n = (p->pin_tail - p->pin_head + 3) / 4;
 	while (n--) {
 		struct plan_pin *pin = &p->pins[--p->pin_tail];
-		p->pinned_bytes -= pin->e->len;
-		sh->pf_pinned_bytes -= pin->e->len;
+		pinned_sub(sh, p, pin->e->len);
 		if (pin->item < p->issued) {
 			p->issued = pin->item; /* prefetched again later */
 			p->issued_blk = 0;
@@ -269,6 +284,9 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 	p->pins[p->pin_tail++] = (struct plan_pin){item, e};
 	p->pinned_bytes += e->len;
 	sh->pf_pinned_bytes += e->len;
+	if (p->usage) /* the limit is checked before (plan_has_work) */
+		atomic_fetch_add_explicit(&p->usage->pinned_bytes, e->len,
+					  memory_order_relaxed);
 	cache_pin(&sh->cache, e);
 	return 0;
 }
@@ -276,6 +294,8 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 static void plan_free(struct shard *sh, struct plan *p)
 {
 	unpin_until(sh, p, UINT64_MAX);
+	if (p->usage)
+		quota_uncharge(&p->usage->plan_entries, p->charged);
 	for (uint64_t i = p->base; i < p->n; i++)
 		object_put(sh->d, plan_item_at(p, i)->obj);
 	free(p->items);
@@ -449,41 +469,83 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 	free(q);
 }
 
+/* Charges the uid for n more plan entries, where `freed` of its entries
+ * go once the change is made; undone with plan_uncharge. */
+static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
+{
+	struct quota *q = &s->sh->d->quota;
+	return quota_charge(q, &s->usage->plan_entries, n,
+			    q->v.plan_entries_per_uid + freed,
+			    REFUSED_PLAN_ENTRIES_PER_UID);
+}
+
+static int plan_too_long(struct session *s, uint64_t n)
+{
+	struct quota *q = &s->sh->d->quota;
+	if (n <= q->v.plan_entries)
+		return 0;
+	quota_refused(q, REFUSED_PLAN_ENTRIES);
+	return -E2BIG;
+}
+
+static int append_plan(struct session *s, struct plan *cur,
+		       const struct rc_plan_entry *entries, uint64_t n)
+{
+	struct shard *sh = s->sh;
+	uint64_t dropped = cur->cursor - cur->base; /* plan_append drops them */
+	int err = plan_too_long(s, cur->n - cur->cursor + n);
+	if (err || n == 0 || (err = plan_charge(s, n, dropped)))
+		return err;
+	struct plan *p = plan_copy(s, entries, n, &err);
+	if (p && (err = plan_append(sh, cur, p)) == 0) {
+		quota_uncharge(&s->usage->plan_entries, dropped);
+		cur->charged += n - dropped;
+		index_rebuild(sh);
+		return 0;
+	}
+	if (p)
+		plan_free(sh, p);
+	quota_uncharge(&s->usage->plan_entries, n);
+	return err;
+}
+
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		      uint64_t n, bool append)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
-	if (n > RC_MAX_PLAN_ENTRIES)
-		return -EINVAL;
+	int err;
+	if ((err = plan_too_long(s, n)))
+		return err;
 	if (!q)
 		return -ENOMEM;
 	if (sh->d->cfg.prefetch_window_bytes == 0)
 		return -EOPNOTSUPP; /* prefetch turned off in the config */
-	int err;
-	struct plan *p = plan_copy(s, entries, n, &err);
-	if (!p)
-		return err;
+	int accepted = (int)(n > INT32_MAX ? INT32_MAX : n);
 	struct plan *cur = q->plan;
 	if (append && cur) {
-		if (cur->n - cur->cursor + n > RC_MAX_PLAN_ENTRIES)
-			err = -EINVAL; /* the reader fell that far behind */
-		else if (n && (err = plan_append(sh, cur, p)) == 0)
-			index_rebuild(sh);
-		if (err || !n)
-			plan_free(sh, p);
-		return err ? err : (int)(n > INT32_MAX ? INT32_MAX : n);
+		err = append_plan(s, cur, entries, n);
+		return err ? err : accepted;
 	}
 	if (n == 0) {
 		if (!append)
 			queue_drop_plan(sh, q); /* an empty plan drops the old one */
-		plan_free(sh, p);
 		return 0;
 	}
-	if (plan_link(sh, p) < 0) {
+	if ((err = plan_charge(s, n, cur ? cur->charged : 0)))
+		return err;
+	struct plan *p = plan_copy(s, entries, n, &err);
+	if (p && plan_link(sh, p) < 0) {
 		plan_free(sh, p);
-		return -ENOMEM;
+		p = NULL;
+		err = -ENOMEM;
 	}
+	if (!p) {
+		quota_uncharge(&s->usage->plan_entries, n);
+		return err;
+	}
+	p->usage = s->usage;
+	p->charged = n;
 	queue_drop_plan(sh, q);
 	p->generation = ++sh->pf_generation;
 	p->ramp = 2;
@@ -492,7 +554,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned++;
 	index_rebuild(sh);
-	return (int)(n > INT32_MAX ? INT32_MAX : n);
+	return accepted;
 }
 
 void prefetch_consumed(struct session *s, const struct object *obj,
@@ -536,7 +598,8 @@ static bool plan_has_work(const struct shard *sh, const struct plan *p)
 	return p->issued < p->n && p->inflight < p->ramp &&
 	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
 	       p->pinned_bytes < window_bytes(sh) &&
-	       sh->pf_pinned_bytes < pinned_budget(sh);
+	       sh->pf_pinned_bytes < pinned_budget(sh) &&
+	       !uid_pins_full(sh, p);
 }
 
 /* Pins the next block of the plan, fetching it if absent. Returns the
@@ -572,6 +635,16 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 	return cost;
 }
 
+/* Counts a window held back by its uid's pinned bytes once, when it
+ * starts to be, not at every turn. */
+static void note_pins_held(struct shard *sh, struct plan *p)
+{
+	bool held = p->issued < p->n && uid_pins_full(sh, p);
+	if (held && !p->pins_held)
+		quota_refused(&sh->d->quota, REFUSED_PINNED_PER_UID);
+	p->pins_held = held;
+}
+
 /* Deficit round robin: a queue's turn lasts until it has spent its
  * quantum of bytes; the turn pointer survives between calls, so a queue
  * cut short by the in-flight limit resumes first when a GET completes. */
@@ -591,6 +664,7 @@ void prefetch_schedule(struct shard *sh)
 	uint32_t idle = 0;
 	while (sh->pf_inflight < limit && idle < n) {
 		struct plan *p = q[sh->pf_rr % n];
+		note_pins_held(sh, p);
 		if (!plan_has_work(sh, p)) {
 			p->deficit = 0;
 			sh->pf_rr++;
