@@ -314,6 +314,7 @@ static int plan_link(struct shard *sh, struct plan *p)
 		blocks += item_last_block(plan_item_at(p, i), bs) -
 			  item_first_block(plan_item_at(p, i), bs) + 1;
 	}
+	p->blocks = blocks;
 	uint64_t cap = 1024;
 	while (cap < blocks * 2)
 		cap <<= 1;
@@ -346,12 +347,14 @@ static int plan_link(struct shard *sh, struct plan *p)
 	return 0;
 }
 
-/* Copies and validates the client's entries. Returns the new plan (not
- * yet linked) or NULL with *err set. */
+/* Copies and validates the client's entries, covering at most
+ * max_blocks blocks (-E2BIG past them). Returns the new plan (not yet
+ * linked, p->blocks counted) or NULL with *err set. */
 static struct plan *plan_copy(struct session *s,
 			      const struct rc_plan_entry *entries, uint64_t n,
-			      int *err)
+			      uint64_t max_blocks, int *err)
 {
+	uint64_t bs = s->sh->d->cfg.block_bytes;
 	struct plan *p = calloc(1, sizeof(*p));
 	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
 		free(p);
@@ -370,10 +373,16 @@ static struct plan *plan_copy(struct session *s,
 		if (*err)
 			break;
 		object_get(o);
-		p->items[p->n++] = (struct plan_item){
+		struct plan_item *it = &p->items[p->n++];
+		*it = (struct plan_item){
 			o, e.offset,
 			e.len < o->size - e.offset ? e.len : o->size - e.offset, 0};
+		p->blocks += item_last_block(it, bs) - item_first_block(it, bs) + 1;
+		if (p->blocks > max_blocks)
+			*err = -E2BIG; /* the cost of a plan is its blocks */
 	}
+	if (*err == -E2BIG)
+		quota_refused(&s->sh->d->quota, REFUSED_PLAN_ENTRIES);
 	if (*err) {
 		plan_free(s->sh, p);
 		return NULL;
@@ -469,8 +478,8 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 	free(q);
 }
 
-/* Charges the uid for n more plan entries, where `freed` of its entries
- * go once the change is made; undone with plan_uncharge. */
+/* Charges the uid for n more plan blocks, where `freed` of its blocks go
+ * once the change is made. */
 static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
 {
 	struct quota *q = &s->sh->d->quota;
@@ -479,33 +488,37 @@ static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
 			    REFUSED_PLAN_ENTRIES_PER_UID);
 }
 
-static int plan_too_long(struct session *s, uint64_t n)
+/* Blocks of the plan's entries from its cursor on. */
+static uint64_t plan_blocks_ahead(const struct plan *p)
 {
-	struct quota *q = &s->sh->d->quota;
-	if (n <= q->v.plan_entries)
-		return 0;
-	quota_refused(q, REFUSED_PLAN_ENTRIES);
-	return -E2BIG;
+	return p->cursor < p->n ? p->blocks - plan_item_at(p, p->cursor)->blk
+				: 0;
 }
 
 static int append_plan(struct session *s, struct plan *cur,
 		       const struct rc_plan_entry *entries, uint64_t n)
 {
 	struct shard *sh = s->sh;
-	uint64_t dropped = cur->cursor - cur->base; /* plan_append drops them */
-	int err = plan_too_long(s, cur->n - cur->cursor + n);
-	if (err || n == 0 || (err = plan_charge(s, n, dropped)))
+	uint64_t limit = sh->d->quota.v.plan_entries;
+	uint64_t kept = plan_blocks_ahead(cur);
+	uint64_t dropped = cur->charged - kept; /* plan_append drops them */
+	int err = 0;
+	if (n == 0)
+		return 0;
+	struct plan *p = plan_copy(s, entries, n, limit - kept, &err);
+	if (!p)
 		return err;
-	struct plan *p = plan_copy(s, entries, n, &err);
-	if (p && (err = plan_append(sh, cur, p)) == 0) {
+	uint64_t added = p->blocks;
+	if ((err = plan_charge(s, added, dropped)) == 0 &&
+	    (err = plan_append(sh, cur, p)) == 0) {
 		quota_uncharge(&s->usage->plan_entries, dropped);
-		cur->charged += n - dropped;
+		cur->charged = kept + added;
 		index_rebuild(sh);
 		return 0;
 	}
-	if (p)
-		plan_free(sh, p);
-	quota_uncharge(&s->usage->plan_entries, n);
+	if (err != -EDQUOT)
+		quota_uncharge(&s->usage->plan_entries, added);
+	plan_free(sh, p);
 	return err;
 }
 
@@ -514,9 +527,12 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
+	uint64_t limit = sh->d->quota.v.plan_entries;
 	int err;
-	if ((err = plan_too_long(s, n)))
-		return err;
+	if (n > limit) { /* every entry covers a block at least */
+		quota_refused(&sh->d->quota, REFUSED_PLAN_ENTRIES);
+		return -E2BIG;
+	}
 	if (!q)
 		return -ENOMEM;
 	if (sh->d->cfg.prefetch_window_bytes == 0)
@@ -532,20 +548,19 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 			queue_drop_plan(sh, q); /* an empty plan drops the old one */
 		return 0;
 	}
-	if ((err = plan_charge(s, n, cur ? cur->charged : 0)))
+	struct plan *p = plan_copy(s, entries, n, limit, &err);
+	if (!p)
 		return err;
-	struct plan *p = plan_copy(s, entries, n, &err);
-	if (p && plan_link(sh, p) < 0) {
+	if ((err = plan_charge(s, p->blocks, cur ? cur->charged : 0))) {
 		plan_free(sh, p);
-		p = NULL;
-		err = -ENOMEM;
-	}
-	if (!p) {
-		quota_uncharge(&s->usage->plan_entries, n);
 		return err;
 	}
 	p->usage = s->usage;
-	p->charged = n;
+	p->charged = p->blocks;
+	if (plan_link(sh, p) < 0) {
+		plan_free(sh, p);
+		return -ENOMEM;
+	}
 	queue_drop_plan(sh, q);
 	p->generation = ++sh->pf_generation;
 	p->ramp = 2;

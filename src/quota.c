@@ -122,10 +122,10 @@ int quota_session_begin(struct quota *l, struct uid_usage *u)
 	pthread_mutex_lock(&l->lock);
 	uint32_t room = u->uid == 0 ? l->v.max_sessions
 				    : l->v.max_sessions - l->v.root_reserved;
-	if (l->sessions >= room)
+	if (u->sessions >= l->v.sessions_per_uid)
+		err = -EDQUOT; /* its own limit first: the more telling */
+	else if (l->sessions >= room)
 		err = -EUSERS;
-	else if (u->sessions >= l->v.sessions_per_uid)
-		err = -EDQUOT;
 	else {
 		l->sessions++;
 		u->sessions++;
