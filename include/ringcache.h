@@ -183,7 +183,16 @@ struct rc_cqe {
  *   EKEYREJECTED  S3 refused the daemon's credentials
  *   EIO      S3 failed after all retries
  *   ENOMEM   the cache has no evictable room (too many leases)
- *   EMFILE   too many handles or leases in this session
+ *   EMFILE   too many leases in this session (the table's 1M)
+ *   EDQUOT   a limit of this session or of its uid (ringcache.conf
+ *            [daemon]), never a full cache: leased bytes on READ
+ *            (max_leased_per_session, max_leased_per_uid; RELEASE
+ *            some), handles on OPEN (max_handles: CLOSE some), plan
+ *            blocks of the uid on PREFETCH_PLAN (max_plan_entries_per_uid)
+ *   E2BIG    PREFETCH_PLAN: the plan covers more than max_plan_entries
+ *            blocks (an entry of k blocks counts k; with RC_PLAN_APPEND,
+ *            the current plan's entries from the last one read on count
+ *            too); nothing changes
  *   EROFS    dataset not writable
  *   EAGAIN   write-back staging memory full (SYNC, then write again)
  *   ENOSPC   the write-back journal is full
@@ -224,6 +233,15 @@ struct rc_ring_hdr {
 #define RC_CQ_NEED_WAKEUP 1u
 
 /* ---- Socket protocol (SOCK_SEQPACKET, one message per request) --------- */
+/* Socket errors (hdr.status of a reply, and rc_attach's result):
+ *   ATTACH        -EDQUOT: the uid has max_sessions_per_uid sessions;
+ *                 -EUSERS: max_sessions are attached, or all but the
+ *                 root_reserved_sessions only root (uid 0) may take
+ *   REGISTER_BUF  -EDQUOT: the session's buffers would pass
+ *                 max_registered bytes
+ * A uid holding 2 * max_sessions_per_uid + 16 connections (attached or
+ * not) has further ones closed at once (rc_attach: -EPIPE or
+ * -ECONNRESET). */
 enum rc_msg_type {
 	RC_MSG_ATTACH = 1,
 	RC_MSG_REGISTER_BUF = 2,   /* + 1 fd (memfd), reply: index */

@@ -419,6 +419,10 @@ static int oversized_plans(struct attack *a)
 	a->rep->secs[3] = now_s() - t0;
 	if (r != (int)PLAN_MAX)
 		FAIL(a, "replacing the plan: %s", rc_strerror(r));
+	/* 24 MiB registered for the plan; 48 MiB more is past 64M. */
+	r = rc_alloc_buffer(&c[0], 48 * MiB, &mem);
+	if (r != -EDQUOT)
+		FAIL(a, "registering past max_registered: %d, want -EDQUOT", r);
 	attack_ready(a, true);
 	attack_wait(a);
 	for (int i = 0; i < 2; i++)
@@ -477,6 +481,7 @@ Test(limits, plan_entries, .fini = kill_daemon)
 		     probe.worst);
 	cr_assert_geq(refused("plan_entries"), 3);
 	cr_assert_geq(refused("plan_entries_per_uid"), 1);
+	cr_assert_geq(refused("registered"), 1);
 	victim_reads(fx_ds_find(&S, "large/0.bin"));
 	attack_finish(&a);
 	stop_daemon();
