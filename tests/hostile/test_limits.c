@@ -650,6 +650,39 @@ static int exhaust_fds(struct attack *a)
 	return 0;
 }
 
+#define CONNS_PER_UID 18 /* 2 x max_sessions_per_uid (1) + 16 */
+
+static int hoard_connections(struct attack *a)
+{
+	int fds[CONNS_PER_UID + 12];
+
+	for (int i = 0; i < CONNS_PER_UID + 12; i++)
+		if ((fds[i] = connect_raw(D.socket_path)) < 0)
+			FAIL(a, "connect %d: %s", i, strerror(errno));
+	attack_ready(a, true);
+	attack_wait(a);
+	for (int i = 0; i < CONNS_PER_UID + 12; i++)
+		close(fds[i]);
+	return 0;
+}
+
+Test(limits, connections_per_uid, .fini = kill_daemon)
+{
+	struct attack a;
+	double t0;
+
+	start("max_sessions_per_uid = 1\n");
+	attack_start(&a, hoard_connections);
+	t0 = now_s();
+	while (refused("connections_per_uid") < 12 && now_s() - t0 < 10)
+		usleep(20000);
+	cr_assert_eq(refused("connections_per_uid"), 12,
+		     "connections past %d closed at accept", CONNS_PER_UID);
+	victim_reads(fx_ds_find(&S, "small/00042.bin"));
+	attack_finish(&a);
+	stop_daemon();
+}
+
 static int count_fds(pid_t pid)
 {
 	char cmd[64], out[32];
