@@ -187,7 +187,10 @@ struct rc_cqe {
  *   EDQUOT   a limit of this session or of its uid (ringcache.conf
  *            [daemon]), never a full cache: leased bytes on READ
  *            (max_leased_per_session, max_leased_per_uid; RELEASE
- *            some), handles on OPEN (max_handles: CLOSE some), plan
+ *            some), bytes of READ/READ_INTO in flight, each block a
+ *            read spans counting whole (max_inflight_per_session,
+ *            max_inflight_per_uid; reap completions, or read less at
+ *            once), handles on OPEN (max_handles: CLOSE some), plan
  *            blocks of the uid on PREFETCH_PLAN (max_plan_entries_per_uid)
  *   E2BIG    PREFETCH_PLAN: the plan covers more than max_plan_entries
  *            blocks (an entry of k blocks counts k; with RC_PLAN_APPEND,

@@ -827,6 +827,19 @@ static int key_max_leased_per_uid(struct parser *p, const char *key,
 	return key_limit_bytes(p, key, value, &p->cfg->max_leased_per_uid);
 }
 
+static int key_max_inflight_per_session(struct parser *p, const char *key,
+					const char *value)
+{
+	return key_limit_bytes(p, key, value,
+			       &p->cfg->max_inflight_per_session);
+}
+
+static int key_max_inflight_per_uid(struct parser *p, const char *key,
+				    const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_inflight_per_uid);
+}
+
 static int key_max_pinned_per_uid(struct parser *p, const char *key,
 				  const char *value)
 {
@@ -888,6 +901,8 @@ static const struct key_spec daemon_keys[] = {
 	U32("max_sessions_per_uid", max_sessions_per_uid, 1, 65536),
 	FN("max_leased_per_session", key_max_leased_per_session),
 	FN("max_leased_per_uid", key_max_leased_per_uid),
+	FN("max_inflight_per_session", key_max_inflight_per_session),
+	FN("max_inflight_per_uid", key_max_inflight_per_uid),
 	FN("max_pinned_per_uid", key_max_pinned_per_uid),
 	U32("max_plan_entries", max_plan_entries, 1, RC_MAX_PLAN_ENTRIES),
 	U32("max_plan_entries_per_uid", max_plan_entries_per_uid, 1,

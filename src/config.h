@@ -54,6 +54,8 @@ struct rc_config {
 	uint32_t max_sessions_per_uid;   /* max_sessions_per_uid = 128 */
 	uint64_t max_leased_per_session; /* max_leased_per_session = 0: memory/4 */
 	uint64_t max_leased_per_uid;     /* max_leased_per_uid = 0: memory/2 */
+	uint64_t max_inflight_per_session; /* max_inflight_per_session = 0: memory/4 */
+	uint64_t max_inflight_per_uid;   /* max_inflight_per_uid = 0: memory/2 */
 	uint64_t max_pinned_per_uid;     /* max_pinned_per_uid = 0: memory/4 */
 	uint32_t max_plan_entries;       /* max_plan_entries = 1048576 */
 	uint32_t max_plan_entries_per_uid; /* max_plan_entries_per_uid = 4194304 */

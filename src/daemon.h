@@ -79,6 +79,7 @@ struct op {
 	uint32_t pending;         /* blocks or requests still awaited */
 	uint16_t arg;
 	int32_t err;
+	uint64_t charged;         /* READ bytes in flight (quota) */
 };
 
 struct waiter {
@@ -154,6 +155,7 @@ struct session {
 	uint32_t n_handles_free;
 	struct lease_table leases;
 	uint64_t leased_bytes;     /* of the blocks its leases hold */
+	uint64_t inflight_bytes;   /* of the blocks its reads wait for */
 	struct regbuf bufs[64];
 	uint64_t registered_bytes;
 	struct uid_usage *usage;   /* its uid's, from accept to free */

@@ -13,6 +13,8 @@ static const char *const refusal_names[REFUSED__COUNT] = {
 	[REFUSED_SESSIONS_PER_UID] = "sessions_per_uid",
 	[REFUSED_LEASED_PER_SESSION] = "leased_per_session",
 	[REFUSED_LEASED_PER_UID] = "leased_per_uid",
+	[REFUSED_INFLIGHT_PER_SESSION] = "inflight_per_session",
+	[REFUSED_INFLIGHT_PER_UID] = "inflight_per_uid",
 	[REFUSED_PINNED_PER_UID] = "pinned_per_uid",
 	[REFUSED_PLAN_ENTRIES] = "plan_entries",
 	[REFUSED_PLAN_ENTRIES_PER_UID] = "plan_entries_per_uid",
@@ -52,6 +54,10 @@ void quota_init(struct quota *l, const struct rc_config *cfg)
 					   cfg->memory_bytes / 4);
 	v->leased_per_uid = or_default(cfg->max_leased_per_uid,
 				       cfg->memory_bytes / 2);
+	v->inflight_per_session = or_default(cfg->max_inflight_per_session,
+					     cfg->memory_bytes / 4);
+	v->inflight_per_uid = or_default(cfg->max_inflight_per_uid,
+					 cfg->memory_bytes / 2);
 	v->pinned_per_uid = or_default(cfg->max_pinned_per_uid,
 				       cfg->memory_bytes / 4);
 	v->plan_entries = cfg->max_plan_entries;
@@ -158,6 +164,20 @@ int quota_charge(struct quota *l, _Atomic uint64_t *counter, uint64_t n,
 		counter, &cur, cur + n, memory_order_relaxed,
 		memory_order_relaxed));
 	return 0;
+}
+
+int quota_charge2(struct quota *l, uint64_t *session, uint64_t session_max,
+		  enum refusal session_r, _Atomic uint64_t *uid,
+		  uint64_t uid_max, enum refusal uid_r, uint64_t n)
+{
+	if (n > session_max || *session > session_max - n) {
+		quota_refused(l, session_r);
+		return -EDQUOT;
+	}
+	int err = quota_charge(l, uid, n, uid_max, uid_r);
+	if (err == 0)
+		*session += n;
+	return err;
 }
 
 void quota_uncharge(_Atomic uint64_t *counter, uint64_t n)

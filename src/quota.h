@@ -24,6 +24,8 @@ enum refusal {
 	REFUSED_SESSIONS_PER_UID,
 	REFUSED_LEASED_PER_SESSION,
 	REFUSED_LEASED_PER_UID,
+	REFUSED_INFLIGHT_PER_SESSION,
+	REFUSED_INFLIGHT_PER_UID,
 	REFUSED_PINNED_PER_UID,      /* a window held back (not a client error) */
 	REFUSED_PLAN_ENTRIES,
 	REFUSED_PLAN_ENTRIES_PER_UID,
@@ -41,6 +43,7 @@ struct uid_usage {
 	uint32_t connections;        /* under quota.lock */
 	uint32_t sessions;           /* attached; under quota.lock */
 	_Atomic uint64_t leased_bytes;
+	_Atomic uint64_t inflight_bytes;
 	_Atomic uint64_t pinned_bytes;
 	_Atomic uint64_t plan_entries;
 	struct uid_usage *next;
@@ -51,6 +54,7 @@ struct limit_values {
 	uint32_t max_sessions, root_reserved, sessions_per_uid;
 	uint32_t connections_per_uid;
 	uint64_t leased_per_session, leased_per_uid, pinned_per_uid;
+	uint64_t inflight_per_session, inflight_per_uid;
 	uint64_t plan_entries, plan_entries_per_uid;
 	uint32_t handles;
 	uint64_t registered;
@@ -80,9 +84,13 @@ int quota_session_begin(struct quota *l, struct uid_usage *u);
 void quota_session_end(struct quota *l, struct uid_usage *u);
 
 /* Adds n to *counter unless that passes max: 0, or -EDQUOT (counted as
- * reason r). */
+ * reason r). quota_charge2 charges a session's count and its uid's
+ * together, or neither. */
 int quota_charge(struct quota *l, _Atomic uint64_t *counter, uint64_t n,
 		  uint64_t max, enum refusal r);
+int quota_charge2(struct quota *l, uint64_t *session, uint64_t session_max,
+		  enum refusal session_r, _Atomic uint64_t *uid,
+		  uint64_t uid_max, enum refusal uid_r, uint64_t n);
 void quota_uncharge(_Atomic uint64_t *counter, uint64_t n);
 
 #endif

@@ -703,15 +703,10 @@ static bool lease_quota_full(struct session *s)
 static int lease_charge(struct session *s, uint64_t bytes)
 {
 	struct quota *q = &s->sh->d->quota;
-	if (bytes > q->v.leased_per_session - s->leased_bytes) {
-		quota_refused(q, REFUSED_LEASED_PER_SESSION);
-		return -EDQUOT;
-	}
-	int err = quota_charge(q, &s->usage->leased_bytes, bytes,
-			       q->v.leased_per_uid, REFUSED_LEASED_PER_UID);
-	if (err == 0)
-		s->leased_bytes += bytes;
-	return err;
+	return quota_charge2(q, &s->leased_bytes, q->v.leased_per_session,
+			     REFUSED_LEASED_PER_SESSION,
+			     &s->usage->leased_bytes, q->v.leased_per_uid,
+			     REFUSED_LEASED_PER_UID, bytes);
 }
 
 static void lease_uncharge(struct session *s, uint64_t bytes)
@@ -848,6 +843,10 @@ void op_complete(struct op *op)
 			op->cqe.addr = 0;
 		}
 		post_cqe(s, &op->cqe);
+	}
+	if (op->charged) {
+		s->inflight_bytes -= op->charged;
+		quota_uncharge(&s->usage->inflight_bytes, op->charged);
 	}
 	if (op->obj)
 		object_put(sh->d, op->obj);
@@ -1102,9 +1101,21 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 		if (e->offset + len > blk_end)
 			len = blk_end - e->offset;
 	}
+	/* Every block it spans may take a cache entry until fetched. */
+	uint64_t charge = ((e->offset + len - 1) / bs - e->offset / bs + 1) * bs;
+	struct quota *q = &s->sh->d->quota;
+	if ((err = quota_charge2(q, &s->inflight_bytes, q->v.inflight_per_session,
+				 REFUSED_INFLIGHT_PER_SESSION,
+				 &s->usage->inflight_bytes, q->v.inflight_per_uid,
+				 REFUSED_INFLIGHT_PER_UID, charge)))
+		return err;
 	struct op *op = op_new(s, e);
-	if (!op)
+	if (!op) {
+		s->inflight_bytes -= charge;
+		quota_uncharge(&s->usage->inflight_bytes, charge);
 		return -ENOMEM;
+	}
+	op->charged = charge;
 	object_get(o);
 	op->obj = o;
 	op->offset = e->offset;

@@ -346,6 +346,109 @@ Test(limits, leased_bytes_per_session_and_uid, .fini = kill_daemon)
 	stop_daemon();
 }
 
+/* ---- reads in flight --------------------------------------------------- */
+
+static struct fx_proxy P;
+
+static void kill_daemon_and_proxy(void)
+{
+	fx_daemon_kill(&D);
+	fx_proxy_kill(&P);
+}
+
+/* max_inflight_per_session = 16M, max_inflight_per_uid = 24M; S3 answers
+ * after 400 ms, so a read stays in flight that long. */
+static int hoard_inflight(struct attack *a)
+{
+	struct rc_client c[2];
+	char key[DS_KEY_MAX];
+	size_t obj = fx_ds_find(&S, "large/2.bin");
+	void *mem[2];
+	int h[2], buf[2], r;
+	ssize_t n;
+	int64_t at;
+
+	ds_key(&S, obj, key);
+	for (int i = 0; i < 2; i++) {
+		if ((r = attach_to(&c[i], D.socket_path, 0)) != 0)
+			FAIL(a, "attach: %s", rc_strerror(r));
+		h[i] = rc_open(&c[i], rc_dataset(&c[i], "ds"), key, NULL);
+		if (h[i] < 0)
+			FAIL(a, "open %s: %s", key, rc_strerror(h[i]));
+		buf[i] = rc_alloc_buffer(&c[i], 48 * MiB, &mem[i]);
+		if (buf[i] < 0)
+			FAIL(a, "buffer: %s", rc_strerror(buf[i]));
+	}
+	n = rc_read_into(&c[0], (uint32_t)h[0], 0, 48 * MiB, (uint32_t)buf[0], 0);
+	if (n != -EDQUOT)
+		FAIL(a, "READ_INTO of 48 blocks: %zd, want -EDQUOT", n);
+	struct rc_sqe *sqe = rc_get_sqe(&c[0]);
+	rc_prep_read_into(sqe, (uint32_t)h[0], 0, 16 * MiB, (uint32_t)buf[0],
+			  0, 1);
+	if (rc_submit(&c[0]) != 1)
+		FAIL(a, "submit");
+	/* The daemon took it (sq_head moved): its GETs wait 400 ms. */
+	for (int i = 0; atomic_load(&c[0].hdr->sq_head) != c[0].sq_local_tail;
+	     i++) {
+		if (i == 10000)
+			FAIL(a, "the daemon did not take the READ_INTO");
+		usleep(1000);
+	}
+	/* 16M of the first session's are in flight: 16M more is past the
+	 * uid's 24M, 4M is not. */
+	n = rc_read_into(&c[1], (uint32_t)h[1], 16 * MiB, 16 * MiB,
+			 (uint32_t)buf[1], 0);
+	if (n != -EDQUOT)
+		FAIL(a, "READ_INTO past the uid's 24M: %zd, want -EDQUOT", n);
+	n = rc_read_into(&c[1], (uint32_t)h[1], 16 * MiB, 4 * MiB,
+			 (uint32_t)buf[1], 0);
+	if (n != 4 * MiB)
+		FAIL(a, "READ_INTO within the uid's limit: %s",
+		     rc_strerror((int)n));
+	if ((at = fx_ds_mismatch(&S, obj, 16 * MiB, mem[1], 4 * MiB)) >= 0)
+		FAIL(a, "bytes differ at %lld", (long long)at);
+	struct rc_cqe *cqe;
+	if ((r = rc_wait_cqe(&c[0], &cqe)) < 0 || cqe->res != 16 * MiB)
+		FAIL(a, "async READ_INTO: %d", r < 0 ? r : cqe->res);
+	rc_cqe_seen(&c[0]);
+	if ((at = fx_ds_mismatch(&S, obj, 0, mem[0], 16 * MiB)) >= 0)
+		FAIL(a, "bytes differ at %lld", (long long)at);
+	/* Completed reads give their bytes back. */
+	n = rc_read_into(&c[1], (uint32_t)h[1], 32 * MiB, 16 * MiB,
+			 (uint32_t)buf[1], 0);
+	if (n != (ssize_t)(ds_size(&S, obj) - 32 * MiB)) /* 16 MiB - 1 */
+		FAIL(a, "READ_INTO after the others completed: %zd", n);
+	if ((at = fx_ds_mismatch(&S, obj, 32 * MiB, mem[1], (size_t)n)) >= 0)
+		FAIL(a, "bytes differ at %lld", (long long)at);
+	attack_ready(a, true);
+	attack_wait(a);
+	for (int i = 0; i < 2; i++)
+		rc_detach(&c[i]);
+	return 0;
+}
+
+Test(limits, reads_in_flight_per_session_and_uid,
+     .fini = kill_daemon_and_proxy)
+{
+	static const char *const slow_s3[] = { "--latency-ms", "400", NULL };
+	struct attack a;
+
+	ds_spec_default(&S);
+	fx_proxy_start(&P, slow_s3);
+	fx_daemon_init(&D);
+	D.s3_endpoint = P.endpoint;
+	D.daemon_extra = "max_inflight_per_session = 16M\n"
+			 "max_inflight_per_uid = 24M\n";
+	fx_daemon_start(&D, NULL);
+	attack_start(&a, hoard_inflight);
+	cr_assert_geq(refused("inflight_per_session"), 1);
+	cr_assert_geq(refused("inflight_per_uid"), 1);
+	victim_reads(fx_ds_find(&S, "edge/block-plus-one"));
+	attack_finish(&a);
+	stop_daemon();
+	fx_proxy_stop(&P);
+}
+
 /* ---- plans ------------------------------------------------------------ */
 
 #define PLAN_MAX (1u << 20) /* the default max_plan_entries */

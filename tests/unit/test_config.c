@@ -621,6 +621,8 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_leased_per_session, 0, "0: memory/4");
 	cr_assert_eq(c.max_leased_per_uid, 0, "0: memory/2");
 	cr_assert_eq(c.max_pinned_per_uid, 0, "0: memory/4");
+	cr_assert_eq(c.max_inflight_per_session, 0, "0: memory/4");
+	cr_assert_eq(c.max_inflight_per_uid, 0, "0: memory/2");
 	cr_assert_eq(c.max_plan_entries, 1u << 20);
 	cr_assert_eq(c.max_plan_entries_per_uid, 4u << 20);
 	cr_assert_eq(c.max_handles, 1u << 20);
@@ -631,6 +633,8 @@ Test(config, limits_per_uid_and_session)
 			  "max_leased_per_session = 8M\n"
 			  "max_leased_per_uid = 1G\n"
 			  "max_pinned_per_uid = 64M\n"
+			  "max_inflight_per_session = 2M\n"
+			  "max_inflight_per_uid = 3M\n"
 			  "max_plan_entries = 1000\n"
 			  "max_plan_entries_per_uid = 5000\n"
 			  "max_handles = 10\n"
@@ -640,6 +644,8 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_leased_per_session, 8u << 20);
 	cr_assert_eq(c.max_leased_per_uid, 1u << 30);
 	cr_assert_eq(c.max_pinned_per_uid, 64u << 20);
+	cr_assert_eq(c.max_inflight_per_session, 2u << 20);
+	cr_assert_eq(c.max_inflight_per_uid, 3u << 20);
 	cr_assert_eq(c.max_plan_entries, 1000);
 	cr_assert_eq(c.max_plan_entries_per_uid, 5000);
 	cr_assert_eq(c.max_handles, 10);
