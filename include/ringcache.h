@@ -204,7 +204,19 @@ struct rc_cqe {
  *   EKEYREJECTED  S3 refused the daemon's credentials
  *   EIO      S3 failed after all retries
  *   ENOMEM   the cache has no evictable room (too many leases)
- *   EMFILE   too many handles or leases in this session
+ *   EMFILE   too many leases in this session (the table's 1M)
+ *   EDQUOT   a limit of this session or of its uid (ringcache.conf
+ *            [daemon]), never a full cache: leased bytes on READ
+ *            (max_leased_per_session, max_leased_per_uid; RELEASE
+ *            some), bytes of READ/READ_INTO in flight, each block a
+ *            read spans counting whole (max_inflight_per_session,
+ *            max_inflight_per_uid; reap completions, or read less at
+ *            once), handles on OPEN (max_handles: CLOSE some), plan
+ *            blocks of the uid on PREFETCH_PLAN (max_plan_entries_per_uid)
+ *   E2BIG    PREFETCH_PLAN: the plan covers more than max_plan_entries
+ *            blocks (an entry of k blocks counts k; with RC_PLAN_APPEND,
+ *            the current plan's entries from the last one read on count
+ *            too); nothing changes
  *   EROFS    dataset not writable
  *   EAGAIN   write-back staging memory full (SYNC, then write again)
  *   ENOSPC   the write-back journal is full
@@ -297,7 +309,13 @@ struct rc_attach_opts {
  * file description with the daemon's): poll() before read(), and expect
  * EAGAIN. An arena memfd is O_RDONLY, sealed likewise and mode 0400 owned
  * by the daemon's uid: a reopen of /proc/self/fd/N fails with EACCES, so
- * it is mapped PROT_READ from the fd received. */
+ * it is mapped PROT_READ from the fd received.
+ *
+ * Refusals: -EDQUOT: the uid has max_sessions_per_uid sessions; -EUSERS:
+ * max_sessions are attached, or all but the root_reserved_sessions that
+ * only root (uid 0) may take. A uid holding 2 * max_sessions_per_uid + 16
+ * connections (attached or not) has further ones closed at once (-EPIPE
+ * or -ECONNRESET). */
 int rc_attach(struct rc_client *c, const char *socket_path,
 	      const struct rc_attach_opts *opts);
 void rc_detach(struct rc_client *c);
@@ -318,6 +336,7 @@ int rc_dataset(const struct rc_client *c, const char *name);
  *            whose pages can be taken back from under the daemon)
  *   EINVAL   size is 0, above 1 TiB, or more than the memfd holds
  *   ENOSPC   64 buffers are registered already
+ *   EDQUOT   the session's buffers would pass max_registered bytes
  * rc_unregister_buffer: EBADF (no such buffer), EBUSY while an operation
  * in flight (READ_INTO, LIST, a WRITE waiting for the journal) still
  * copies into or out of that buffer: reap its completion and retry. */

@@ -803,6 +803,12 @@ const char *rc_strerror(int err)
 		return "write-back journal is full";
 	case EPIPE:
 		return "daemon connection lost";
+	case EDQUOT:
+		return "over this user's or session's limit (ringcache.conf [daemon] max_*)";
+	case EUSERS:
+		return "the daemon serves all the sessions it may (max_sessions)";
+	case E2BIG:
+		return "prefetch plan longer than max_plan_entries";
 	default:
 		return strerror(-err);
 	}

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "prefetch.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define DEFAULT_REGION "us-east-1"
@@ -802,6 +803,55 @@ static int key_size_field(struct parser *p, const char *key, const char *value,
 	return 1;
 }
 
+/* 0: the automatic value (a share of memory). */
+static int key_limit_bytes(struct parser *p, const char *key,
+			   const char *value, uint64_t *field)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0)
+		return fail_value(p, key, value,
+				  "must be a size like 64M or 1G (0: automatic)");
+	*field = bytes;
+	return 1;
+}
+
+static int key_max_leased_per_session(struct parser *p, const char *key,
+				      const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_leased_per_session);
+}
+
+static int key_max_leased_per_uid(struct parser *p, const char *key,
+				  const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_leased_per_uid);
+}
+
+static int key_max_inflight_per_session(struct parser *p, const char *key,
+					const char *value)
+{
+	return key_limit_bytes(p, key, value,
+			       &p->cfg->max_inflight_per_session);
+}
+
+static int key_max_inflight_per_uid(struct parser *p, const char *key,
+				    const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_inflight_per_uid);
+}
+
+static int key_max_pinned_per_uid(struct parser *p, const char *key,
+				  const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_pinned_per_uid);
+}
+
+static int key_max_registered(struct parser *p, const char *key,
+			      const char *value)
+{
+	return key_size_field(p, key, value, 4096, &p->cfg->max_registered);
+}
+
 static int key_journal_size(struct parser *p, const char *key,
 			    const char *value)
 {
@@ -847,6 +897,18 @@ static const struct key_spec daemon_keys[] = {
 	BOOL("hugepages", hugepages),
 	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
 	U32("max_sessions", max_sessions, 1, 65536),
+	U32("root_reserved_sessions", root_reserved_sessions, 0, 65535),
+	U32("max_sessions_per_uid", max_sessions_per_uid, 1, 65536),
+	FN("max_leased_per_session", key_max_leased_per_session),
+	FN("max_leased_per_uid", key_max_leased_per_uid),
+	FN("max_inflight_per_session", key_max_inflight_per_session),
+	FN("max_inflight_per_uid", key_max_inflight_per_uid),
+	FN("max_pinned_per_uid", key_max_pinned_per_uid),
+	U32("max_plan_entries", max_plan_entries, 1, RC_MAX_PLAN_ENTRIES),
+	U32("max_plan_entries_per_uid", max_plan_entries_per_uid, 1,
+	    1u << 30),
+	U32("max_handles", max_handles, 1, 1u << 24),
+	FN("max_registered", key_max_registered),
 	FN("open_fetch", key_open_fetch),
 	FN("prefetch_window", key_prefetch_window),
 	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
@@ -1211,6 +1273,12 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->metadata_ttl_s = 60;
 	cfg->open_fetches_block = false;
 	cfg->max_sessions = 256;
+	cfg->root_reserved_sessions = 4;
+	cfg->max_sessions_per_uid = 128;
+	cfg->max_plan_entries = 1u << 20;
+	cfg->max_plan_entries_per_uid = 4u << 20;
+	cfg->max_handles = 1u << 20;
+	cfg->max_registered = 1ull << 30;
 	cfg->prefetch_window_bytes = 256ull << 20;
 	cfg->prefetch_window_entries = 256;
 	cfg->prefetch_inflight = 32;

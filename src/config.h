@@ -48,7 +48,19 @@ struct rc_config {
 	bool hugepages;          /* hugepages = true (madvise) */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
 	bool open_fetches_block; /* open_fetch = head | block */
-	uint32_t max_sessions;   /* max_sessions = 256 */
+	uint32_t max_sessions;   /* max_sessions = 256, all shards */
+	/* Limits (see limits.h); a size of 0 means the automatic value. */
+	uint32_t root_reserved_sessions; /* root_reserved_sessions = 4 */
+	uint32_t max_sessions_per_uid;   /* max_sessions_per_uid = 128 */
+	uint64_t max_leased_per_session; /* max_leased_per_session = 0: memory/4 */
+	uint64_t max_leased_per_uid;     /* max_leased_per_uid = 0: memory/2 */
+	uint64_t max_inflight_per_session; /* max_inflight_per_session = 0: memory/4 */
+	uint64_t max_inflight_per_uid;   /* max_inflight_per_uid = 0: memory/2 */
+	uint64_t max_pinned_per_uid;     /* max_pinned_per_uid = 0: memory/4 */
+	uint32_t max_plan_entries;       /* max_plan_entries = 1048576 */
+	uint32_t max_plan_entries_per_uid; /* max_plan_entries_per_uid = 4194304 */
+	uint32_t max_handles;            /* max_handles = 1048576 per session */
+	uint64_t max_registered;         /* max_registered = 1G per session */
 	uint64_t prefetch_window_bytes;   /* prefetch_window = 256M per session
 					     (capped at memory/4; 0: off) */
 	uint32_t prefetch_window_entries; /* prefetch_window_entries = 256 */

@@ -1225,6 +1225,7 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		return -1;
 	d->config_path = strdup(config_path);
 	rc_log_level = d->cfg.log_level;
+	quota_init(&d->quota, &d->cfg);
 	if (topology_init(d, err, errlen) < 0)
 		return -1;
 	d->shards = calloc(d->n_shards, sizeof(*d->shards));
@@ -1330,6 +1331,7 @@ void daemon_destroy(struct daemon *d)
 	}
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
+	quota_destroy(&d->quota);
 	config_free(&d->cfg);
 	free(d->config_path);
 }

@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "config.h"
 #include "prefetch.h"
+#include "quota.h"
 #include "creds.h"
 #include "ringcache.h"
 #include "wire.h"
@@ -80,6 +81,7 @@ struct op {
 	uint32_t pending;         /* blocks or requests still awaited */
 	uint16_t arg;
 	int32_t err;
+	uint64_t charged;         /* READ bytes in flight (quota) */
 };
 
 struct waiter {
@@ -134,6 +136,7 @@ struct session {
 	gid_t gid;
 	pid_t pid;
 	bool closed;
+	bool attached;             /* holds a session slot (quota) */
 	bool sock_armed, bell_armed;
 	uint32_t refs;             /* 1 while open + pending ops */
 	uint8_t *region;
@@ -151,8 +154,14 @@ struct session {
 	uint32_t access[RC_MAX_DATASETS]; /* RC_ACCESS_* by dataset id */
 	struct object **handles;
 	uint32_t n_handles, cap_handles;
+	uint32_t *handles_free;    /* stack of free handles */
+	uint32_t n_handles_free;
 	struct lease_table leases;
+	uint64_t leased_bytes;     /* of the blocks its leases hold */
+	uint64_t inflight_bytes;   /* of the blocks its reads wait for */
 	struct regbuf bufs[64];
+	uint64_t registered_bytes;
+	struct uid_usage *usage;   /* its uid's, from accept to free */
 	struct pqueue *pq;         /* this session's GPU prefetch queue */
 	struct wobject **whandles; /* write handles (RC_WRITE_HANDLE | index) */
 	uint32_t cap_whandles;
@@ -245,6 +254,12 @@ struct daemon {
 	size_t n_retired;
 	_Alignas(8) uint8_t sigbuf[128];
 	uint64_t started_ns;
+	struct quota quota;
+	/* accept() out of fds: paused until resume_ns, then retried with a
+	 * doubling pause; failures counted, logged once per episode. */
+	uint64_t accept_resume_ns;
+	uint32_t accept_pause_ms;
+	uint64_t accept_failures;
 };
 
 uint64_t now_ns(void);

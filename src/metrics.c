@@ -48,6 +48,23 @@ static void emit_queues(struct out *o, const struct daemon *d)
 	}
 }
 
+/* Every refusal of a limit (quota.h), labelled by its reason. */
+static void emit_refused(struct out *o, const struct daemon *d)
+{
+	for (unsigned r = 0; r < REFUSED__COUNT && o->used < o->len; r++) {
+		uint64_t v = atomic_load_explicit(
+			(_Atomic uint64_t *)&d->quota.refused[r],
+			memory_order_relaxed);
+		int n = snprintf(o->buf + o->used, o->len - o->used,
+			"%sringcache_refused_total{reason=\"%s\"} %llu\n",
+			r ? "" : "# HELP ringcache_refused_total Requests refused by a limit per uid or per session, or accepts that ran out of file descriptors.\n"
+				 "# TYPE ringcache_refused_total counter\n",
+			refusal_name(r), (unsigned long long)v);
+		if (n > 0 && (size_t)n < o->len - o->used)
+			o->used += (size_t)n;
+	}
+}
+
 size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 {
 	struct out o = {buf, len, 0};
@@ -111,7 +128,8 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	}
 	emit(&o, "ringcache_sessions_active", "gauge", "Attached client sessions.", sessions);
 	emit(&o, "ringcache_sessions_total", "counter", "Sessions attached since start.", m.sessions_total);
-	emit(&o, "ringcache_sessions_refused_total", "counter", "Attaches refused (max_sessions).", m.sessions_refused);
+	emit(&o, "ringcache_sessions_refused_total", "counter", "Attaches refused (max_sessions, max_sessions_per_uid).", m.sessions_refused);
+	emit_refused(&o, d);
 	emit(&o, "ringcache_handles_open", "gauge", "Open object handles.", handles);
 	emit(&o, "ringcache_leases_active", "gauge", "Blocks leased to clients (not evictable).", leases);
 	emit(&o, "ringcache_ops_total", "counter", "Submission entries processed.", m.ops);

@@ -211,12 +211,28 @@ static uint64_t window_bytes(const struct shard *sh)
 	return w < share ? w : share;
 }
 
+/* Whether the plan's uid pins all it may: its windows stop growing. */
+static bool uid_pins_full(const struct shard *sh, const struct plan *p)
+{
+	return p->usage &&
+	       atomic_load_explicit(&p->usage->pinned_bytes,
+				    memory_order_relaxed) >=
+		       sh->d->quota.v.pinned_per_uid;
+}
+
+static void pinned_sub(struct shard *sh, struct plan *p, uint64_t bytes)
+{
+	p->pinned_bytes -= bytes;
+	sh->pf_pinned_bytes -= bytes;
+	if (p->usage)
+		quota_uncharge(&p->usage->pinned_bytes, bytes);
+}
+
 static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
 {
 	while (p->pin_head < p->pin_tail && p->pins[p->pin_head].item < item) {
 		struct cache_entry *e = p->pins[p->pin_head++].e;
-		p->pinned_bytes -= e->len;
-		sh->pf_pinned_bytes -= e->len;
+		pinned_sub(sh, p, e->len);
 		cache_unpin(&sh->cache, e);
 	}
 	if (p->pin_head == p->pin_tail)
@@ -236,8 +252,7 @@ bool prefetch_shed(void *shard)
 	uint64_t n = (p->pin_tail - p->pin_head + 3) / 4;
 	while (n--) {
 		struct plan_pin *pin = &p->pins[--p->pin_tail];
-		p->pinned_bytes -= pin->e->len;
-		sh->pf_pinned_bytes -= pin->e->len;
+		pinned_sub(sh, p, pin->e->len);
 		if (pin->item < p->issued) {
 			p->issued = pin->item; /* prefetched again later */
 			p->issued_blk = 0;
@@ -269,6 +284,9 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 	p->pins[p->pin_tail++] = (struct plan_pin){item, e};
 	p->pinned_bytes += e->len;
 	sh->pf_pinned_bytes += e->len;
+	if (p->usage) /* the limit is checked before (plan_has_work) */
+		atomic_fetch_add_explicit(&p->usage->pinned_bytes, e->len,
+					  memory_order_relaxed);
 	cache_pin(&sh->cache, e);
 	return 0;
 }
@@ -276,6 +294,8 @@ static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 static void plan_free(struct shard *sh, struct plan *p)
 {
 	unpin_until(sh, p, UINT64_MAX);
+	if (p->usage)
+		quota_uncharge(&p->usage->plan_entries, p->charged);
 	for (uint64_t i = p->base; i < p->n; i++)
 		object_put(sh->d, plan_item_at(p, i)->obj);
 	free(p->items);
@@ -294,6 +314,7 @@ static int plan_link(struct shard *sh, struct plan *p)
 		blocks += item_last_block(plan_item_at(p, i), bs) -
 			  item_first_block(plan_item_at(p, i), bs) + 1;
 	}
+	p->blocks = blocks;
 	uint64_t cap = 1024;
 	while (cap < blocks * 2)
 		cap <<= 1;
@@ -326,12 +347,14 @@ static int plan_link(struct shard *sh, struct plan *p)
 	return 0;
 }
 
-/* Copies and validates the client's entries. Returns the new plan (not
- * yet linked) or NULL with *err set. */
+/* Copies and validates the client's entries, covering at most
+ * max_blocks blocks (-E2BIG past them). Returns the new plan (not yet
+ * linked, p->blocks counted) or NULL with *err set. */
 static struct plan *plan_copy(struct session *s,
 			      const struct rc_plan_entry *entries, uint64_t n,
-			      int *err)
+			      uint64_t max_blocks, int *err)
 {
+	uint64_t bs = s->sh->d->cfg.block_bytes;
 	struct plan *p = calloc(1, sizeof(*p));
 	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
 		free(p);
@@ -350,10 +373,16 @@ static struct plan *plan_copy(struct session *s,
 		if (*err)
 			break;
 		object_get(o);
-		p->items[p->n++] = (struct plan_item){
+		struct plan_item *it = &p->items[p->n++];
+		*it = (struct plan_item){
 			o, e.offset,
 			e.len < o->size - e.offset ? e.len : o->size - e.offset, 0};
+		p->blocks += item_last_block(it, bs) - item_first_block(it, bs) + 1;
+		if (p->blocks > max_blocks)
+			*err = -E2BIG; /* the cost of a plan is its blocks */
 	}
+	if (*err == -E2BIG)
+		quota_refused(&s->sh->d->quota, REFUSED_PLAN_ENTRIES);
 	if (*err) {
 		plan_free(s->sh, p);
 		return NULL;
@@ -449,37 +478,85 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 	free(q);
 }
 
+/* Charges the uid for n more plan blocks, where `freed` of its blocks go
+ * once the change is made. */
+static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
+{
+	struct quota *q = &s->sh->d->quota;
+	return quota_charge(q, &s->usage->plan_entries, n,
+			    q->v.plan_entries_per_uid + freed,
+			    REFUSED_PLAN_ENTRIES_PER_UID);
+}
+
+/* Blocks of the plan's entries from its cursor on. */
+static uint64_t plan_blocks_ahead(const struct plan *p)
+{
+	return p->cursor < p->n ? p->blocks - plan_item_at(p, p->cursor)->blk
+				: 0;
+}
+
+static int append_plan(struct session *s, struct plan *cur,
+		       const struct rc_plan_entry *entries, uint64_t n)
+{
+	struct shard *sh = s->sh;
+	uint64_t limit = sh->d->quota.v.plan_entries;
+	uint64_t kept = plan_blocks_ahead(cur);
+	uint64_t dropped = cur->charged - kept; /* plan_append drops them */
+	int err = 0;
+	if (n == 0)
+		return 0;
+	struct plan *p = plan_copy(s, entries, n, limit - kept, &err);
+	if (!p)
+		return err;
+	uint64_t added = p->blocks;
+	if ((err = plan_charge(s, added, dropped)) == 0 &&
+	    (err = plan_append(sh, cur, p)) == 0) {
+		quota_uncharge(&s->usage->plan_entries, dropped);
+		cur->charged = kept + added;
+		index_rebuild(sh);
+		return 0;
+	}
+	if (err != -EDQUOT)
+		quota_uncharge(&s->usage->plan_entries, added);
+	plan_free(sh, p);
+	return err;
+}
+
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		      uint64_t n, bool append)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
-	if (n > RC_MAX_PLAN_ENTRIES)
-		return -EINVAL;
+	uint64_t limit = sh->d->quota.v.plan_entries;
+	int err;
+	if (n > limit) { /* every entry covers a block at least */
+		quota_refused(&sh->d->quota, REFUSED_PLAN_ENTRIES);
+		return -E2BIG;
+	}
 	if (!q)
 		return -ENOMEM;
 	if (sh->d->cfg.prefetch_window_bytes == 0)
 		return -EOPNOTSUPP; /* prefetch turned off in the config */
-	int err;
-	struct plan *p = plan_copy(s, entries, n, &err);
-	if (!p)
-		return err;
+	int accepted = (int)(n > INT32_MAX ? INT32_MAX : n);
 	struct plan *cur = q->plan;
 	if (append && cur) {
-		if (cur->n - cur->cursor + n > RC_MAX_PLAN_ENTRIES)
-			err = -EINVAL; /* the reader fell that far behind */
-		else if (n && (err = plan_append(sh, cur, p)) == 0)
-			index_rebuild(sh);
-		if (err || !n)
-			plan_free(sh, p);
-		return err ? err : (int)(n > INT32_MAX ? INT32_MAX : n);
+		err = append_plan(s, cur, entries, n);
+		return err ? err : accepted;
 	}
 	if (n == 0) {
 		if (!append)
 			queue_drop_plan(sh, q); /* an empty plan drops the old one */
-		plan_free(sh, p);
 		return 0;
 	}
+	struct plan *p = plan_copy(s, entries, n, limit, &err);
+	if (!p)
+		return err;
+	if ((err = plan_charge(s, p->blocks, cur ? cur->charged : 0))) {
+		plan_free(sh, p);
+		return err;
+	}
+	p->usage = s->usage;
+	p->charged = p->blocks;
 	if (plan_link(sh, p) < 0) {
 		plan_free(sh, p);
 		return -ENOMEM;
@@ -492,7 +569,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned++;
 	index_rebuild(sh);
-	return (int)(n > INT32_MAX ? INT32_MAX : n);
+	return accepted;
 }
 
 void prefetch_consumed(struct session *s, const struct object *obj,
@@ -536,7 +613,8 @@ static bool plan_has_work(const struct shard *sh, const struct plan *p)
 	return p->issued < p->n && p->inflight < p->ramp &&
 	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
 	       p->pinned_bytes < window_bytes(sh) &&
-	       sh->pf_pinned_bytes < pinned_budget(sh);
+	       sh->pf_pinned_bytes < pinned_budget(sh) &&
+	       !uid_pins_full(sh, p);
 }
 
 /* Pins the next block of the plan, fetching it if absent. Returns the
@@ -572,6 +650,16 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 	return cost;
 }
 
+/* Counts a window held back by its uid's pinned bytes once, when it
+ * starts to be, not at every turn. */
+static void note_pins_held(struct shard *sh, struct plan *p)
+{
+	bool held = p->issued < p->n && uid_pins_full(sh, p);
+	if (held && !p->pins_held)
+		quota_refused(&sh->d->quota, REFUSED_PINNED_PER_UID);
+	p->pins_held = held;
+}
+
 /* Deficit round robin: a queue's turn lasts until it has spent its
  * quantum of bytes; the turn pointer survives between calls, so a queue
  * cut short by the in-flight limit resumes first when a GET completes. */
@@ -591,6 +679,7 @@ void prefetch_schedule(struct shard *sh)
 	uint32_t idle = 0;
 	while (sh->pf_inflight < limit && idle < n) {
 		struct plan *p = q[sh->pf_rr % n];
+		note_pins_held(sh, p);
 		if (!plan_has_work(sh, p)) {
 			p->deficit = 0;
 			sh->pf_rr++;

@@ -28,6 +28,7 @@ struct shard;
 struct session;
 struct object;
 struct cache_entry;
+struct uid_usage;
 
 #define RC_MAX_PLAN_ENTRIES (16u << 20)
 
@@ -62,6 +63,10 @@ struct plan {
 				window of transfers */
 	uint64_t generation;
 	uint64_t prefetched_bytes; /* stats: GETs this plan started */
+	uint64_t blocks;     /* block uses of entries base .. n-1 */
+	struct uid_usage *usage; /* its uid's: blocks and pins charged */
+	uint64_t charged;    /* blocks charged to usage */
+	bool pins_held;      /* its uid's pinned bytes are at their limit */
 };
 
 struct pqueue {
@@ -80,7 +85,10 @@ void pqueue_put(struct shard *sh, struct pqueue *q);
 
 /* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
  * copied and validated here; append: RC_PLAN_APPEND. Returns entries
- * accepted or a negated errno. */
+ * accepted or a negated errno: -E2BIG past max_plan_entries (counted in
+ * blocks: an entry covering k blocks counts k; appended entries add to
+ * those from the cursor on), -EDQUOT past the uid's
+ * max_plan_entries_per_uid (the same count over its plans). */
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		      uint64_t n, bool append);
 /* The session read obj at offset: slide its queue's window. */

@@ -252,6 +252,58 @@ static void arm_accept(struct daemon *d)
 	d->accept_armed = true;
 }
 
+#define ACCEPT_PAUSE_MIN_MS 10
+#define ACCEPT_PAUSE_MAX_MS 1000
+
+/* Out of file descriptors, accept() would fail at once again: stop
+ * accepting for a while (doubling, up to a second) instead of spinning.
+ * Waiting clients stay in the listen backlog. One line per episode. */
+static void accept_pause(struct daemon *d, int err)
+{
+	quota_refused(&d->quota, REFUSED_ACCEPT_FDS);
+	d->accept_failures++;
+	if (d->accept_pause_ms == 0)
+		log_warn("accept: %s: no new connections for now, retrying "
+			 "every %d ms to %d ms until descriptors are freed",
+			 strerror(err), ACCEPT_PAUSE_MIN_MS,
+			 ACCEPT_PAUSE_MAX_MS);
+	d->accept_pause_ms = d->accept_pause_ms
+				     ? 2 * d->accept_pause_ms
+				     : ACCEPT_PAUSE_MIN_MS;
+	if (d->accept_pause_ms > ACCEPT_PAUSE_MAX_MS)
+		d->accept_pause_ms = ACCEPT_PAUSE_MAX_MS;
+	d->accept_resume_ns = now_ns() + d->accept_pause_ms * 1000000ull;
+}
+
+static void accept_resumed(struct daemon *d)
+{
+	if (d->accept_pause_ms == 0)
+		return;
+	log_info("accept: connections accepted again after %llu failures "
+		 "(out of file descriptors)",
+		 (unsigned long long)d->accept_failures);
+	d->accept_pause_ms = 0;
+	d->accept_failures = 0;
+	d->accept_resume_ns = 0;
+}
+
+static void on_accept(struct daemon *d, int res)
+{
+	d->accept_armed = false;
+	if (res >= 0) {
+		accept_resumed(d);
+		session_accept(d, res);
+	} else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
+		   res == -ENOMEM) {
+		accept_pause(d, -res);
+		return; /* run_timers arms it again */
+	} else if (res != -ECANCELED) {
+		log_warn("accept: %s", strerror(-res));
+	}
+	if (!d->stopping)
+		arm_accept(d);
+}
+
 static void arm_signal(struct daemon *d)
 {
 	struct io_uring_sqe *sqe = reactor_sqe(&d->shards[0]);
@@ -316,13 +368,7 @@ static void dispatch(struct shard *sh, struct io_uring_cqe *cqe)
 		return;
 	switch (ev->kind) {
 	case EV_ACCEPT:
-		d->accept_armed = false;
-		if (cqe->res >= 0)
-			session_accept(d, cqe->res);
-		else if (cqe->res != -ECANCELED)
-			log_warn("accept: %s", strerror(-cqe->res));
-		if (!d->stopping)
-			arm_accept(d);
+		on_accept(d, cqe->res);
 		break;
 	case EV_SIGNAL:
 		on_signal(d, cqe->res);
@@ -407,6 +453,12 @@ static int64_t next_timeout(struct shard *sh, uint64_t now)
 	int64_t w = writeback_next_timer(sh, now);
 	if (w < t)
 		t = w;
+	if (sh->id == 0 && sh->d->accept_resume_ns) {
+		uint64_t a = sh->d->accept_resume_ns;
+		int64_t r = a > now ? (int64_t)(a - now) : 0;
+		if (r < t)
+			t = r;
+	}
 	return t;
 }
 
@@ -416,6 +468,12 @@ static void run_timers(struct shard *sh)
 	if (sh->curl_due_ns >= 0 && (uint64_t)sh->curl_due_ns <= now) {
 		sh->curl_due_ns = -1;
 		curl_action(sh, CURL_SOCKET_TIMEOUT, 0);
+	}
+	struct daemon *d = sh->d;
+	if (sh->id == 0 && d->accept_resume_ns && d->accept_resume_ns <= now &&
+	    !d->accept_armed && !d->stopping) {
+		d->accept_resume_ns = 0; /* the pause stays until one succeeds */
+		arm_accept(d);
 	}
 	fetch_run_retries(sh);
 	writeback_run_timers(sh);

@@ -21,7 +21,6 @@
 #define MAX_SQ 4096u
 #define DEFAULT_ARGS 64u
 #define MAX_ARGS 1024u
-#define MAX_HANDLES (1u << 20)
 #define MAX_LEASES (1u << 20)
 #define MAX_BACKLOG (1u << 16)
 #define MAX_REGBUF_SIZE (1ull << 40)
@@ -96,6 +95,8 @@ static void session_free(struct session *s)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	free(s->handles);
+	free(s->handles_free);
+	quota_disconnect(&s->sh->d->quota, s->usage);
 	free(s->leases.e);
 	free(s->leases.free);
 	free(s->backlog);
@@ -129,13 +130,17 @@ void session_close(struct session *s)
 	for (uint32_t i = 0; i < lt->cap; i++)
 		if (lt->e[i])
 			cache_release(&sh->cache, lt->e[i]);
+	quota_uncharge(&s->usage->leased_bytes, s->leased_bytes);
+	s->leased_bytes = 0;
 	for (uint32_t i = 0; i < s->cap_handles; i++)
 		if (s->handles[i])
 			object_put(sh->d, s->handles[i]);
 	s->n_handles = 0;
 	session_unlink(sh, s);
-	if (s->hdr)
+	if (s->attached) {
 		sh->n_sessions--;
+		quota_session_end(&sh->d->quota, s->usage);
+	}
 	if (s->sock_armed)
 		cancel_armed(s, &s->sock_ev);
 	if (s->bell_armed)
@@ -174,11 +179,21 @@ void session_accept(struct daemon *d, int fd)
 		close(fd);
 		return;
 	}
-	struct session *s = calloc(1, sizeof(*s));
-	if (!s) {
+	int err;
+	struct uid_usage *usage = quota_connect(&d->quota, cred.uid, &err);
+	if (!usage) {
+		/* Closed at once: a uid holding this many connections is
+		 * spending the daemon's file descriptors. */
 		close(fd);
 		return;
 	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s) {
+		quota_disconnect(&d->quota, usage);
+		close(fd);
+		return;
+	}
+	s->usage = usage;
 	s->sock_ev.kind = EV_SESSION_SOCK;
 	s->bell_ev.kind = EV_SESSION_DOORBELL;
 	s->sh = sh;
@@ -308,6 +323,14 @@ static void peer_access(struct session *s)
 	}
 }
 
+/* A failed attach gives its slot back. */
+static void session_detach_quota(struct session *s)
+{
+	s->attached = false;
+	s->sh->n_sessions--;
+	quota_session_end(&s->sh->d->quota, s->usage);
+}
+
 static void handle_attach(struct session *s, const void *msg, size_t len)
 {
 	struct daemon *d = s->sh->d;
@@ -316,13 +339,17 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 		reply_status(s, RC_MSG_ATTACH, -EINVAL);
 		return;
 	}
-	if (s->sh->n_sessions >= d->cfg.max_sessions) {
+	int err = quota_session_begin(&d->quota, s->usage);
+	if (err) {
 		s->sh->m.sessions_refused++;
-		reply_status(s, RC_MSG_ATTACH, -EUSERS);
+		reply_status(s, RC_MSG_ATTACH, err);
 		return;
 	}
-	int err = setup_ring(s, req);
+	s->attached = true;
+	s->sh->n_sessions++;
+	err = setup_ring(s, req);
 	if (err) {
+		session_detach_quota(s);
 		reply_status(s, RC_MSG_ATTACH, err);
 		return;
 	}
@@ -335,6 +362,7 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 	int fds[RC_MAX_DATASETS + 3] = {s->ring_fd, s->sq_efd, s->cq_efd};
 	unsigned nfds = 3;
 	if (!r) {
+		session_detach_quota(s);
 		reply_status(s, RC_MSG_ATTACH, -ENOMEM);
 		return;
 	}
@@ -366,7 +394,6 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 		session_close(s);
 		return;
 	}
-	s->sh->n_sessions++;
 	s->sh->m.sessions_total++;
 	log_debug("session pid %d uid %d attached", (int)s->pid, (int)s->uid);
 	arm_bell(s);
@@ -408,6 +435,12 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		status = fd < 0 ? -EBADF : -EINVAL;
 		goto out;
 	}
+	struct quota *q = &s->sh->d->quota;
+	if (req->size > q->v.registered - s->registered_bytes) {
+		quota_refused(q, REFUSED_REGISTERED);
+		status = -EDQUOT; /* copies fault its pages in, charged to us */
+		goto out;
+	}
 	while (idx < 64 && s->bufs[idx].base)
 		idx++;
 	if (idx == 64) {
@@ -427,6 +460,7 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		goto out;
 	}
 	s->bufs[idx] = (struct regbuf){p, req->size, 0};
+	s->registered_bytes += req->size;
 out:
 	if (fd >= 0)
 		close(fd);
@@ -450,6 +484,7 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 		munmap(s->bufs[req->buf_index].base,
 		       s->bufs[req->buf_index].size);
 		s->bufs[req->buf_index].base = NULL;
+		s->registered_bytes -= s->bufs[req->buf_index].size;
 	}
 	reply_status(s, RC_MSG_UNREGISTER_BUF, status);
 }
@@ -674,26 +709,67 @@ void session_flush(struct session *s)
 	}
 }
 
+/* Whether the session, or its uid, already holds its leased bytes. */
+static bool lease_quota_full(struct session *s)
+{
+	struct quota *q = &s->sh->d->quota;
+	if (s->leased_bytes >= q->v.leased_per_session) {
+		quota_refused(q, REFUSED_LEASED_PER_SESSION);
+		return true;
+	}
+	if (atomic_load_explicit(&s->usage->leased_bytes,
+				 memory_order_relaxed) >= q->v.leased_per_uid) {
+		quota_refused(q, REFUSED_LEASED_PER_UID);
+		return true;
+	}
+	return false;
+}
+
+static int lease_charge(struct session *s, uint64_t bytes)
+{
+	struct quota *q = &s->sh->d->quota;
+	return quota_charge2(q, &s->leased_bytes, q->v.leased_per_session,
+			     REFUSED_LEASED_PER_SESSION,
+			     &s->usage->leased_bytes, q->v.leased_per_uid,
+			     REFUSED_LEASED_PER_UID, bytes);
+}
+
+static void lease_uncharge(struct session *s, uint64_t bytes)
+{
+	s->leased_bytes -= bytes;
+	quota_uncharge(&s->usage->leased_bytes, bytes);
+}
+
+static int lease_grow(struct lease_table *lt)
+{
+	if (lt->cap >= MAX_LEASES)
+		return -EMFILE;
+	uint32_t cap = lt->cap ? lt->cap * 2 : 256;
+	struct cache_entry **ne = realloc(lt->e, cap * sizeof(*ne));
+	if (!ne)
+		return -ENOMEM;
+	lt->e = ne;
+	uint32_t *nf = realloc(lt->free, cap * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	lt->free = nf;
+	for (uint32_t i = cap; i > lt->cap; i--) {
+		lt->e[i - 1] = NULL;
+		lt->free[lt->n_free++] = i - 1;
+	}
+	lt->cap = cap;
+	return 0;
+}
+
 static int lease_alloc(struct session *s, struct cache_entry *e)
 {
 	struct lease_table *lt = &s->leases;
-	if (lt->n_free == 0) {
-		if (lt->cap >= MAX_LEASES)
-			return -EMFILE;
-		uint32_t cap = lt->cap ? lt->cap * 2 : 256;
-		struct cache_entry **ne = realloc(lt->e, cap * sizeof(*ne));
-		if (!ne)
-			return -ENOMEM;
-		lt->e = ne;
-		uint32_t *nf = realloc(lt->free, cap * sizeof(*nf));
-		if (!nf)
-			return -ENOMEM;
-		lt->free = nf;
-		for (uint32_t i = cap; i > lt->cap; i--) {
-			lt->e[i - 1] = NULL;
-			lt->free[lt->n_free++] = i - 1;
-		}
-		lt->cap = cap;
+	int err = lease_charge(s, e->len);
+	if (err)
+		return err;
+	if (lt->n_free == 0 && (err = lease_grow(lt)) < 0) {
+		lease_uncharge(s, e->len);
+		return err;
 	}
 	uint32_t id = lt->free[--lt->n_free];
 	lt->e[id] = e;
@@ -707,6 +783,7 @@ static int lease_release(struct session *s, uint32_t id)
 	struct lease_table *lt = &s->leases;
 	if (id >= lt->cap || !lt->e[id])
 		return -EBADF;
+	lease_uncharge(s, lt->e[id]->len);
 	cache_release(&s->sh->cache, lt->e[id]);
 	lt->e[id] = NULL;
 	lt->free[lt->n_free++] = id;
@@ -714,27 +791,43 @@ static int lease_release(struct session *s, uint32_t id)
 	return 0;
 }
 
+/* Handles come off a stack of free ones: O(1) whatever the table holds. */
+static int handles_grow(struct session *s)
+{
+	struct quota *q = &s->sh->d->quota;
+	if (s->cap_handles >= q->v.handles) {
+		quota_refused(q, REFUSED_HANDLES);
+		return -EDQUOT;
+	}
+	uint32_t cap = s->cap_handles ? s->cap_handles * 2 : 64;
+	if (cap > q->v.handles)
+		cap = q->v.handles;
+	struct object **nh = realloc(s->handles, cap * sizeof(*nh));
+	if (!nh)
+		return -ENOMEM;
+	s->handles = nh;
+	uint32_t *nf = realloc(s->handles_free, cap * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	s->handles_free = nf;
+	for (uint32_t i = cap; i > s->cap_handles; i--) {
+		s->handles[i - 1] = NULL;
+		s->handles_free[s->n_handles_free++] = i - 1;
+	}
+	s->cap_handles = cap;
+	return 0;
+}
+
 static int handle_alloc(struct session *s, struct object *o)
 {
-	uint32_t i = 0;
-	while (i < s->cap_handles && s->handles[i])
-		i++;
-	if (i == s->cap_handles) {
-		if (s->cap_handles >= MAX_HANDLES)
-			return -EMFILE;
-		uint32_t cap = s->cap_handles ? s->cap_handles * 2 : 64;
-		struct object **nh = realloc(s->handles, cap * sizeof(*nh));
-		if (!nh)
-			return -ENOMEM;
-		memset(nh + s->cap_handles, 0,
-		       (cap - s->cap_handles) * sizeof(*nh));
-		s->handles = nh;
-		s->cap_handles = cap;
-	}
+	int err;
+	if (s->n_handles_free == 0 && (err = handles_grow(s)) < 0)
+		return err;
+	uint32_t h = s->handles_free[--s->n_handles_free];
 	object_get(o);
-	s->handles[i] = o;
+	s->handles[h] = o;
 	s->n_handles++;
-	return (int)i;
+	return (int)h;
 }
 
 static struct object *handle_get(struct session *s, uint32_t h)
@@ -775,6 +868,10 @@ void op_complete(struct op *op)
 			op->cqe.addr = 0;
 		}
 		post_cqe(s, &op->cqe);
+	}
+	if (op->charged) {
+		s->inflight_bytes -= op->charged;
+		quota_uncharge(&s->usage->inflight_bytes, op->charged);
 	}
 	if (op->obj)
 		object_put(sh->d, op->obj);
@@ -1030,6 +1127,8 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 		return err;
 	if (e->offset >= o->size || e->len == 0)
 		return 0; /* EOF */
+	if (e->opcode == RC_OP_READ && lease_quota_full(s))
+		return -EDQUOT; /* refused before fetching what it could not lease */
 	prefetch_consumed(s, o, e->offset);
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	uint64_t len = o->size - e->offset < e->len ? o->size - e->offset : e->len;
@@ -1038,9 +1137,21 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 		if (e->offset + len > blk_end)
 			len = blk_end - e->offset;
 	}
+	/* Every block it spans may take a cache entry until fetched. */
+	uint64_t charge = ((e->offset + len - 1) / bs - e->offset / bs + 1) * bs;
+	struct quota *q = &s->sh->d->quota;
+	if ((err = quota_charge2(q, &s->inflight_bytes, q->v.inflight_per_session,
+				 REFUSED_INFLIGHT_PER_SESSION,
+				 &s->usage->inflight_bytes, q->v.inflight_per_uid,
+				 REFUSED_INFLIGHT_PER_UID, charge)))
+		return err;
 	struct op *op = op_new(s, e);
-	if (!op)
+	if (!op) {
+		s->inflight_bytes -= charge;
+		quota_uncharge(&s->usage->inflight_bytes, charge);
 		return -ENOMEM;
+	}
+	op->charged = charge;
 	object_get(o);
 	op->obj = o;
 	op->offset = e->offset;
@@ -1070,8 +1181,7 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 {
 	uint8_t *src;
 	int err;
-	if (e->len % sizeof(struct rc_plan_entry) ||
-	    e->len / sizeof(struct rc_plan_entry) > RC_MAX_PLAN_ENTRIES)
+	if (e->len % sizeof(struct rc_plan_entry))
 		return -EINVAL;
 	if ((err = check_buf(s, e, e->len, &src)))
 		return err;
@@ -1167,6 +1277,7 @@ static int submit_close(struct session *s, uint32_t h)
 	if (!o)
 		return -EBADF;
 	s->handles[h] = NULL;
+	s->handles_free[s->n_handles_free++] = h;
 	s->n_handles--;
 	object_put(s->sh->d, o);
 	return 0;

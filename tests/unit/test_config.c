@@ -611,3 +611,52 @@ Test(config, shipped_demo_config_loads)
 	cr_assert_str_eq(c.datasets[0].prefix, "sample/");
 	config_free(&c);
 }
+
+Test(config, limits_per_uid_and_session)
+{
+	struct rc_config c;
+	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
+	cr_assert_eq(c.root_reserved_sessions, 4);
+	cr_assert_eq(c.max_sessions_per_uid, 128);
+	cr_assert_eq(c.max_leased_per_session, 0, "0: memory/4");
+	cr_assert_eq(c.max_leased_per_uid, 0, "0: memory/2");
+	cr_assert_eq(c.max_pinned_per_uid, 0, "0: memory/4");
+	cr_assert_eq(c.max_inflight_per_session, 0, "0: memory/4");
+	cr_assert_eq(c.max_inflight_per_uid, 0, "0: memory/2");
+	cr_assert_eq(c.max_plan_entries, 1u << 20);
+	cr_assert_eq(c.max_plan_entries_per_uid, 4u << 20);
+	cr_assert_eq(c.max_handles, 1u << 20);
+	cr_assert_eq(c.max_registered, 1ull << 30);
+	config_free(&c);
+	cr_assert_eq(load("[daemon]\nroot_reserved_sessions = 0\n"
+			  "max_sessions_per_uid = 3\n"
+			  "max_leased_per_session = 8M\n"
+			  "max_leased_per_uid = 1G\n"
+			  "max_pinned_per_uid = 64M\n"
+			  "max_inflight_per_session = 2M\n"
+			  "max_inflight_per_uid = 3M\n"
+			  "max_plan_entries = 1000\n"
+			  "max_plan_entries_per_uid = 5000\n"
+			  "max_handles = 10\n"
+			  "max_registered = 4K\n" DATASET, &c), 0, "%s", err);
+	cr_assert_eq(c.root_reserved_sessions, 0);
+	cr_assert_eq(c.max_sessions_per_uid, 3);
+	cr_assert_eq(c.max_leased_per_session, 8u << 20);
+	cr_assert_eq(c.max_leased_per_uid, 1u << 30);
+	cr_assert_eq(c.max_pinned_per_uid, 64u << 20);
+	cr_assert_eq(c.max_inflight_per_session, 2u << 20);
+	cr_assert_eq(c.max_inflight_per_uid, 3u << 20);
+	cr_assert_eq(c.max_plan_entries, 1000);
+	cr_assert_eq(c.max_plan_entries_per_uid, 5000);
+	cr_assert_eq(c.max_handles, 10);
+	cr_assert_eq(c.max_registered, 4096);
+	config_free(&c);
+	expect_error("[daemon]\nmax_plan_entries = 16777217\n" DATASET,
+		     "[daemon] max_plan_entries:");
+	expect_error("[daemon]\nmax_handles = 0\n" DATASET,
+		     "[daemon] max_handles:");
+	expect_error("[daemon]\nmax_registered = 1K\n" DATASET,
+		     "[daemon] max_registered:");
+	expect_error("[daemon]\nmax_leased_per_uid = lots\n" DATASET,
+		     "[daemon] max_leased_per_uid:");
+}
