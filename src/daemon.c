@@ -493,6 +493,41 @@ static void fetch_finish(struct fetch *f, int err)
 	fetch_free(f);
 }
 
+/* One line per failed fetch, once its retries and second tries are over:
+ * dataset, bucket, key and S3's reason. A missing key (a client's typo, a
+ * probe) or a changed object is routine: info, not a warning. */
+static void log_fetch_failure(const struct fetch *f, int err,
+			      const struct s3_result *r)
+{
+	const struct dataset *ds = f->kind == FETCH_LIST ? f->op->ds
+							 : f->obj->ds;
+	static const char *const what[] = {[FETCH_BLOCK] = "GET",
+					   [FETCH_HEAD] = "OPEN",
+					   [FETCH_LIST] = "LIST"};
+	char *key = f->kind == FETCH_LIST ? NULL : full_key(ds, f->obj->key);
+	char reason[512];
+	s3_result_reason(r, reason, sizeof(reason));
+	const char *why = err == -EPERM ?
+		": S3 denied the daemon access (its credentials or the bucket "
+		"policy, not allow_uids)" : "";
+	rc_log(err == -ENOENT || err == -ESTALE ? RC_LOG_INFO : RC_LOG_WARN,
+	       "dataset %s: %s bucket %s key %s failed: %s%s", ds->cfg->name,
+	       what[f->kind], ds->cfg->bucket,
+	       rc_esc(key ? key : f->list_prefix ? f->list_prefix : "?"),
+	       reason, why);
+	free(key);
+}
+
+/* Sends f again as its second try (HEAD's 403 as a GET, an empty
+ * object's 416 as a HEAD): true if it went. */
+static bool fetch_again(struct fetch *f, int *err)
+{
+	s3_req_free(f->req);
+	f->req = NULL;
+	*err = fetch_start(f);
+	return *err == 0;
+}
+
 void fetch_done(struct fetch *f, CURLcode code)
 {
 	struct shard *sh = f->sh;
@@ -511,34 +546,30 @@ void fetch_done(struct fetch *f, CURLcode code)
 	if (err) {
 		sh->m.s3_errors++;
 		if (r.retryable && f->attempt < sh->d->cfg.max_retries) {
-			log_debug("S3 %s: %s (%ld), retrying", r.code,
-				  r.message, r.http_status);
+			char reason[512];
+			log_debug("S3 %s, retrying",
+				  s3_result_reason(&r, reason, sizeof(reason)));
 			s3_req_free(f->req);
 			f->req = NULL;
 			retry_schedule(f);
 			return;
 		}
-		log_warn("S3 request for %s failed: HTTP %ld %s %s",
-			 f->obj ? f->obj->key : "(list)", r.http_status,
-			 r.code, r.message);
 	}
 	if (f->kind == FETCH_HEAD && !f->open_get && !f->force_get &&
-	    err == -EACCES && !r.code[0]) {
+	    err == -EPERM && !r.code[0]) {
 		/* A HEAD's 403 has no body to say why: a GET does. */
-		s3_req_free(f->req);
-		f->req = NULL;
 		f->force_get = true;
-		if ((err = fetch_start(f)) == 0)
+		if (fetch_again(f, &err))
 			return;
 	}
 	if (f->kind == FETCH_HEAD && !f->head_only && err == -ERANGE) {
 		/* 416: an empty object has no first byte to range over. */
-		s3_req_free(f->req);
-		f->req = NULL;
 		f->head_only = true;
-		if ((err = fetch_start(f)) == 0)
+		if (fetch_again(f, &err))
 			return;
 	}
+	if (err)
+		log_fetch_failure(f, err, &r);
 	if (f->kind == FETCH_HEAD) {
 		head_finish(f, err, &r);
 		fetch_free(f);

@@ -275,6 +275,33 @@ static void flushed_nothing(void *ctx, int res)
 	(void)res;
 }
 
+/* A shutdown's cancel is no failure where the journal keeps the bytes;
+ * the rest is an error naming dataset, bucket, key and S3's reason. */
+static void log_upload_failure(const struct wobject *w,
+			       const struct upload_outcome *out)
+{
+	const struct rc_dataset_config *c = w->ds->cfg;
+	char *key = bucket_key(w);
+	const char *shown = rc_esc(key ? key : w->key);
+	if (out->err == -ECANCELED) {
+		bool kept = w->journaled;
+		rc_log(kept ? RC_LOG_INFO : RC_LOG_WARN,
+		       "dataset %s: upload of bucket %s key %s stopped by "
+		       "shutdown: %s", c->name, c->bucket, shown, kept ?
+		       "journaled, uploaded again at the next start" :
+		       "not journaled (durability is not local): not in S3");
+	} else {
+		struct s3_result r = {.http_status = out->http_status};
+		snprintf(r.code, sizeof(r.code), "%s", out->code);
+		snprintf(r.message, sizeof(r.message), "%s", out->message);
+		char reason[512];
+		log_error("dataset %s: upload of bucket %s key %s failed: %s",
+			  c->name, c->bucket, shown,
+			  s3_result_reason(&r, reason, sizeof(reason)));
+	}
+	free(key);
+}
+
 static void upload_done(void *ctx, const struct upload_outcome *out)
 {
 	struct wobject *w = ctx;
@@ -303,8 +330,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		 * that level accepts. */
 		w->state = W_FAILED;
 		sh->m.wb_failed++;
-		log_error("upload of %s/%s failed: %s %s", w->ds->cfg->name,
-			  w->key, out->code, out->message);
+		log_upload_failure(w, out);
 	}
 	if (w->ds->cfg->durability == DURABILITY_S3)
 		ack_commit(w, out->err);
