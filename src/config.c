@@ -3,8 +3,11 @@
  * and the dataset access rule (config_dataset_allows).
  *
  * Every error is one line, "PATH:LINE: [section] key: what is wrong (got
- * 'value')", and only the first one is reported: a config either loads
- * whole or not at all. Secret values are never echoed.
+ * 'value')", and every error of the file is reported, in one run (up to
+ * MAX_ERRORS): a config either loads whole or not at all. Secret values
+ * are never echoed. Comments are whole lines starting with ';' or '#', or
+ * the end of a line from a ';' or '#' that follows a blank (inih alone
+ * would strip ' ;' but keep ' #' in the value: the reader strips both).
  *
  * libinih hands us neither line numbers (built without INI_HANDLER_LINENO)
  * nor section headers of empty sections, and it truncates section names
@@ -36,6 +39,7 @@
 #define MAX_KEYS_PER_SECTION 32
 #define DATASET_NAME_MAX 63
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+#define MAX_ERRORS 50
 
 enum section_kind { SEC_NONE, SEC_DAEMON, SEC_S3, SEC_DATASET, SEC_INVALID };
 
@@ -58,19 +62,31 @@ struct parser {
 
 	char *err;
 	size_t errlen;
-	bool failed;
-	int err_line;
+	size_t err_used;      /* bytes of err written */
+	unsigned n_errors;
+	bool failed;          /* any error: the file does not load */
+	bool section_failed;  /* an error in the current section */
+	bool daemon_failed;   /* an error in [daemon]: skip its cross-checks */
+	bool s3_failed;       /* an error in [s3]: skip its cross-checks */
+	bool *ds_failed;      /* by dataset index: skip its cross-checks */
 };
 
 /* ---- errors ------------------------------------------------------------ */
 
+/* Appends one line to p->err; past MAX_ERRORS or the buffer, only counts
+ * (config_load ends with how many were left out). */
 static void vfail_at(struct parser *p, int line, const char *label,
 		     const char *key, const char *fmt, va_list ap)
 {
-	if (p->failed)
-		return;
 	p->failed = true;
-	p->err_line = line;
+	p->section_failed = true;
+	if (p->sec == SEC_S3)
+		p->s3_failed = true;
+	if (p->sec == SEC_DAEMON)
+		p->daemon_failed = true;
+	if (p->sec == SEC_DATASET && p->ds_failed)
+		p->ds_failed[p->cfg->n_datasets - 1] = true;
+	p->n_errors++;
 	char what[400];
 	vsnprintf(what, sizeof(what), fmt, ap);
 	char where[100] = "";
@@ -80,8 +96,24 @@ static void vfail_at(struct parser *p, int line, const char *label,
 		snprintf(where, sizeof(where), "[%s]: ", label);
 	else if (key)
 		snprintf(where, sizeof(where), "%s: ", key);
-	snprintf(p->err, p->errlen, "%s:%d: %s%s", p->cfg->path, line, where,
-		 what);
+	char one[600];
+	int n = snprintf(one, sizeof(one), "%s%s:%d: %s%s",
+			 p->err_used ? "\n" : "", p->cfg->path, line, where,
+			 what);
+	/* Room is kept for the "N more errors" line. */
+	if (p->n_errors > MAX_ERRORS || n < 0 ||
+	    p->err_used + (size_t)n + 40 >= p->errlen)
+		return;
+	memcpy(p->err + p->err_used, one, (size_t)n + 1);
+	p->err_used += (size_t)n;
+}
+
+static unsigned errors_shown(const struct parser *p)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < p->err_used; i++)
+		n += p->err[i] == '\n';
+	return p->err_used ? n + 1 : 0;
 }
 
 /* Returns 0 so that handlers can `return fail(...)` to inih. */
@@ -412,6 +444,20 @@ static int key_ca_file(struct parser *p, const char *key, const char *value)
 		return fail_value(p, key, value, what);
 	}
 	return set_string(p, key, &p->cfg->ca_file, value);
+}
+
+/* A missing file would only show at the first fetch, as a credentials
+ * error on every read: say so when the config is checked. */
+static int key_credentials_file(struct parser *p, const char *key,
+				const char *value)
+{
+	if (access(value, R_OK) != 0) {
+		char what[128];
+		snprintf(what, sizeof(what), "cannot read the file: %s",
+			 strerror(errno));
+		return fail_value(p, key, value, what);
+	}
+	return set_string(p, key, &p->cfg->credentials_file, value);
 }
 
 static const char *const creds_names[] = {
@@ -876,7 +922,7 @@ static const struct key_spec s3_keys[] = {
 	FN("secret_key", key_secret_key),
 	FN("session_token", key_session_token),
 	STR("profile", profile),
-	STR("credentials_file", credentials_file),
+	FN("credentials_file", key_credentials_file),
 	{0},
 };
 
@@ -942,8 +988,6 @@ static int on_key(void *user, const char *section, const char *name,
 {
 	(void)section; /* inih truncates long names: the reader tracks it */
 	struct parser *p = user;
-	if (p->failed)
-		return 0;
 	const struct key_spec *keys;
 	switch (p->sec) {
 	case SEC_DAEMON: keys = daemon_keys; break;
@@ -953,7 +997,7 @@ static int on_key(void *user, const char *section, const char *name,
 		return fail_at(p, p->line, "", name,
 			       "key outside of any section (put it under [daemon], [s3] or [dataset NAME])");
 	default:
-		return 0;
+		return 1; /* in a section already reported as bad */
 	}
 	size_t i = 0;
 	while (keys[i].name && strcmp(keys[i].name, name) != 0)
@@ -1002,11 +1046,16 @@ static void open_dataset(struct parser *p, const char *name)
 	}
 	struct rc_dataset_config *grown = realloc(cfg->datasets,
 		(cfg->n_datasets + 1) * sizeof(*grown));
-	if (!grown) {
+	bool *bad = realloc(p->ds_failed, (cfg->n_datasets + 1) * sizeof(*bad));
+	if (grown)
+		cfg->datasets = grown;
+	if (bad)
+		p->ds_failed = bad;
+	if (!grown || !bad) {
 		fail(p, NULL, "out of memory");
 		return;
 	}
-	cfg->datasets = grown;
+	bad[cfg->n_datasets] = false;
 	struct rc_dataset_config *ds = &grown[cfg->n_datasets];
 	memset(ds, 0, sizeof(*ds));
 	ds->line = p->line;
@@ -1039,6 +1088,7 @@ static void open_single(struct parser *p, int *first_line,
 static void open_section(struct parser *p, const char *line)
 {
 	memset(p->seen_line, 0, sizeof(p->seen_line));
+	p->section_failed = false;
 	p->sec = SEC_INVALID; /* until proven otherwise */
 	const char *close = strchr(line, ']');
 	if (!close) {
@@ -1075,6 +1125,17 @@ static void open_section(struct parser *p, const char *line)
 	}
 }
 
+/* Cuts s at a ';' or '#' that follows a blank: the rest is a comment. */
+static void strip_inline_comment(char *s)
+{
+	for (char *c = s + 1; *c; c++) {
+		if ((*c == ';' || *c == '#') && (c[-1] == ' ' || c[-1] == '\t')) {
+			*c = '\0';
+			return;
+		}
+	}
+}
+
 /* inih's line reader: counts lines, handles section headers, and strips
  * leading blanks so that inih never joins lines as multi-line values. */
 static char *read_line(char *str, int num, void *stream)
@@ -1100,36 +1161,123 @@ static char *read_line(char *str, int num, void *stream)
 		str[0] = '\0';
 		return str;
 	}
-	if (*s == '[' && !p->failed)
+	if (*s == ';' || *s == '#') {
+		str[0] = '\0';
+		return str;
+	}
+	strip_inline_comment(s);
+	len = strlen(s);
+	if (*s == '[') {
 		open_section(p, s);
+	} else if (s[strspn(s, " \t\r\n")] && !strpbrk(s, "=:")) {
+		/* inih would report only the first such line. */
+		fail_at(p, p->line, "", NULL, "syntax error: expected '[section]', 'key = value' or a comment");
+		str[0] = '\0';
+		return str;
+	}
 	memcpy(str, s, len + 1);
 	return str;
 }
 
 /* ---- whole-file checks ------------------------------------------------- */
 
+static bool same_ids(const uint32_t *a, size_t na, const uint32_t *b,
+		     size_t nb)
+{
+	for (size_t i = 0; i < na; i++) {
+		size_t j = 0;
+		while (j < nb && b[j] != a[i])
+			j++;
+		if (j == nb)
+			return false;
+	}
+	for (size_t j = 0; j < nb; j++) {
+		size_t i = 0;
+		while (i < na && a[i] != b[j])
+			i++;
+		if (i == na)
+			return false;
+	}
+	return true;
+}
+
+/* Same readers and same writers (after the secure default is filled in). */
+static bool same_acl(const struct rc_dataset_config *a,
+		     const struct rc_dataset_config *b)
+{
+	return a->allow_all == b->allow_all &&
+	       same_ids(a->uids, a->n_uids, b->uids, b->n_uids) &&
+	       same_ids(a->gids, a->n_gids, b->gids, b->n_gids) &&
+	       a->writable == b->writable && a->write_all == b->write_all &&
+	       same_ids(a->write_uids, a->n_write_uids, b->write_uids,
+			b->n_write_uids) &&
+	       same_ids(a->write_gids, a->n_write_gids, b->write_gids,
+			b->n_write_gids);
+}
+
+/* True if one dataset's keys include the other's: same bucket, and one
+ * prefix starts the other (equal prefixes too). */
+static bool datasets_overlap(const struct rc_dataset_config *a,
+			     const struct rc_dataset_config *b)
+{
+	size_t la = strlen(a->prefix), lb = strlen(b->prefix);
+	return strcmp(a->bucket, b->bucket) == 0 &&
+	       strncmp(a->prefix, b->prefix, la < lb ? la : lb) == 0;
+}
+
+/* A root-only dataset inside a public one would be readable through the
+ * public one: the ACL of a key must not depend on which name reads it. */
+static void check_overlaps(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
+		const struct rc_dataset_config *a = &cfg->datasets[i];
+		if (p->ds_failed[i] || !a->uri)
+			continue;
+		for (size_t j = i + 1; j < cfg->n_datasets; j++) {
+			const struct rc_dataset_config *b = &cfg->datasets[j];
+			if (p->ds_failed[j] || !b->uri ||
+			    !datasets_overlap(a, b) || same_acl(a, b))
+				continue;
+			char label[80];
+			snprintf(label, sizeof(label), "dataset %s", b->name);
+			fail_at(p, b->line, label, "uri",
+				"s3://%s/%s overlaps dataset %s (line %d, s3://%s/%s) "
+				"and their allow_*/write_* differ: the keys both hold "
+				"would be reachable under the looser one; give them "
+				"the same ACL or disjoint prefixes",
+				b->bucket, b->prefix, a->name, a->line, a->bucket,
+				a->prefix);
+		}
+	}
+}
+
 static void check_datasets(struct parser *p)
 {
 	struct rc_config *cfg = p->cfg;
 	if (cfg->n_datasets == 0) {
+		if (p->failed)
+			return; /* a bad [dataset ...] header said enough */
 		fail_at(p, p->line > 0 ? p->line : 1, "dataset NAME", NULL,
 			"no dataset configured: add a [dataset NAME] section with uri = s3://bucket/prefix/");
 		return;
 	}
-	for (size_t i = 0; i < cfg->n_datasets && !p->failed; i++) {
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
 		struct rc_dataset_config *ds = &cfg->datasets[i];
+		if (p->ds_failed[i])
+			continue; /* its own error is reported */
 		char label[80];
 		snprintf(label, sizeof(label), "dataset %s", ds->name);
 		if (!ds->uri) {
 			fail_at(p, ds->line, label, "uri",
 				"missing required key (e.g. uri = s3://bucket/prefix/)");
-			return;
+			continue;
 		}
 		if (ds->writable && ds->durability == DURABILITY_LOCAL &&
-		    !cfg->journal_path) {
+		    !cfg->journal_path && !p->daemon_failed) {
 			fail_at(p, ds->line, label, "durability",
 				"durability = local needs journal = PATH in [daemon] (or durability = memory | s3)");
-			return;
+			continue;
 		}
 		/* Secure default: nobody but the daemon's user (and root). */
 		if (!ds->allow_all && ds->n_uids == 0 && ds->n_gids == 0) {
@@ -1142,6 +1290,7 @@ static void check_datasets(struct parser *p)
 			ds->n_uids = 1;
 		}
 	}
+	check_overlaps(p);
 }
 
 static void check_credentials(struct parser *p)
@@ -1162,25 +1311,23 @@ static void check_credentials(struct parser *p)
 	}
 }
 
+/* Keys checked against each other; a section with an error of its own is
+ * left out, so one mistake is reported once. */
 static void check_whole(struct parser *p)
 {
 	struct rc_config *cfg = p->cfg;
-	if (cfg->memory_bytes < cfg->block_bytes) {
+	p->sec = SEC_NONE; /* errors below belong to no open section */
+	if (!p->daemon_failed && cfg->memory_bytes < cfg->block_bytes)
 		fail_at(p, p->memory_line ? p->memory_line : p->block_line,
 			"daemon", p->memory_line ? "memory" : "block_size",
 			"memory (%llu bytes) must hold at least one block (%u bytes)",
 			(unsigned long long)cfg->memory_bytes, cfg->block_bytes);
-		return;
-	}
-	if (!cfg->tier_path != !cfg->tier_bytes) {
+	if (!p->daemon_failed && !cfg->tier_path != !cfg->tier_bytes)
 		fail_at(p, p->tier_line, "daemon",
 			cfg->tier_path ? "tier_path" : "tier_size",
 			"tier_path and tier_size go together");
-		return;
-	}
-	check_credentials(p);
-	if (p->failed)
-		return;
+	if (!p->s3_failed)
+		check_credentials(p);
 	check_datasets(p);
 	/* AWS wants virtual-hosted requests; most other stores path-style. */
 	if (!p->addressing_line)
@@ -1249,18 +1396,21 @@ static int parse_file(struct parser *p)
 		snprintf(p->err, p->errlen, "%s: out of memory", cfg->path);
 		return -1;
 	}
-	/* inih stops at nothing: its rc is its first error, ours may come
-	 * later; report whichever line comes first. */
-	if (rc > 0 && (!p->failed || rc < p->err_line)) {
-		snprintf(p->err, p->errlen,
-			 "%s:%d: syntax error: expected '[section]', 'key = value' or a comment",
-			 cfg->path, rc);
+	/* The reader reports syntax errors and handlers their own: an inih
+	 * error with neither is one they missed. */
+	if (rc > 0 && !p->failed)
+		fail_at(p, rc, "", NULL,
+			"syntax error: expected '[section]', 'key = value' or a comment");
+	check_whole(p);
+	if (p->failed) {
+		unsigned shown = errors_shown(p);
+		if (p->n_errors > shown)
+			snprintf(p->err + p->err_used, p->errlen - p->err_used,
+				 "%s%s: and %u more error(s)",
+				 p->err_used ? "\n" : "", cfg->path,
+				 p->n_errors - shown);
 		return -1;
 	}
-	if (!p->failed)
-		check_whole(p);
-	if (p->failed)
-		return -1;
 	warn_risky_choices(cfg, &st);
 	return 0;
 }
@@ -1300,6 +1450,7 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	int rc = parse_file(&p);
 	fclose(p.fp);
 	free(p.linebuf);
+	free(p.ds_failed);
 	if (rc < 0)
 		config_free(cfg);
 	return rc;

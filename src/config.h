@@ -76,8 +76,10 @@ struct rc_config {
 	size_t n_datasets;
 };
 
-/* Loads and validates path. On error returns -1 and writes one line
- * "PATH:LINE: [section] key: what is wrong" into err. */
+/* Loads and validates path. On error returns -1 and writes into err one
+ * line "PATH:LINE: [section] key: what is wrong" per error of the file,
+ * joined by '\n' (CONFIG_ERR_MAX holds 50 of them). */
+#define CONFIG_ERR_MAX 16384
 int config_load(const char *path, struct rc_config *cfg, char *err,
 		size_t errlen);
 void config_free(struct rc_config *cfg);
