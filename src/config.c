@@ -138,7 +138,7 @@ static int fail(struct parser *p, const char *key, const char *fmt, ...)
 	return 0;
 }
 
-static bool key_is_secret(const char *key)
+bool config_key_is_secret(const char *key)
 {
 	return strcmp(key, "secret_key") == 0 ||
 	       strcmp(key, "session_token") == 0;
@@ -148,7 +148,7 @@ static bool key_is_secret(const char *key)
 static int fail_value(struct parser *p, const char *key, const char *value,
 		      const char *what)
 {
-	if (key_is_secret(key))
+	if (config_key_is_secret(key))
 		return fail(p, key, "%s (value hidden)", what);
 	return fail(p, key, "%s (got '%.120s')", what, value);
 }
@@ -982,6 +982,25 @@ static void list_keys(const struct key_spec *keys, char *out, size_t len)
 	}
 }
 
+static int record_value(struct parser *p, const char *section,
+			const char *key, const char *value)
+{
+	struct rc_config *cfg = p->cfg;
+	struct rc_config_value *grown = realloc(cfg->values,
+		(cfg->n_values + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(p, key, "out of memory");
+	cfg->values = grown;
+	struct rc_config_value *v = &grown[cfg->n_values];
+	v->section = section;
+	v->key = strdup(key);
+	v->value = strdup(value);
+	cfg->n_values++;
+	if (!v->key || !v->value)
+		return fail(p, key, "out of memory");
+	return 1;
+}
+
 /* inih's callback for each key = value line. */
 static int on_key(void *user, const char *section, const char *name,
 		  const char *value)
@@ -1014,7 +1033,11 @@ static int on_key(void *user, const char *section, const char *name,
 	if (value[0] == '\0')
 		return fail(p, name,
 			    "empty value (remove the line to use the default)");
-	return apply_key(p, &keys[i], value);
+	int ok = apply_key(p, &keys[i], value);
+	if (ok && p->sec != SEC_DATASET)
+		ok = record_value(p, keys == daemon_keys ? "daemon" : "s3",
+				  keys[i].name, value);
+	return ok;
 }
 
 /* ---- sections and lines ------------------------------------------------ */
@@ -1201,9 +1224,8 @@ static bool same_ids(const uint32_t *a, size_t na, const uint32_t *b,
 	return true;
 }
 
-/* Same readers and same writers (after the secure default is filled in). */
-static bool same_acl(const struct rc_dataset_config *a,
-		     const struct rc_dataset_config *b)
+bool config_dataset_same_acl(const struct rc_dataset_config *a,
+			     const struct rc_dataset_config *b)
 {
 	return a->allow_all == b->allow_all &&
 	       same_ids(a->uids, a->n_uids, b->uids, b->n_uids) &&
@@ -1237,7 +1259,7 @@ static void check_overlaps(struct parser *p)
 		for (size_t j = i + 1; j < cfg->n_datasets; j++) {
 			const struct rc_dataset_config *b = &cfg->datasets[j];
 			if (p->ds_failed[j] || !b->uri ||
-			    !datasets_overlap(a, b) || same_acl(a, b))
+			    !datasets_overlap(a, b) || config_dataset_same_acl(a, b))
 				continue;
 			char label[80];
 			snprintf(label, sizeof(label), "dataset %s", b->name);
@@ -1456,6 +1478,76 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	return rc;
 }
 
+static struct rc_config_value *find_value(const struct rc_config *cfg,
+					   const char *section, const char *key)
+{
+	for (size_t i = 0; i < cfg->n_values; i++)
+		if (strcmp(cfg->values[i].section, section) == 0 &&
+		    strcmp(cfg->values[i].key, key) == 0)
+			return &cfg->values[i];
+	return NULL;
+}
+
+static void report_if_changed(const struct rc_config *old,
+			      const struct rc_config *new, const char *section,
+			      const char *key, config_change_fn *fn, void *ctx)
+{
+	const struct rc_config_value *a = find_value(old, section, key);
+	const struct rc_config_value *b = find_value(new, section, key);
+	const char *va = a ? a->value : NULL, *vb = b ? b->value : NULL;
+	if (va == vb || (va && vb && strcmp(va, vb) == 0))
+		return;
+	fn(ctx, section, key, va, vb);
+}
+
+void config_changes(const struct rc_config *old, const struct rc_config *new,
+		    config_change_fn *fn, void *ctx)
+{
+	for (size_t i = 0; i < old->n_values; i++)
+		report_if_changed(old, new, old->values[i].section,
+				  old->values[i].key, fn, ctx);
+	for (size_t i = 0; i < new->n_values; i++)
+		if (!find_value(old, new->values[i].section, new->values[i].key))
+			report_if_changed(old, new, new->values[i].section,
+					  new->values[i].key, fn, ctx);
+}
+
+int config_adopt_value(struct rc_config *running, const struct rc_config *from,
+		       const char *section, const char *key)
+{
+	const struct rc_config_value *src = find_value(from, section, key);
+	struct rc_config_value *dst = find_value(running, section, key);
+	if (!src && !dst)
+		return 0;
+	if (!src) { /* back to the default: drop the record */
+		free(dst->key);
+		free(dst->value);
+		*dst = running->values[--running->n_values];
+		return 0;
+	}
+	char *value = strdup(src->value);
+	if (!value)
+		return -ENOMEM;
+	if (dst) {
+		free(dst->value);
+		dst->value = value;
+		return 0;
+	}
+	struct rc_config_value *grown = realloc(running->values,
+		(running->n_values + 1) * sizeof(*grown));
+	char *k = strdup(key);
+	if (grown)
+		running->values = grown;
+	if (!grown || !k) {
+		free(value);
+		free(k);
+		return -ENOMEM;
+	}
+	grown[running->n_values++] = (struct rc_config_value){
+		src->section, k, value};
+	return 0;
+}
+
 void config_dataset_clear(struct rc_dataset_config *ds)
 {
 	free(ds->name);
@@ -1513,6 +1605,14 @@ void config_free(struct rc_config *cfg)
 	for (size_t i = 0; i < cfg->n_datasets; i++)
 		config_dataset_clear(&cfg->datasets[i]);
 	free(cfg->datasets);
+	for (size_t i = 0; i < cfg->n_values; i++) {
+		if (config_key_is_secret(cfg->values[i].key))
+			explicit_bzero(cfg->values[i].value,
+				       strlen(cfg->values[i].value));
+		free(cfg->values[i].key);
+		free(cfg->values[i].value);
+	}
+	free(cfg->values);
 	free(cfg->path);
 	free(cfg->socket_path);
 	free(cfg->endpoint);

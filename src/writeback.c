@@ -376,6 +376,15 @@ static struct wobject *whandle(struct session *s, uint32_t h)
 	return h < s->cap_whandles ? s->whandles[h] : NULL;
 }
 
+/* A reload may have removed the dataset or the writer's uid from its
+ * write_* lists since WRITE_OPEN: no more bytes reach S3 through it. */
+static int write_revoked(const struct session *s, const struct wobject *w)
+{
+	if (!w->ds->enabled)
+		return -ENOENT;
+	return s->access[w->ds->id] & RC_ACCESS_WRITE ? 0 : -EACCES;
+}
+
 static int whandle_alloc(struct session *s, struct wobject *w, uint32_t *out)
 {
 	uint32_t i = 0;
@@ -510,6 +519,9 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL; /* written after COMMIT or ABORT */
+	int revoked = write_revoked(s, w);
+	if (revoked)
+		return revoked;
 	if (off + len < off || off + len > RC_S3_MAX_OBJECT)
 		return -EFBIG; /* S3's largest object */
 	if (len == 0)
@@ -551,6 +563,9 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL;
+	int revoked = write_revoked(s, w);
+	if (revoked)
+		return revoked;
 	w->state = W_COMMITTED;
 	enum rc_durability dur = w->ds->cfg->durability;
 	if (dur != DURABILITY_MEMORY)
