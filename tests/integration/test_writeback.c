@@ -745,3 +745,53 @@ Test(writeback, kill_9_at_each_point_then_restart, .fini = teardown,
 	fx_proxy_stop(&P);
 	proxy_on = false;
 }
+
+/* ---- a clean SIGTERM with uploads held ------------------------------------ */
+
+/* SIGTERM while S3 refuses every upload (503s): each stopped upload is one
+ * info line saying the journal keeps it, never an error; the next start
+ * uploads it, and aws reads back exactly the bytes. */
+Test(writeback, sigterm_with_uploads_held_logs_no_error, .fini = teardown,
+     .timeout = 180)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	char sub[160], keys[N_ACKED][300], prefix[300];
+	struct fx_s3_object objs[N_ACKED];
+	fx_unique(sub, sizeof(sub), "wb-term");
+	fx_proxy_start(&P, pass);
+	proxy_on = true;
+	proxy_set("set faults 503\nset fault-rate 1\n");
+	start_behind_proxy(sub, KILL_RETRIES, KILL_CK);
+	struct rc_client c;
+	attach(&c);
+	for (size_t i = 0; i < N_ACKED; i++)
+		write_object(&c, acked[i].key, acked[i].size, i + 1, true);
+	rc_detach(&c);
+	wait_for(unsent_held, "uploads held by 503s");
+	struct fx_daemon first = D;
+	fx_daemon_stop(&D);
+	cr_assert_eq(fx_daemon_log_count(&first, " error "), 0,
+		     "a clean stop logged an error (log %s)", first.log_path);
+	cr_assert_eq(fx_daemon_log_count(&first, "stopped by shutdown: "
+					 "journaled, uploaded again at the "
+					 "next start"), (int)N_ACKED,
+		     "one info line per stopped upload (log %s)",
+		     first.log_path);
+
+	proxy_set("set fault-rate 0\n");
+	restart_daemon();
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total",
+				  (int64_t)N_ACKED, 30000), (int64_t)N_ACKED);
+	fx_daemon_stop(&D);
+	unlink(journal_path);
+	for (size_t i = 0; i < N_ACKED; i++)
+		objs[i] = written(keys[i], sizeof(keys[i]), acked[i].key,
+				  acked[i].size, i + 1);
+	snprintf(prefix, sizeof(prefix), "%s%s/", fx_env()->prefix, sub);
+	fx_aws_assert_objects(prefix, objs, N_ACKED, 5 * MiB);
+	for (size_t i = 0; i < N_ACKED; i++)
+		free((void *)objs[i].data);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
