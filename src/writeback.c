@@ -764,13 +764,15 @@ static void abort_stale_uploads(struct shard *sh, struct wobject *w)
 {
 	char *key = bucket_key(w);
 	struct s3_result r;
+	char reason[512];
 	if (!key)
 		return;
 	int n = upload_cleanup_abandoned(sh->d->s3, w->ds->cfg->bucket, key, 0,
 					 other_key, key, &r);
 	if (n < 0)
-		log_warn("journal: %s/%s: listing its old uploads: %s %s",
-			 w->ds->cfg->name, w->key, r.code, r.message);
+		log_warn("journal: %s/%s: listing its old uploads: %s",
+			 w->ds->cfg->name, rc_esc(w->key),
+			 s3_result_reason(&r, reason, sizeof(reason)));
 	free(key);
 }
 
@@ -780,7 +782,7 @@ static void replay(struct shard *sh)
 	for (size_t i = 0; i < journal_n_discarded(j); i++) {
 		const struct journal_object *o = journal_discarded(j, i);
 		log_warn("journal: %s/%s was never committed: discarded",
-			 o->dataset, o->key);
+			 o->dataset, rc_esc(o->key));
 	}
 	for (size_t i = 0; i < journal_n_replayed(j); i++) {
 		const struct journal_object *o = journal_replayed(j, i);
@@ -792,7 +794,7 @@ static void replay(struct shard *sh)
 		struct dataset *ds = dataset_by_name(sh->d, o->dataset);
 		if (!ds) {
 			log_error("journal: %s/%s: no such dataset now; kept in "
-				  "the journal", o->dataset, o->key);
+				  "the journal", o->dataset, rc_esc(o->key));
 			continue;
 		}
 		struct wobject *w = calloc(1, sizeof(*w));
@@ -813,7 +815,7 @@ static void replay(struct shard *sh)
 			sh->wobjects->prev = w;
 		sh->wobjects = w;
 		log_info("journal: uploading %s/%s (%llu bytes) acknowledged "
-			 "before the restart", o->dataset, o->key,
+			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
 		abort_stale_uploads(sh, w);
@@ -833,6 +835,7 @@ static void cleanup_abandoned(struct daemon *d)
 		if (!c->writable)
 			continue;
 		struct s3_result r;
+		char reason[512];
 		int n = upload_cleanup_abandoned(d->s3, c->bucket, c->prefix,
 						 ABANDONED_AGE_S, NULL, NULL,
 						 &r);
@@ -840,8 +843,9 @@ static void cleanup_abandoned(struct daemon *d)
 			log_info("dataset %s: aborted %d abandoned multipart "
 				 "upload(s)", c->name, n);
 		else if (n < 0)
-			log_warn("dataset %s: listing abandoned uploads: %s %s",
-				 c->name, r.code, r.message);
+			log_warn("dataset %s: listing abandoned uploads: %s",
+				 c->name, s3_result_reason(&r, reason,
+							   sizeof(reason)));
 	}
 }
 
