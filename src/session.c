@@ -321,13 +321,14 @@ static void recheck_access(struct session *s)
 		if (!lost || !d->datasets[i]->enabled)
 			continue;
 		log_warn("dataset %s: reload revoked %s%s%s access of session "
-			 "pid %d uid %d: its opens, reads and writes now fail "
-			 "with EACCES; its arena mapping stays until it exits",
-			 d->datasets[i]->cfg->name,
+			 "pid %d uid %d: %s", d->datasets[i]->cfg->name,
 			 lost & RC_ACCESS_READ ? "read" : "",
 			 lost == (RC_ACCESS_READ | RC_ACCESS_WRITE) ? "/" : "",
 			 lost & RC_ACCESS_WRITE ? "write" : "", (int)s->pid,
-			 (int)s->uid);
+			 (int)s->uid, lost & RC_ACCESS_READ ?
+			 "its opens and reads there now fail with EACCES; its "
+			 "arena mapping stays until it exits" :
+			 "its writes there now fail with EACCES");
 	}
 	/* Its plan would keep fetching into the arena it still maps. */
 	if (lost_read)

@@ -299,7 +299,8 @@ static int nobody_opens_evil_key(void *arg)
 Test(revoke, a_key_with_a_newline_is_one_escaped_log_line)
 {
 	start_with("allow_uids = *");
-	cr_assert_eq(fx_as_nobody(nobody_opens_evil_key, NULL), 0);
+	int rc = fx_as_nobody(nobody_opens_evil_key, NULL);
+	cr_assert_eq(rc, 0, "nobody's OPEN of the key: step %d failed", rc);
 	fx_daemon_stop(&D); /* every line written */
 	cr_assert(fx_daemon_log_contains(&D, "ds/evil\\x0a" FORGED
 					 " failed: "), "the key is not logged "

@@ -44,15 +44,17 @@ static uint8_t pattern(uint64_t seed, uint64_t off)
 	return (uint8_t)(x * 0xbf58476d1ce4e5b9ull >> 56);
 }
 
-/* Datasets "ck" (durability from the caller) and "ro" (not writable),
- * both over the run's scratch prefix. */
+/* Datasets "ck" (durability from the caller) over the run's scratch
+ * prefix and "ro" (not writable) next to it: nested, their different
+ * write lists would be refused. */
 static void start(const char *durability, const char *extra_daemon)
 {
 	fx_unique(scratch, sizeof(scratch), "wb");
-	char sub[200], ck[600], ro[600];
+	char sub[200], ro_sub[210], ck[600], ro[600];
 	snprintf(sub, sizeof(sub), "%s/", scratch);
+	snprintf(ro_sub, sizeof(ro_sub), "%s-ro/", scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
-	fx_dataset_section(ro, sizeof(ro), "ro", sub, "allow_uids = *");
+	fx_dataset_section(ro, sizeof(ro), "ro", ro_sub, "allow_uids = *");
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = %s\n"
 		 "part_size = 5M\nupload_concurrency = 3\n%s",
@@ -760,8 +762,9 @@ Test(writeback, sigterm_with_uploads_held_logs_no_error, .fini = teardown,
 	fx_unique(sub, sizeof(sub), "wb-term");
 	fx_proxy_start(&P, pass);
 	proxy_on = true;
-	proxy_set("set faults 503\nset fault-rate 1\n");
 	start_behind_proxy(sub, KILL_RETRIES, KILL_CK);
+	/* After the start: its blocking cleanup of old uploads would retry. */
+	proxy_set("set faults 503\nset fault-rate 1\n");
 	struct rc_client c;
 	attach(&c);
 	for (size_t i = 0; i < N_ACKED; i++)
