@@ -912,10 +912,13 @@ void writeback_drain(struct shard *sh)
 	uint64_t until = now_ns() + DRAIN_NS;
 	while (must_wait(sh) && now_ns() < until)
 		reactor_poll_once(sh);
-	/* Journaled objects are uploaded again at the next start. */
-	for (struct wobject *w = sh->wobjects; w; w = w->next)
+	/* Journaled objects are uploaded again at the next start. A cancel
+	 * may drop the last reference to w (upload_done): step first. */
+	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
+		next = w->next;
 		if (w->up)
 			upload_cancel(w->up);
+	}
 	until = now_ns() + 10ull * 1000000000ull;
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&
