@@ -198,8 +198,13 @@ struct rc_cqe {
  *   EINVAL   malformed entry (bad opcode, reserved field set, bad slot)
  *   EBADF    unknown handle, lease or buffer index
  *   EFAULT   buffer range outside the registered buffer
- *   EACCES   dataset not readable by this peer (ACL)
- *   ENOENT   no such object
+ *   EACCES   the dataset's ACL in the daemon's config (allow_uids/gids,
+ *            write_uids/gids) does not admit this peer; also for handles
+ *            opened before a reload removed the peer from it
+ *   EPERM    S3 denied the daemon access (AccessDenied: its S3
+ *            credentials or the bucket policy), not the ACL above
+ *   ENOENT   no such object; or an unknown dataset (never configured, or
+ *            removed by a reload: also for handles opened before)
  *   ESTALE   the object changed in S3 after OPEN: open it again
  *   EKEYREJECTED  S3 refused the daemon's credentials
  *   EIO      S3 failed after all retries
@@ -301,7 +306,9 @@ struct rc_attach_opts {
 };
 
 /* Attach to the daemon at socket_path (NULL: $RINGCACHE_SOCKET, else
- * /run/ringcache/ringcache.sock). Returns 0 or a negated errno.
+ * /run/ringcache/ringcache.sock). Returns 0 or a negated errno:
+ * -ECONNREFUSED when no daemon listens there (no socket file, or a stale
+ * one), -EACCES when the socket's mode does not let this user connect.
  *
  * What the daemon hands over (and why a client cannot abuse it): the ring
  * region is sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): ftruncate
@@ -320,7 +327,9 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 	      const struct rc_attach_opts *opts);
 void rc_detach(struct rc_client *c);
 
-/* Dataset id by name, or -ENOENT; -EACCES if listed but not readable. */
+/* Dataset id by name; -ENOENT if the daemon does not run it (never
+ * configured, or removed by a reload before this attach); -EACCES if its
+ * ACL does not let this user read it. */
 int rc_dataset(const struct rc_client *c, const char *name);
 
 /* Register a buffer (a memfd, e.g. later pinned with cudaHostRegister) for

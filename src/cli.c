@@ -86,13 +86,22 @@ static double now_s(void)
 
 /* ---- status and stats: no attach, just the STATS message --------------- */
 
+/* Connecting fails for the socket's reasons, not a dataset's. */
+static const char *reach_error(int err)
+{
+	if (err == -EACCES || err == -EPERM)
+		return "permission denied on the socket (its socket_mode and "
+		       "group decide who may connect)";
+	return rc_strerror(err);
+}
+
 static int fetch_stats(char *buf, size_t len)
 {
 	ssize_t n = rc_stats(NULL, socket_opt, buf, len);
 
 	if (n < 0)
 		return fail("cannot reach the daemon at %s: %s", socket_shown(),
-			    rc_strerror((int)n));
+			    reach_error((int)n));
 	return 0;
 }
 
@@ -153,6 +162,36 @@ static uint64_t counter(const char *text, const char *name)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* Whether the daemon runs what its config file says, and if not why. */
+static void print_config_state(const char *t)
+{
+	static const char pending[] = "ringcache_config_restart_pending{key=\"";
+	bool same = true;
+	if (counter(t, "ringcache_config_reload_refused")) {
+		printf("  config      the last reload was refused: the daemon's "
+		       "log says why; it runs the config it had\n");
+		same = false;
+	} else if (counter(t, "ringcache_config_file_changed")) {
+		printf("  config      the file changed since it was loaded: "
+		       "reload it (SIGHUP)\n");
+		same = false;
+	}
+	const char *p = t;
+	bool first = true;
+	while ((p = strstr(p, pending)) != NULL) {
+		p += sizeof(pending) - 1;
+		size_t n = strcspn(p, "\"");
+		printf("%s%.*s", first ? "  config      differs from the file "
+			"until a restart: " : ", ", (int)n, p);
+		first = false;
+		same = false;
+	}
+	if (!first)
+		putchar('\n');
+	if (same)
+		printf("  config      as in the file\n");
+}
+
 static int cmd_status(void)
 {
 	char *t = malloc(STATS_BUF);
@@ -197,6 +236,7 @@ static int cmd_status(void)
 	       counter(t, "ringcache_s3_errors_total"),
 	       counter(t, "ringcache_s3_retries_total"),
 	       counter(t, "ringcache_s3_inflight"));
+	print_config_state(t);
 	free(t);
 	return 0;
 }
@@ -242,12 +282,12 @@ static int open_session(struct session *s, const char *dataset)
 
 	if (r < 0)
 		return fail("cannot attach to the daemon at %s: %s",
-			    socket_shown(), rc_strerror(r));
+			    socket_shown(), reach_error(r));
 	s->ds = rc_dataset(&s->c, dataset);
 	if (s->ds == -ENOENT) {
 		rc_detach(&s->c);
-		return fail("unknown dataset '%s' (not in the daemon's config)",
-			    dataset);
+		return fail("unknown dataset '%s' (not in the daemon's running "
+			    "config)", dataset);
 	}
 	if (s->ds < 0) {
 		r = s->ds;

@@ -39,7 +39,9 @@ static int connect_daemon(const char *path)
 	if (fd < 0)
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
+		/* No socket file, or one nobody accepts on: no daemon there
+		 * (ENOENT would read as a missing object or dataset). */
+		int e = errno == ENOENT ? -ECONNREFUSED : -errno;
 		close(fd);
 		return e;
 	}
@@ -784,9 +786,16 @@ const char *rc_strerror(int err)
 	case EBADF:
 		return "unknown handle, lease or buffer";
 	case EACCES:
-		return "dataset not readable by this user (ACL)";
+		return "not allowed by the dataset's ACL for this user "
+		       "(allow_uids/gids, write_uids/gids)";
+	case EPERM:
+		return "S3 denied the daemon access (AccessDenied: its S3 "
+		       "credentials or the bucket policy)";
 	case ENOENT:
-		return "no such object or dataset";
+		return "no such object, or unknown dataset";
+	case ECONNREFUSED:
+		return "no daemon is listening on the socket (is ringcached "
+		       "running?)";
 	case ESTALE:
 		return "object changed in S3 since it was opened";
 	case EKEYREJECTED:

@@ -3,8 +3,11 @@
  * and the dataset access rule (config_dataset_allows).
  *
  * Every error is one line, "PATH:LINE: [section] key: what is wrong (got
- * 'value')", and only the first one is reported: a config either loads
- * whole or not at all. Secret values are never echoed.
+ * 'value')", and every error of the file is reported, in one run (up to
+ * MAX_ERRORS): a config either loads whole or not at all. Secret values
+ * are never echoed. Comments are whole lines starting with ';' or '#', or
+ * the end of a line from a ';' or '#' that follows a blank (inih alone
+ * would strip ' ;' but keep ' #' in the value: the reader strips both).
  *
  * libinih hands us neither line numbers (built without INI_HANDLER_LINENO)
  * nor section headers of empty sections, and it truncates section names
@@ -37,6 +40,7 @@
 #define MAX_KEYS_PER_SECTION 32
 #define DATASET_NAME_MAX 63
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+#define MAX_ERRORS 50
 
 enum section_kind { SEC_NONE, SEC_DAEMON, SEC_S3, SEC_DATASET, SEC_INVALID };
 
@@ -59,19 +63,31 @@ struct parser {
 
 	char *err;
 	size_t errlen;
-	bool failed;
-	int err_line;
+	size_t err_used;      /* bytes of err written */
+	unsigned n_errors;
+	bool failed;          /* any error: the file does not load */
+	bool section_failed;  /* an error in the current section */
+	bool daemon_failed;   /* an error in [daemon]: skip its cross-checks */
+	bool s3_failed;       /* an error in [s3]: skip its cross-checks */
+	bool *ds_failed;      /* by dataset index: skip its cross-checks */
 };
 
 /* ---- errors ------------------------------------------------------------ */
 
+/* Appends one line to p->err; past MAX_ERRORS or the buffer, only counts
+ * (config_load ends with how many were left out). */
 static void vfail_at(struct parser *p, int line, const char *label,
 		     const char *key, const char *fmt, va_list ap)
 {
-	if (p->failed)
-		return;
 	p->failed = true;
-	p->err_line = line;
+	p->section_failed = true;
+	if (p->sec == SEC_S3)
+		p->s3_failed = true;
+	if (p->sec == SEC_DAEMON)
+		p->daemon_failed = true;
+	if (p->sec == SEC_DATASET && p->ds_failed)
+		p->ds_failed[p->cfg->n_datasets - 1] = true;
+	p->n_errors++;
 	char what[400];
 	vsnprintf(what, sizeof(what), fmt, ap);
 	char where[100] = "";
@@ -81,8 +97,24 @@ static void vfail_at(struct parser *p, int line, const char *label,
 		snprintf(where, sizeof(where), "[%s]: ", label);
 	else if (key)
 		snprintf(where, sizeof(where), "%s: ", key);
-	snprintf(p->err, p->errlen, "%s:%d: %s%s", p->cfg->path, line, where,
-		 what);
+	char one[600];
+	int n = snprintf(one, sizeof(one), "%s%s:%d: %s%s",
+			 p->err_used ? "\n" : "", p->cfg->path, line, where,
+			 what);
+	/* Room is kept for the "N more errors" line. */
+	if (p->n_errors > MAX_ERRORS || n < 0 ||
+	    p->err_used + (size_t)n + 40 >= p->errlen)
+		return;
+	memcpy(p->err + p->err_used, one, (size_t)n + 1);
+	p->err_used += (size_t)n;
+}
+
+static unsigned errors_shown(const struct parser *p)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < p->err_used; i++)
+		n += p->err[i] == '\n';
+	return p->err_used ? n + 1 : 0;
 }
 
 /* Returns 0 so that handlers can `return fail(...)` to inih. */
@@ -107,7 +139,7 @@ static int fail(struct parser *p, const char *key, const char *fmt, ...)
 	return 0;
 }
 
-static bool key_is_secret(const char *key)
+bool config_key_is_secret(const char *key)
 {
 	return strcmp(key, "secret_key") == 0 ||
 	       strcmp(key, "session_token") == 0;
@@ -117,7 +149,7 @@ static bool key_is_secret(const char *key)
 static int fail_value(struct parser *p, const char *key, const char *value,
 		      const char *what)
 {
-	if (key_is_secret(key))
+	if (config_key_is_secret(key))
 		return fail(p, key, "%s (value hidden)", what);
 	return fail(p, key, "%s (got '%.120s')", what, value);
 }
@@ -413,6 +445,20 @@ static int key_ca_file(struct parser *p, const char *key, const char *value)
 		return fail_value(p, key, value, what);
 	}
 	return set_string(p, key, &p->cfg->ca_file, value);
+}
+
+/* A missing file would only show at the first fetch, as a credentials
+ * error on every read: say so when the config is checked. */
+static int key_credentials_file(struct parser *p, const char *key,
+				const char *value)
+{
+	if (access(value, R_OK) != 0) {
+		char what[128];
+		snprintf(what, sizeof(what), "cannot read the file: %s",
+			 strerror(errno));
+		return fail_value(p, key, value, what);
+	}
+	return set_string(p, key, &p->cfg->credentials_file, value);
 }
 
 static const char *const creds_names[] = {
@@ -938,7 +984,7 @@ static const struct key_spec s3_keys[] = {
 	FN("secret_key", key_secret_key),
 	FN("session_token", key_session_token),
 	STR("profile", profile),
-	STR("credentials_file", credentials_file),
+	FN("credentials_file", key_credentials_file),
 	{0},
 };
 
@@ -998,14 +1044,31 @@ static void list_keys(const struct key_spec *keys, char *out, size_t len)
 	}
 }
 
+static int record_value(struct parser *p, const char *section,
+			const char *key, const char *value)
+{
+	struct rc_config *cfg = p->cfg;
+	struct rc_config_value *grown = realloc(cfg->values,
+		(cfg->n_values + 1) * sizeof(*grown));
+	if (!grown)
+		return fail(p, key, "out of memory");
+	cfg->values = grown;
+	struct rc_config_value *v = &grown[cfg->n_values];
+	v->section = section;
+	v->key = strdup(key);
+	v->value = strdup(value);
+	cfg->n_values++;
+	if (!v->key || !v->value)
+		return fail(p, key, "out of memory");
+	return 1;
+}
+
 /* inih's callback for each key = value line. */
 static int on_key(void *user, const char *section, const char *name,
 		  const char *value)
 {
 	(void)section; /* inih truncates long names: the reader tracks it */
 	struct parser *p = user;
-	if (p->failed)
-		return 0;
 	const struct key_spec *keys;
 	switch (p->sec) {
 	case SEC_DAEMON: keys = daemon_keys; break;
@@ -1015,7 +1078,7 @@ static int on_key(void *user, const char *section, const char *name,
 		return fail_at(p, p->line, "", name,
 			       "key outside of any section (put it under [daemon], [s3] or [dataset NAME])");
 	default:
-		return 0;
+		return 1; /* in a section already reported as bad */
 	}
 	size_t i = 0;
 	while (keys[i].name && strcmp(keys[i].name, name) != 0)
@@ -1032,7 +1095,11 @@ static int on_key(void *user, const char *section, const char *name,
 	if (value[0] == '\0')
 		return fail(p, name,
 			    "empty value (remove the line to use the default)");
-	return apply_key(p, &keys[i], value);
+	int ok = apply_key(p, &keys[i], value);
+	if (ok && p->sec != SEC_DATASET)
+		ok = record_value(p, keys == daemon_keys ? "daemon" : "s3",
+				  keys[i].name, value);
+	return ok;
 }
 
 /* ---- sections and lines ------------------------------------------------ */
@@ -1064,11 +1131,16 @@ static void open_dataset(struct parser *p, const char *name)
 	}
 	struct rc_dataset_config *grown = realloc(cfg->datasets,
 		(cfg->n_datasets + 1) * sizeof(*grown));
-	if (!grown) {
+	bool *bad = realloc(p->ds_failed, (cfg->n_datasets + 1) * sizeof(*bad));
+	if (grown)
+		cfg->datasets = grown;
+	if (bad)
+		p->ds_failed = bad;
+	if (!grown || !bad) {
 		fail(p, NULL, "out of memory");
 		return;
 	}
-	cfg->datasets = grown;
+	bad[cfg->n_datasets] = false;
 	struct rc_dataset_config *ds = &grown[cfg->n_datasets];
 	memset(ds, 0, sizeof(*ds));
 	ds->line = p->line;
@@ -1101,6 +1173,7 @@ static void open_single(struct parser *p, int *first_line,
 static void open_section(struct parser *p, const char *line)
 {
 	memset(p->seen_line, 0, sizeof(p->seen_line));
+	p->section_failed = false;
 	p->sec = SEC_INVALID; /* until proven otherwise */
 	const char *close = strchr(line, ']');
 	if (!close) {
@@ -1137,6 +1210,17 @@ static void open_section(struct parser *p, const char *line)
 	}
 }
 
+/* Cuts s at a ';' or '#' that follows a blank: the rest is a comment. */
+static void strip_inline_comment(char *s)
+{
+	for (char *c = s + 1; *c; c++) {
+		if ((*c == ';' || *c == '#') && (c[-1] == ' ' || c[-1] == '\t')) {
+			*c = '\0';
+			return;
+		}
+	}
+}
+
 /* inih's line reader: counts lines, handles section headers, and strips
  * leading blanks so that inih never joins lines as multi-line values. */
 static char *read_line(char *str, int num, void *stream)
@@ -1162,36 +1246,122 @@ static char *read_line(char *str, int num, void *stream)
 		str[0] = '\0';
 		return str;
 	}
-	if (*s == '[' && !p->failed)
+	if (*s == ';' || *s == '#') {
+		str[0] = '\0';
+		return str;
+	}
+	strip_inline_comment(s);
+	len = strlen(s);
+	if (*s == '[') {
 		open_section(p, s);
+	} else if (s[strspn(s, " \t\r\n")] && !strpbrk(s, "=:")) {
+		/* inih would report only the first such line. */
+		fail_at(p, p->line, "", NULL, "syntax error: expected '[section]', 'key = value' or a comment");
+		str[0] = '\0';
+		return str;
+	}
 	memcpy(str, s, len + 1);
 	return str;
 }
 
 /* ---- whole-file checks ------------------------------------------------- */
 
+static bool same_ids(const uint32_t *a, size_t na, const uint32_t *b,
+		     size_t nb)
+{
+	for (size_t i = 0; i < na; i++) {
+		size_t j = 0;
+		while (j < nb && b[j] != a[i])
+			j++;
+		if (j == nb)
+			return false;
+	}
+	for (size_t j = 0; j < nb; j++) {
+		size_t i = 0;
+		while (i < na && a[i] != b[j])
+			i++;
+		if (i == na)
+			return false;
+	}
+	return true;
+}
+
+bool config_dataset_same_acl(const struct rc_dataset_config *a,
+			     const struct rc_dataset_config *b)
+{
+	return a->allow_all == b->allow_all &&
+	       same_ids(a->uids, a->n_uids, b->uids, b->n_uids) &&
+	       same_ids(a->gids, a->n_gids, b->gids, b->n_gids) &&
+	       a->writable == b->writable && a->write_all == b->write_all &&
+	       same_ids(a->write_uids, a->n_write_uids, b->write_uids,
+			b->n_write_uids) &&
+	       same_ids(a->write_gids, a->n_write_gids, b->write_gids,
+			b->n_write_gids);
+}
+
+/* True if one dataset's keys include the other's: same bucket, and one
+ * prefix starts the other (equal prefixes too). */
+static bool datasets_overlap(const struct rc_dataset_config *a,
+			     const struct rc_dataset_config *b)
+{
+	size_t la = strlen(a->prefix), lb = strlen(b->prefix);
+	return strcmp(a->bucket, b->bucket) == 0 &&
+	       strncmp(a->prefix, b->prefix, la < lb ? la : lb) == 0;
+}
+
+/* A root-only dataset inside a public one would be readable through the
+ * public one: the ACL of a key must not depend on which name reads it. */
+static void check_overlaps(struct parser *p)
+{
+	struct rc_config *cfg = p->cfg;
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
+		const struct rc_dataset_config *a = &cfg->datasets[i];
+		if (p->ds_failed[i] || !a->uri)
+			continue;
+		for (size_t j = i + 1; j < cfg->n_datasets; j++) {
+			const struct rc_dataset_config *b = &cfg->datasets[j];
+			if (p->ds_failed[j] || !b->uri ||
+			    !datasets_overlap(a, b) || config_dataset_same_acl(a, b))
+				continue;
+			char label[80];
+			snprintf(label, sizeof(label), "dataset %s", b->name);
+			fail_at(p, b->line, label, "uri",
+				"s3://%s/%s overlaps dataset %s (line %d, s3://%s/%s) "
+				"and their allow_*/write_* differ: the keys both hold "
+				"would be reachable under the looser one; give them "
+				"the same ACL or disjoint prefixes",
+				b->bucket, b->prefix, a->name, a->line, a->bucket,
+				a->prefix);
+		}
+	}
+}
+
 static void check_datasets(struct parser *p)
 {
 	struct rc_config *cfg = p->cfg;
 	if (cfg->n_datasets == 0) {
+		if (p->failed)
+			return; /* a bad [dataset ...] header said enough */
 		fail_at(p, p->line > 0 ? p->line : 1, "dataset NAME", NULL,
 			"no dataset configured: add a [dataset NAME] section with uri = s3://bucket/prefix/");
 		return;
 	}
-	for (size_t i = 0; i < cfg->n_datasets && !p->failed; i++) {
+	for (size_t i = 0; i < cfg->n_datasets; i++) {
 		struct rc_dataset_config *ds = &cfg->datasets[i];
+		if (p->ds_failed[i])
+			continue; /* its own error is reported */
 		char label[80];
 		snprintf(label, sizeof(label), "dataset %s", ds->name);
 		if (!ds->uri) {
 			fail_at(p, ds->line, label, "uri",
 				"missing required key (e.g. uri = s3://bucket/prefix/)");
-			return;
+			continue;
 		}
 		if (ds->writable && ds->durability == DURABILITY_LOCAL &&
-		    !cfg->journal_path) {
+		    !cfg->journal_path && !p->daemon_failed) {
 			fail_at(p, ds->line, label, "durability",
 				"durability = local needs journal = PATH in [daemon] (or durability = memory | s3)");
-			return;
+			continue;
 		}
 		/* Secure default: nobody but the daemon's user (and root). */
 		if (!ds->allow_all && ds->n_uids == 0 && ds->n_gids == 0) {
@@ -1204,6 +1374,7 @@ static void check_datasets(struct parser *p)
 			ds->n_uids = 1;
 		}
 	}
+	check_overlaps(p);
 }
 
 static void check_credentials(struct parser *p)
@@ -1224,25 +1395,23 @@ static void check_credentials(struct parser *p)
 	}
 }
 
+/* Keys checked against each other; a section with an error of its own is
+ * left out, so one mistake is reported once. */
 static void check_whole(struct parser *p)
 {
 	struct rc_config *cfg = p->cfg;
-	if (cfg->memory_bytes < cfg->block_bytes) {
+	p->sec = SEC_NONE; /* errors below belong to no open section */
+	if (!p->daemon_failed && cfg->memory_bytes < cfg->block_bytes)
 		fail_at(p, p->memory_line ? p->memory_line : p->block_line,
 			"daemon", p->memory_line ? "memory" : "block_size",
 			"memory (%llu bytes) must hold at least one block (%u bytes)",
 			(unsigned long long)cfg->memory_bytes, cfg->block_bytes);
-		return;
-	}
-	if (!cfg->tier_path != !cfg->tier_bytes) {
+	if (!p->daemon_failed && !cfg->tier_path != !cfg->tier_bytes)
 		fail_at(p, p->tier_line, "daemon",
 			cfg->tier_path ? "tier_path" : "tier_size",
 			"tier_path and tier_size go together");
-		return;
-	}
-	check_credentials(p);
-	if (p->failed)
-		return;
+	if (!p->s3_failed)
+		check_credentials(p);
 	check_datasets(p);
 	/* AWS wants virtual-hosted requests; most other stores path-style. */
 	if (!p->addressing_line)
@@ -1317,18 +1486,21 @@ static int parse_file(struct parser *p)
 		snprintf(p->err, p->errlen, "%s: out of memory", cfg->path);
 		return -1;
 	}
-	/* inih stops at nothing: its rc is its first error, ours may come
-	 * later; report whichever line comes first. */
-	if (rc > 0 && (!p->failed || rc < p->err_line)) {
-		snprintf(p->err, p->errlen,
-			 "%s:%d: syntax error: expected '[section]', 'key = value' or a comment",
-			 cfg->path, rc);
+	/* The reader reports syntax errors and handlers their own: an inih
+	 * error with neither is one they missed. */
+	if (rc > 0 && !p->failed)
+		fail_at(p, rc, "", NULL,
+			"syntax error: expected '[section]', 'key = value' or a comment");
+	check_whole(p);
+	if (p->failed) {
+		unsigned shown = errors_shown(p);
+		if (p->n_errors > shown)
+			snprintf(p->err + p->err_used, p->errlen - p->err_used,
+				 "%s%s: and %u more error(s)",
+				 p->err_used ? "\n" : "", cfg->path,
+				 p->n_errors - shown);
 		return -1;
 	}
-	if (!p->failed)
-		check_whole(p);
-	if (p->failed)
-		return -1;
 	warn_risky_choices(cfg, &st);
 	return 0;
 }
@@ -1368,9 +1540,80 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	int rc = parse_file(&p);
 	fclose(p.fp);
 	free(p.linebuf);
+	free(p.ds_failed);
 	if (rc < 0)
 		config_free(cfg);
 	return rc;
+}
+
+static struct rc_config_value *find_value(const struct rc_config *cfg,
+					   const char *section, const char *key)
+{
+	for (size_t i = 0; i < cfg->n_values; i++)
+		if (strcmp(cfg->values[i].section, section) == 0 &&
+		    strcmp(cfg->values[i].key, key) == 0)
+			return &cfg->values[i];
+	return NULL;
+}
+
+static void report_if_changed(const struct rc_config *old,
+			      const struct rc_config *new, const char *section,
+			      const char *key, config_change_fn *fn, void *ctx)
+{
+	const struct rc_config_value *a = find_value(old, section, key);
+	const struct rc_config_value *b = find_value(new, section, key);
+	const char *va = a ? a->value : NULL, *vb = b ? b->value : NULL;
+	if (va == vb || (va && vb && strcmp(va, vb) == 0))
+		return;
+	fn(ctx, section, key, va, vb);
+}
+
+void config_changes(const struct rc_config *old, const struct rc_config *new,
+		    config_change_fn *fn, void *ctx)
+{
+	for (size_t i = 0; i < old->n_values; i++)
+		report_if_changed(old, new, old->values[i].section,
+				  old->values[i].key, fn, ctx);
+	for (size_t i = 0; i < new->n_values; i++)
+		if (!find_value(old, new->values[i].section, new->values[i].key))
+			report_if_changed(old, new, new->values[i].section,
+					  new->values[i].key, fn, ctx);
+}
+
+int config_adopt_value(struct rc_config *running, const struct rc_config *from,
+		       const char *section, const char *key)
+{
+	const struct rc_config_value *src = find_value(from, section, key);
+	struct rc_config_value *dst = find_value(running, section, key);
+	if (!src && !dst)
+		return 0;
+	if (!src) { /* back to the default: drop the record */
+		free(dst->key);
+		free(dst->value);
+		*dst = running->values[--running->n_values];
+		return 0;
+	}
+	char *value = strdup(src->value);
+	if (!value)
+		return -ENOMEM;
+	if (dst) {
+		free(dst->value);
+		dst->value = value;
+		return 0;
+	}
+	struct rc_config_value *grown = realloc(running->values,
+		(running->n_values + 1) * sizeof(*grown));
+	char *k = strdup(key);
+	if (grown)
+		running->values = grown;
+	if (!grown || !k) {
+		free(value);
+		free(k);
+		return -ENOMEM;
+	}
+	grown[running->n_values++] = (struct rc_config_value){
+		src->section, k, value};
+	return 0;
 }
 
 void config_dataset_clear(struct rc_dataset_config *ds)
@@ -1430,6 +1673,14 @@ void config_free(struct rc_config *cfg)
 	for (size_t i = 0; i < cfg->n_datasets; i++)
 		config_dataset_clear(&cfg->datasets[i]);
 	free(cfg->datasets);
+	for (size_t i = 0; i < cfg->n_values; i++) {
+		if (config_key_is_secret(cfg->values[i].key))
+			explicit_bzero(cfg->values[i].value,
+				       strlen(cfg->values[i].value));
+		free(cfg->values[i].key);
+		free(cfg->values[i].value);
+	}
+	free(cfg->values);
 	free(cfg->path);
 	free(cfg->socket_path);
 	free(cfg->endpoint);

@@ -86,10 +86,20 @@ struct rc_config {
 	/* [dataset NAME] */
 	struct rc_dataset_config *datasets;
 	size_t n_datasets;
+	/* Every [daemon] and [s3] key as written: what a reload compares. */
+	struct rc_config_value *values;
+	size_t n_values;
 };
 
-/* Loads and validates path. On error returns -1 and writes one line
- * "PATH:LINE: [section] key: what is wrong" into err. */
+struct rc_config_value {
+	const char *section; /* "daemon" or "s3" */
+	char *key, *value;
+};
+
+/* Loads and validates path. On error returns -1 and writes into err one
+ * line "PATH:LINE: [section] key: what is wrong" per error of the file,
+ * joined by '\n' (CONFIG_ERR_MAX holds 50 of them). */
+#define CONFIG_ERR_MAX 16384
 int config_load(const char *path, struct rc_config *cfg, char *err,
 		size_t errlen);
 void config_free(struct rc_config *cfg);
@@ -97,12 +107,30 @@ void config_free(struct rc_config *cfg);
 struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *ds);
 void config_dataset_clear(struct rc_dataset_config *ds);
 
+/* Calls fn for each [daemon] or [s3] key whose value differs between the
+ * files (set in one only included; old_value or new_value NULL there:
+ * the default). */
+typedef void config_change_fn(void *ctx, const char *section,
+			      const char *key, const char *old_value,
+			      const char *new_value);
+void config_changes(const struct rc_config *old, const struct rc_config *new,
+		    config_change_fn *fn, void *ctx);
+/* Makes running's record of [section] key match from's (a change that
+ * was applied live is not reported again). */
+int config_adopt_value(struct rc_config *running, const struct rc_config *from,
+		       const char *section, const char *key);
+/* True for the keys whose values are never logged or shown. */
+bool config_key_is_secret(const char *key);
+
 /* Parses sizes like "512M", "1G", "4096"; -1 on error. */
 int config_parse_size(const char *s, uint64_t *out);
 
 /* True if the peer (uid, gid, supplementary groups) may read ds. */
 bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
 			   gid_t gid, const gid_t *groups, int ngroups);
+/* Same readers and same writers (the secure default filled in). */
+bool config_dataset_same_acl(const struct rc_dataset_config *a,
+			     const struct rc_dataset_config *b);
 /* True if ds is writable and the peer may write it. */
 bool config_dataset_allows_write(const struct rc_dataset_config *ds, uid_t uid,
 				 gid_t gid, const gid_t *groups, int ngroups);

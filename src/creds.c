@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1135,6 +1136,26 @@ void creds_provider_free(struct creds_provider *p)
 	pthread_mutex_destroy(&p->lock);
 	explicit_bzero(p, sizeof(*p));
 	free(p);
+}
+
+void creds_provider_replace(struct creds_provider *p,
+			    struct creds_provider *fresh)
+{
+	_Static_assert(offsetof(struct creds_provider, lock) == 0,
+		       "the lock leads the struct");
+	struct creds_provider old;
+	pthread_mutex_lock(&p->lock);
+	pthread_mutex_lock(&fresh->lock);
+	old = *p;
+	/* Each keeps its own mutex: only what it guards moves. */
+	memcpy((char *)p + sizeof(p->lock), (char *)fresh + sizeof(p->lock),
+	       sizeof(*p) - sizeof(p->lock));
+	memcpy((char *)fresh + sizeof(p->lock), (char *)&old + sizeof(p->lock),
+	       sizeof(*p) - sizeof(p->lock));
+	pthread_mutex_unlock(&fresh->lock);
+	pthread_mutex_unlock(&p->lock);
+	explicit_bzero(&old, sizeof(old));
+	creds_provider_free(fresh);
 }
 
 struct creds_provider *creds_provider_new(const struct creds_config *cfg,

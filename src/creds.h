@@ -31,6 +31,11 @@ struct creds_provider;
 struct creds_provider *creds_provider_new(const struct creds_config *cfg,
 					  char *err, size_t errlen);
 void creds_provider_free(struct creds_provider *p);
+/* Reload: p takes fresh's credentials and sources (under p's lock, so a
+ * shard signing meanwhile sees the old or the new, never a mix); fresh,
+ * now holding the old ones, is freed. */
+void creds_provider_replace(struct creds_provider *p,
+			    struct creds_provider *fresh);
 
 /* Current credentials, refreshed when they expire within 5 minutes.
  * Returns 0, or a negated errno if a refresh failed and the old ones have

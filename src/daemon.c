@@ -493,6 +493,41 @@ static void fetch_finish(struct fetch *f, int err)
 	fetch_free(f);
 }
 
+/* One line per failed fetch, once its retries and second tries are over:
+ * dataset, bucket, key and S3's reason. A missing key (a client's typo, a
+ * probe) or a changed object is routine: info, not a warning. */
+static void log_fetch_failure(const struct fetch *f, int err,
+			      const struct s3_result *r)
+{
+	const struct dataset *ds = f->kind == FETCH_LIST ? f->op->ds
+							 : f->obj->ds;
+	static const char *const what[] = {[FETCH_BLOCK] = "GET",
+					   [FETCH_HEAD] = "OPEN",
+					   [FETCH_LIST] = "LIST"};
+	char *key = f->kind == FETCH_LIST ? NULL : full_key(ds, f->obj->key);
+	char reason[512];
+	s3_result_reason(r, reason, sizeof(reason));
+	const char *why = err == -EPERM ?
+		": S3 denied the daemon access (its credentials or the bucket "
+		"policy, not allow_uids)" : "";
+	rc_log(err == -ENOENT || err == -ESTALE ? RC_LOG_INFO : RC_LOG_WARN,
+	       "dataset %s: %s bucket %s key %s failed: %s%s", ds->cfg->name,
+	       what[f->kind], ds->cfg->bucket,
+	       rc_esc(key ? key : f->list_prefix ? f->list_prefix : "?"),
+	       reason, why);
+	free(key);
+}
+
+/* Sends f again as its second try (HEAD's 403 as a GET, an empty
+ * object's 416 as a HEAD): true if it went. */
+static bool fetch_again(struct fetch *f, int *err)
+{
+	s3_req_free(f->req);
+	f->req = NULL;
+	*err = fetch_start(f);
+	return *err == 0;
+}
+
 void fetch_done(struct fetch *f, CURLcode code)
 {
 	struct shard *sh = f->sh;
@@ -511,34 +546,30 @@ void fetch_done(struct fetch *f, CURLcode code)
 	if (err) {
 		sh->m.s3_errors++;
 		if (r.retryable && f->attempt < sh->d->cfg.max_retries) {
-			log_debug("S3 %s: %s (%ld), retrying", r.code,
-				  r.message, r.http_status);
+			char reason[512];
+			log_debug("S3 %s, retrying",
+				  s3_result_reason(&r, reason, sizeof(reason)));
 			s3_req_free(f->req);
 			f->req = NULL;
 			retry_schedule(f);
 			return;
 		}
-		log_warn("S3 request for %s failed: HTTP %ld %s %s",
-			 f->obj ? f->obj->key : "(list)", r.http_status,
-			 r.code, r.message);
 	}
 	if (f->kind == FETCH_HEAD && !f->open_get && !f->force_get &&
-	    err == -EACCES && !r.code[0]) {
+	    err == -EPERM && !r.code[0]) {
 		/* A HEAD's 403 has no body to say why: a GET does. */
-		s3_req_free(f->req);
-		f->req = NULL;
 		f->force_get = true;
-		if ((err = fetch_start(f)) == 0)
+		if (fetch_again(f, &err))
 			return;
 	}
 	if (f->kind == FETCH_HEAD && !f->head_only && err == -ERANGE) {
 		/* 416: an empty object has no first byte to range over. */
-		s3_req_free(f->req);
-		f->req = NULL;
 		f->head_only = true;
-		if ((err = fetch_start(f)) == 0)
+		if (fetch_again(f, &err))
 			return;
 	}
+	if (err)
+		log_fetch_failure(f, err, &r);
 	if (f->kind == FETCH_HEAD) {
 		head_finish(f, err, &r);
 		fetch_free(f);
@@ -1002,48 +1033,265 @@ struct dataset *dataset_by_name(struct daemon *d, const char *name)
 	return NULL;
 }
 
+/* ---- reload ------------------------------------------------------------- */
+
+/* Keys a reload applies to the running daemon; any other changed key of
+ * [daemon] or [s3] needs a restart and is logged as such. */
+static const struct {
+	const char *section, *key;
+} live_keys[] = {
+	{"daemon", "log_level"},    {"daemon", "metadata_ttl"},
+	{"daemon", "max_sessions"}, {"daemon", "open_fetch"},
+	{"s3", "credentials"},      {"s3", "access_key"},
+	{"s3", "secret_key"},       {"s3", "session_token"},
+	{"s3", "profile"},          {"s3", "credentials_file"},
+};
+
+static bool key_is_live(const char *section, const char *key)
+{
+	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
+		if (!strcmp(live_keys[i].section, section) &&
+		    !strcmp(live_keys[i].key, key))
+			return true;
+	return false;
+}
+
+struct reload {
+	struct daemon *d;
+	struct rc_config *nc;
+	bool creds_changed;
+	unsigned n_live, n_restart;
+	char restart_keys[sizeof(((struct daemon *)0)->restart_keys)];
+};
+
+static void note_change(void *ctx, const char *section, const char *key,
+			const char *old_value, const char *new_value)
+{
+	(void)old_value;
+	(void)new_value;
+	struct reload *r = ctx;
+	if (key_is_live(section, key)) {
+		r->n_live++;
+		r->creds_changed |= !strcmp(section, "s3");
+		return;
+	}
+	r->n_restart++;
+	size_t used = strlen(r->restart_keys);
+	snprintf(r->restart_keys + used, sizeof(r->restart_keys) - used,
+		 "%s%s.%s", used ? " " : "", section, key);
+}
+
+static void log_change(void *ctx, const char *section, const char *key,
+		       const char *old_value, const char *new_value)
+{
+	(void)ctx;
+	bool secret = config_key_is_secret(key);
+	const char *was = secret ? "(hidden)" : old_value ? old_value : "(default)";
+	const char *now = secret ? "(hidden)" : new_value ? new_value : "(default)";
+	if (key_is_live(section, key))
+		log_info("reload: [%s] %s: %s -> %s, applied", section, key,
+			 rc_esc(was), rc_esc(now));
+	else
+		log_warn("reload: [%s] %s: %s -> %s needs a restart; still "
+			 "running with %s", section, key, rc_esc(was),
+			 rc_esc(now), rc_esc(was));
+}
+
+static bool dataset_kept(const struct dataset *ds, const struct rc_config *nc)
+{
+	for (size_t j = 0; j < nc->n_datasets; j++)
+		if (!strcmp(nc->datasets[j].name, ds->cfg->name) &&
+		    !strcmp(nc->datasets[j].uri, ds->cfg->uri))
+			return true;
+	return false;
+}
+
+/* Why the running daemon cannot serve nc's datasets, or NULL. Checked
+ * before anything changes: a refused reload changes nothing. */
+static const char *reload_refusal(struct daemon *d, const struct rc_config *nc,
+				  char *why, size_t len)
+{
+	uint32_t added = 0;
+	for (size_t j = 0; j < nc->n_datasets; j++) {
+		const struct rc_dataset_config *c = &nc->datasets[j];
+		if (c->writable && c->durability == DURABILITY_LOCAL &&
+		    !d->shards[0].journal) {
+			snprintf(why, len, "dataset %s: durability = local needs "
+				 "the journal, and this daemon started without "
+				 "one: restart ringcached to open %s", c->name,
+				 nc->journal_path ? nc->journal_path : "it");
+			return why;
+		}
+		const struct dataset *ds = dataset_by_name(d, c->name);
+		if (!ds || strcmp(ds->cfg->uri, c->uri) != 0)
+			added++;
+	}
+	if (d->n_datasets + added > RC_MAX_DATASETS) {
+		snprintf(why, len, "%u datasets added or moved: this daemon has "
+			 "room for %u more until a restart", added,
+			 RC_MAX_DATASETS - d->n_datasets);
+		return why;
+	}
+	return NULL;
+}
+
+static struct creds_provider *creds_for(const struct rc_config *c, char *err,
+					size_t errlen)
+{
+	struct creds_config cc = {
+		.source = c->creds_source,
+		.access_key = c->access_key,
+		.secret_key = c->secret_key,
+		.session_token = c->session_token,
+		.profile = c->profile,
+		.credentials_file = c->credentials_file,
+		.timeout_ms = 2000,
+	};
+	return creds_provider_new(&cc, err, errlen);
+}
+
+/* Datasets: removed ones disabled (mapped arenas stay valid), changed
+ * ACLs swapped in, new ones added. Returns how many changed. */
+static unsigned reload_datasets(struct daemon *d, const struct rc_config *nc)
+{
+	unsigned changed = 0;
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		struct dataset *ds = d->datasets[i];
+		if (ds->enabled && !dataset_kept(ds, nc)) {
+			ds->enabled = false;
+			changed++;
+			log_info("dataset %s removed: its sessions' handles and "
+				 "new opens fail with ENOENT", ds->cfg->name);
+		}
+	}
+	for (size_t j = 0; j < nc->n_datasets; j++) {
+		struct dataset *ds = dataset_by_name(d, nc->datasets[j].name);
+		if (!ds) {
+			int e = dataset_add(d, &nc->datasets[j]);
+			changed++;
+			if (e)
+				log_error("dataset %s: %s", nc->datasets[j].name,
+					  strerror(-e));
+			continue;
+		}
+		bool same_acl = config_dataset_same_acl(ds->cfg,
+							&nc->datasets[j]);
+		struct rc_dataset_config *c = config_dataset_dup(&nc->datasets[j]);
+		if (!c) {
+			log_error("dataset %s: out of memory: keeping its old "
+				  "access lists", ds->cfg->name);
+			continue;
+		}
+		/* Other shards may be reading the old one: it is freed with
+		 * the daemon. */
+		retire_cfg(d, ds->cfg);
+		ds->cfg = c;
+		if (same_acl)
+			continue;
+		changed++;
+		log_info("dataset %s: access lists changed: live sessions "
+			 "recheck before their next entry", c->name);
+	}
+	return changed;
+}
+
+static void apply_live_keys(struct daemon *d, struct rc_config *nc)
+{
+	d->cfg.log_level = nc->log_level;
+	rc_log_level = nc->log_level;
+	d->cfg.metadata_ttl_s = nc->metadata_ttl_s;
+	d->cfg.max_sessions = nc->max_sessions;
+	d->cfg.open_fetches_block = nc->open_fetches_block;
+	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
+		if (config_adopt_value(&d->cfg, nc, live_keys[i].section,
+				       live_keys[i].key) < 0)
+			log_warn("reload: out of memory recording [%s] %s",
+				 live_keys[i].section, live_keys[i].key);
+}
+
+static void note_config_file(struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) == 0) {
+		d->config_mtime = st.st_mtim;
+		d->config_ino = st.st_ino;
+		d->config_size = st.st_size;
+	}
+}
+
+bool daemon_config_file_changed(const struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) != 0)
+		return true;
+	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
+	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
+	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
+}
+
+static int refuse(struct daemon *d, const char *why)
+{
+	d->reload_refused = true;
+	log_error("reload refused, keeping the running config: %s", why);
+	return -EINVAL;
+}
+
 int daemon_reload(struct daemon *d)
 {
 	struct rc_config nc;
-	char err[512];
+	static char err[CONFIG_ERR_MAX];
+	char why[512];
+	struct stat before;
+	bool have_stat = stat(d->config_path, &before) == 0;
 	if (config_load(d->config_path, &nc, err, sizeof(err)) < 0) {
-		log_error("reload refused, keeping the running config: %s", err);
+		for (char *line = strtok(err, "\n"); line;
+		     line = strtok(NULL, "\n"))
+			refuse(d, line);
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < d->n_datasets; i++) {
-		struct dataset *ds = d->datasets[i];
-		bool keep = false;
-		for (size_t j = 0; j < nc.n_datasets && !keep; j++)
-			keep = ds->enabled &&
-			       strcmp(nc.datasets[j].name, ds->cfg->name) == 0 &&
-			       strcmp(nc.datasets[j].uri, ds->cfg->uri) == 0;
-		if (!keep && ds->enabled) {
-			ds->enabled = false; /* mapped arenas stay valid */
-			log_info("dataset %s removed", ds->cfg->name);
+	struct reload r = {.d = d, .nc = &nc};
+	config_changes(&d->cfg, &nc, note_change, &r);
+	struct creds_provider *fresh = NULL;
+	const char *no = reload_refusal(d, &nc, why, sizeof(why));
+	if (!no && r.creds_changed) {
+		char cerr[400];
+		if (!(fresh = creds_for(&nc, cerr, sizeof(cerr)))) {
+			snprintf(why, sizeof(why), "[s3] credentials: %s", cerr);
+			no = why;
 		}
 	}
-	for (size_t j = 0; j < nc.n_datasets; j++) {
-		struct dataset *ds = dataset_by_name(d, nc.datasets[j].name);
-		if (ds) {
-			struct rc_dataset_config *c = config_dataset_dup(&nc.datasets[j]);
-			if (c) {
-				/* Other shards may be reading the old one: it is
-				 * freed with the daemon. */
-				retire_cfg(d, ds->cfg);
-				ds->cfg = c; /* new ACL for new sessions */
-			}
-			continue;
-		}
-		int e = dataset_add(d, &nc.datasets[j]);
-		if (e)
-			log_error("dataset %s: %s", nc.datasets[j].name,
-				  strerror(-e));
+	if (no) {
+		refuse(d, no);
+		config_free(&nc);
+		return -EINVAL;
+	}
+	config_changes(&d->cfg, &nc, log_change, NULL);
+	unsigned ds_changed = reload_datasets(d, &nc);
+	apply_live_keys(d, &nc);
+	if (fresh) {
+		creds_provider_replace(d->creds, fresh);
+		log_info("reload: credentials now from %s",
+			 creds_source_name(d->creds));
+	}
+	/* After the datasets' new ACLs: a session that sees the new
+	 * generation sees them (release/acquire). */
+	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
+	snprintf(d->restart_keys, sizeof(d->restart_keys), "%s",
+		 r.restart_keys);
+	d->reload_refused = false;
+	if (have_stat) {
+		d->config_mtime = before.st_mtim;
+		d->config_ino = before.st_ino;
+		d->config_size = before.st_size;
 	}
 	config_free(&nc);
 	daemon_shard_sync_datasets(&d->shards[0]);
 	for (uint32_t i = 1; i < d->n_shards; i++)
 		reactor_wake(&d->shards[i]);
-	log_info("reloaded %s: %u datasets", d->config_path, d->n_datasets);
+	log_info("reloaded %s: %u datasets, %u changed; %u keys applied, %u "
+		 "need a restart%s%s", d->config_path, d->n_datasets,
+		 ds_changed, r.n_live, r.n_restart, r.n_restart ? ": " : "",
+		 r.restart_keys);
 	return 0;
 }
 
@@ -1226,6 +1474,8 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	d->config_path = strdup(config_path);
 	rc_log_level = d->cfg.log_level;
 	quota_init(&d->quota, &d->cfg);
+	if (d->config_path)
+		note_config_file(d);
 	if (topology_init(d, err, errlen) < 0)
 		return -1;
 	d->shards = calloc(d->n_shards, sizeof(*d->shards));

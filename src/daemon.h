@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "arena.h"
 #include "cache.h"
@@ -152,6 +153,7 @@ struct session {
 	uint32_t n_backlog, cap_backlog;
 	bool cq_dirty;
 	uint32_t access[RC_MAX_DATASETS]; /* RC_ACCESS_* by dataset id */
+	uint64_t acl_gen;          /* the daemon's when access[] was computed */
 	struct object **handles;
 	uint32_t n_handles, cap_handles;
 	uint32_t *handles_free;    /* stack of free handles */
@@ -260,6 +262,15 @@ struct daemon {
 	uint64_t accept_resume_ns;
 	uint32_t accept_pause_ms;
 	uint64_t accept_failures;
+	/* Reload (daemon.c): sessions recompute their access when acl_gen
+	 * moves; status shows whether the file on disk still matches. */
+	_Atomic uint64_t acl_gen;
+	struct timespec config_mtime; /* the file as last loaded */
+	ino_t config_ino;
+	off_t config_size;
+	bool reload_refused;          /* the last SIGHUP changed nothing */
+	char restart_keys[512];       /* "daemon.memory s3.region": changed
+					 in the file, running the old value */
 };
 
 uint64_t now_ns(void);
@@ -267,7 +278,13 @@ uint64_t now_ns(void);
 /* daemon.c: lifecycle, datasets, objects, fetches. */
 int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen);
+/* SIGHUP: applies the file if it is valid and the running daemon can
+ * serve it (else logs why and keeps the old config): datasets and their
+ * ACLs (live sessions lose what they lost), log level, limits and
+ * credentials; logs each other changed key as needing a restart. */
 int daemon_reload(struct daemon *d);
+/* True if the config file on disk is not the one last loaded. */
+bool daemon_config_file_changed(const struct daemon *d);
 /* An enabled dataset by its config name, or NULL. */
 struct dataset *dataset_by_name(struct daemon *d, const char *name);
 void daemon_destroy(struct daemon *d);
@@ -304,6 +321,8 @@ bool session_process(struct session *s);
 void session_flush(struct session *s);
 void session_close(struct session *s);
 void session_put(struct session *s);
+/* The object behind a read handle; NULL if unknown, or if a reload took
+ * its dataset (or this peer's read access to it) away. */
 struct object *session_handle(struct session *s, uint32_t handle);
 /* Copies n bytes the client can change (ring region, registered buffer)
  * into dst, once: validate and use only dst. The barrier stops the

@@ -413,7 +413,7 @@ static int sort_replayed(struct journal *j)
 		} else {
 			log_warn("journal: %s: object %llu (%s/%s) was never "
 				 "committed: discarded", j->path,
-				 (unsigned long long)c.id, c.dataset, c.key);
+				 (unsigned long long)c.id, c.dataset, rc_esc(c.key));
 			j->discarded[j->n_discarded++] = c;
 			obj_remove(j, ob);
 		}

@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +10,53 @@
 int rc_log_level = RC_LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+/* A key is at most RC_MAX_KEY (1024) bytes: escaped, at most 4 times that. */
+#define ESC_MAX 4200
+#define LINE_MAX_BYTES 16384
+
+/* strict: also bytes above ASCII and the escape character itself, so the
+ * text maps back to exactly one byte string. */
+static bool needs_escape(unsigned char c, bool strict)
+{
+	if (c < 0x20 || c == 0x7f)
+		return true;
+	return strict && (c > 0x7f || c == '\\');
+}
+
+/* Copies src into dst (size > 0), writing bytes needs_escape() names as
+ * \xNN; "..." marks a cut when dst is too small. */
+static void escape_into(char *dst, size_t size, const char *src,
+			bool strict)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	for (const unsigned char *c = (const unsigned char *)src; *c; c++) {
+		size_t need = needs_escape(*c, strict) ? 4 : 1;
+		if (o + need + 4 > size) {
+			memcpy(dst + o, "...", 4);
+			return;
+		}
+		if (need == 1) {
+			dst[o++] = (char)*c;
+			continue;
+		}
+		dst[o++] = '\\';
+		dst[o++] = 'x';
+		dst[o++] = hex[*c >> 4];
+		dst[o++] = hex[*c & 15];
+	}
+	dst[o] = '\0';
+}
+
+const char *rc_esc(const char *s)
+{
+	static _Thread_local char bufs[4][ESC_MAX];
+	static _Thread_local unsigned next;
+	char *b = bufs[next++ & 3];
+	escape_into(b, ESC_MAX, s ? s : "(null)", true);
+	return b;
+}
 
 void rc_log(int level, const char *fmt, ...)
 {
@@ -18,7 +66,7 @@ void rc_log(int level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
-	char line[1024];
+	char line[LINE_MAX_BYTES];
 	int n = snprintf(line, sizeof(line),
 			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s ",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
@@ -26,8 +74,11 @@ void rc_log(int level, const char *fmt, ...)
 			 level_names[level]);
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	char text[LINE_MAX_BYTES];
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	/* Whatever a caller forgot to rc_esc() still stays on this line. */
+	escape_into(line + n, sizeof(line) - (size_t)n, text, false);
 	fprintf(stderr, "%s\n", line);
 }
 

@@ -9,8 +9,18 @@ enum rc_log_level { RC_LOG_ERROR = 0, RC_LOG_WARN, RC_LOG_INFO, RC_LOG_DEBUG };
 
 extern int rc_log_level;
 
+/* One line per call: any control character that reaches the line (a
+ * client's key, an S3 message) is written as \xNN, so no value can end
+ * the line or forge another. */
 void rc_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* s as a log-safe string: bytes outside printable ASCII, and the backslash itself, as
+ * \xNN, so the logged text names exactly the bytes a client or S3 sent.
+ * Returns one of a few per-thread buffers, valid until the fourth next
+ * call on the same thread: use it directly as a printf argument. NULL
+ * gives "(null)". Every client- or S3-controlled string goes through it. */
+const char *rc_esc(const char *s);
 
 #define log_error(...) rc_log(RC_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) rc_log(RC_LOG_WARN, __VA_ARGS__)

@@ -50,7 +50,7 @@ static void notify_ready(void)
 static int check_config(const char *path)
 {
 	struct rc_config cfg;
-	char err[1024];
+	static char err[CONFIG_ERR_MAX];
 	if (config_load(path, &cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
@@ -99,10 +99,13 @@ int main(int argc, char **argv)
 		log_warn("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	static struct daemon d;
-	char err[1024];
+	static char err[CONFIG_ERR_MAX];
 	int rc = 0;
 	if (daemon_init(&d, config, err, sizeof(err)) < 0) {
-		log_error("%s", err);
+		/* A config's errors come one per line: a log line each. */
+		for (char *line = strtok(err, "\n"); line;
+		     line = strtok(NULL, "\n"))
+			log_error("%s", line);
 		rc = 1;
 	} else {
 		notify_ready();

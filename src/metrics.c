@@ -2,6 +2,7 @@
  * message, `ringcache stats`). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "daemon.h"
 
@@ -62,6 +63,32 @@ static void emit_refused(struct out *o, const struct daemon *d)
 			refusal_name(r), (unsigned long long)v);
 		if (n > 0 && (size_t)n < o->len - o->used)
 			o->used += (size_t)n;
+	}
+}
+
+/* Whether the running config is the file's: changed on disk since the
+ * last load, the last reload refused, keys that wait for a restart. */
+static void emit_config(struct out *o, const struct daemon *d)
+{
+	emit(o, "ringcache_config_file_changed", "gauge",
+	     "1 if the config file changed since it was last loaded (send SIGHUP).",
+	     daemon_config_file_changed(d));
+	emit(o, "ringcache_config_reload_refused", "gauge",
+	     "1 if the last reload was refused (the log says why).",
+	     d->reload_refused);
+	const char *k = d->restart_keys;
+	bool first = true;
+	while (*k && o->used < o->len) {
+		size_t n = strcspn(k, " ");
+		int w = snprintf(o->buf + o->used, o->len - o->used,
+			"%sringcache_config_restart_pending{key=\"%.*s\"} 1\n",
+			first ? "# HELP ringcache_config_restart_pending A key changed in the file that applies only at a restart.\n"
+				"# TYPE ringcache_config_restart_pending gauge\n" : "",
+			(int)n, k);
+		if (w > 0 && (size_t)w < o->len - o->used)
+			o->used += (size_t)w;
+		first = false;
+		k += n + strspn(k + n, " ");
 	}
 }
 
@@ -170,5 +197,6 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_tier_bytes_used", "gauge", "Tier slots in use, in bytes.", tier_used);
 	emit(&o, "ringcache_tier_bytes_total", "gauge", "Tier capacity in bytes.", tier_total);
 	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.", (now_ns() - d->started_ns) / 1000000000ull);
+	emit_config(&o, d);
 	return o.used;
 }

@@ -1349,7 +1349,7 @@ static void classify_status(enum s3_op op, long status, struct s3_result *out)
 	} else if ((status == 403 || status == 400) && code_is(code, auth_codes)) {
 		out->err = -EKEYREJECTED;
 	} else if (status == 403) {
-		out->err = -EACCES;
+		out->err = -EPERM;
 	} else if (status == 412) {
 		out->err = -ESTALE;
 	} else if (status == 416) {
@@ -1379,8 +1379,27 @@ static void fill_error_text(const struct s3_req *r, struct s3_result *out)
 			 "HTTP %ld with a malformed error body", r->status);
 		return;
 	}
-	snprintf(out->message, sizeof(out->message), "%s",
-		 msg[0] ? msg : out->code[0] ? out->code : "no message");
+	snprintf(out->message, sizeof(out->message), "%s", msg);
+}
+
+const char *s3_result_reason(const struct s3_result *r, char *buf, size_t len)
+{
+	char status[32] = "";
+	if (r->http_status)
+		snprintf(status, sizeof(status), "HTTP %ld", r->http_status);
+	const char *msg = r->message;
+	/* fill_error_text's stand-ins say nothing the status does not. */
+	if (!strcmp(msg, status) || !strcmp(msg, r->code))
+		msg = "";
+	if (r->code[0] && msg[0])
+		snprintf(buf, len, "%s: %s (%s)", rc_esc(r->code), rc_esc(msg),
+			 status[0] ? status : "no response");
+	else if (r->code[0] || msg[0])
+		snprintf(buf, len, "%s%s%s%s", rc_esc(r->code[0] ? r->code : msg),
+			 status[0] ? " (" : "", status, status[0] ? ")" : "");
+	else
+		snprintf(buf, len, "%s", status[0] ? status : "no response");
+	return buf;
 }
 
 /* CompleteMultipartUpload and CopyObject send 200 before they finish and

@@ -111,8 +111,9 @@ struct s3_req_params {
 
 /* Outcome of a finished request. err is 0 or a negated errno:
  *   -ENOENT (404 NoSuchKey/NoSuchBucket), -EKEYREJECTED (403
- *   SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken), -EACCES (other
- *   403), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
+ *   SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken), -EPERM (other
+ *   403: S3 denies the daemon's credentials this bucket or key; distinct
+ *   from the local ACL's -EACCES), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
  *   (malformed response), -EBADMSG (BadDigest, InvalidDigest: the body
  *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
  *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
@@ -132,6 +133,13 @@ struct s3_result {
 	uint64_t object_size; /* HEAD: Content-Length; GET: total from Content-Range */
 	uint64_t body_bytes;  /* bytes the sink or buffer received */
 };
+
+/* Why a request failed, in one phrase for a log line: "AccessDenied: text
+ * (HTTP 403)", the code or the HTTP status when S3 sent no message (a
+ * HEAD has no body; RGW sends empty <Message>s), curl's text without a
+ * response. Never repeats itself; S3's text is escaped (rc_esc). */
+const char *s3_result_reason(const struct s3_result *r, char *buf,
+			     size_t len);
 
 struct s3_req;
 /* Builds and signs a request. Returns NULL with err set on bad params. */

@@ -305,6 +305,8 @@ static int setup_ring(struct session *s, const struct rc_attach_req *req)
 static void peer_access(struct session *s)
 {
 	struct daemon *d = s->sh->d;
+	/* Before the ACLs are read: a reload after this load bumps it again. */
+	s->acl_gen = atomic_load_explicit(&d->acl_gen, memory_order_acquire);
 	gid_t groups[256];
 	socklen_t gl = sizeof(groups);
 	int ng = 0;
@@ -329,6 +331,40 @@ static void session_detach_quota(struct session *s)
 	s->attached = false;
 	s->sh->n_sessions--;
 	quota_session_end(&s->sh->d->quota, s->usage);
+}
+
+/* A reload changed some dataset's lists: recompute this session's access
+ * before its next entry. What it lost is logged; the arena it mapped at
+ * attach cannot be taken back from its process (docs/SECURITY.md). */
+static void recheck_access(struct session *s)
+{
+	struct daemon *d = s->sh->d;
+	if (s->acl_gen == atomic_load_explicit(&d->acl_gen,
+					       memory_order_acquire))
+		return;
+	uint32_t before[RC_MAX_DATASETS];
+	uint32_t n = s->sh->n_datasets_seen;
+	memcpy(before, s->access, n * sizeof(before[0]));
+	peer_access(s);
+	bool lost_read = false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t lost = before[i] & ~s->access[i];
+		lost_read |= (lost & RC_ACCESS_READ) != 0;
+		if (!lost || !d->datasets[i]->enabled)
+			continue;
+		log_warn("dataset %s: reload revoked %s%s%s access of session "
+			 "pid %d uid %d: %s", d->datasets[i]->cfg->name,
+			 lost & RC_ACCESS_READ ? "read" : "",
+			 lost == (RC_ACCESS_READ | RC_ACCESS_WRITE) ? "/" : "",
+			 lost & RC_ACCESS_WRITE ? "write" : "", (int)s->pid,
+			 (int)s->uid, lost & RC_ACCESS_READ ?
+			 "its opens and reads there now fail with EACCES; its "
+			 "arena mapping stays until it exits" :
+			 "its writes there now fail with EACCES");
+	}
+	/* Its plan would keep fetching into the arena it still maps. */
+	if (lost_read)
+		prefetch_set_plan(s, NULL, 0, false);
 }
 
 static void handle_attach(struct session *s, const void *msg, size_t len)
@@ -377,8 +413,8 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 		struct rc_dataset_info *di = &r->datasets[i];
 		struct dataset *ds = d->datasets[i];
 		di->id = i;
-		if (!ds)
-			continue;
+		if (!ds || !ds->enabled)
+			continue; /* removed: no name, an unknown dataset */
 		snprintf(di->name, sizeof(di->name), "%s", ds->cfg->name);
 		di->access = s->access[i];
 		if (s->access[i] & RC_ACCESS_READ) {
@@ -835,9 +871,23 @@ static struct object *handle_get(struct session *s, uint32_t h)
 	return h < s->cap_handles ? s->handles[h] : NULL;
 }
 
+/* Reads through a handle opened before a reload took the dataset (or
+ * this peer's access to it) away fail like a new OPEN would. */
+static struct object *readable_handle(struct session *s, uint32_t h, int *err)
+{
+	struct object *o = handle_get(s, h);
+	*err = -EBADF;
+	if (!o)
+		return NULL;
+	*err = !o->ds->enabled ? -ENOENT :
+	       !(s->access[o->ds->id] & RC_ACCESS_READ) ? -EACCES : 0;
+	return *err ? NULL : o;
+}
+
 struct object *session_handle(struct session *s, uint32_t handle)
 {
-	return handle_get(s, handle);
+	int err;
+	return readable_handle(s, handle, &err);
 }
 
 static void write_etag(struct session *s, uint16_t arg, const struct object *o)
@@ -1116,13 +1166,13 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 
 static int submit_read(struct session *s, const struct rc_sqe *e)
 {
-	struct object *o = handle_get(s, e->handle);
+	int err;
+	struct object *o = readable_handle(s, e->handle, &err);
 	if (!o)
-		return -EBADF;
+		return err;
 	if (e->len > RC_MAX_IO)
 		return -EINVAL;
 	uint8_t *dst = NULL;
-	int err;
 	if (e->opcode == RC_OP_READ_INTO && (err = check_buf(s, e, e->len, &dst)))
 		return err;
 	if (e->offset >= o->size || e->len == 0)
@@ -1167,9 +1217,10 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 static int submit_stat(struct session *s, const struct rc_sqe *e,
 		       struct rc_cqe *cqe)
 {
-	struct object *o = handle_get(s, e->handle);
+	int err;
+	struct object *o = readable_handle(s, e->handle, &err);
 	if (!o)
-		return -EBADF;
+		return err;
 	if (e->arg >= s->arg_slots)
 		return -EINVAL;
 	write_etag(s, e->arg, o);
@@ -1335,6 +1386,7 @@ bool session_process(struct session *s)
 	if (n > s->sq_entries)
 		n = s->sq_entries; /* a wild tail: take one ring's worth */
 	s->refs++; /* completions below may close the session */
+	recheck_access(s);
 	for (uint32_t i = 0; i < n && !s->closed; i++) {
 		struct rc_sqe e;
 		copy_from_client(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],

@@ -367,8 +367,9 @@ static bool xfer_retry(struct xfer *x, const struct s3_result *r)
 		return false;
 	x->attempt++;
 	x->u->out.retries++;
-	log_debug("upload %s: %s %s (HTTP %ld), retry %u", x->u->key, r->code,
-		  r->message, r->http_status, x->attempt);
+	char reason[512];
+	log_debug("upload %s: %s, retry %u", rc_esc(x->u->key),
+		  s3_result_reason(r, reason, sizeof(reason)), x->attempt);
 	s3_req_free(x->req);
 	x->req = NULL;
 	x->waiting = true;
@@ -700,9 +701,12 @@ static void on_abort_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	/* NoSuchUpload on a retry: the first attempt did it. */
-	if (r->err && !(r->err == -ENOENT && x->attempt > 0))
-		log_warn("upload %s: AbortMultipartUpload %s failed: HTTP %ld %s",
-			 u->key, u->upload_id, r->http_status, r->code);
+	if (r->err && !(r->err == -ENOENT && x->attempt > 0)) {
+		char reason[512];
+		log_warn("upload %s: AbortMultipartUpload %s failed: %s",
+			 rc_esc(u->key), rc_esc(u->upload_id),
+			 s3_result_reason(r, reason, sizeof(reason)));
+	}
 	u->upload_id[0] = '\0';
 	xfer_free(x);
 	report_done(u);
@@ -724,8 +728,8 @@ void upload_transfer_done(struct s3_req *req, CURLcode code)
 		return;
 	upload_hold(u);
 	if (r.err && r.retryable)
-		log_warn("upload %s: giving up after %u retries: HTTP %ld %s %s",
-			 x->u->key, x->attempt, r.http_status, r.code, r.message);
+		log_debug("upload %s: giving up after %u retries",
+			  rc_esc(x->u->key), x->attempt); /* the owner logs why */
 	switch (x->kind) {
 	case X_PUT: on_put_done(x, &r); break;
 	case X_CREATE: on_create_done(x, &r); break;
@@ -948,7 +952,8 @@ static int cleanup_page(struct s3_client *s3, const char *bucket,
 		if (rc < 0)
 			return rc;
 		log_info("aborted abandoned upload %s of %s (initiated %s)",
-			 up->upload_id, up->key, up->initiated);
+			 rc_esc(up->upload_id), rc_esc(up->key),
+			 rc_esc(up->initiated));
 		n++;
 	}
 	return n;

@@ -275,6 +275,33 @@ static void flushed_nothing(void *ctx, int res)
 	(void)res;
 }
 
+/* A shutdown's cancel is no failure where the journal keeps the bytes;
+ * the rest is an error naming dataset, bucket, key and S3's reason. */
+static void log_upload_failure(const struct wobject *w,
+			       const struct upload_outcome *out)
+{
+	const struct rc_dataset_config *c = w->ds->cfg;
+	char *key = bucket_key(w);
+	const char *shown = rc_esc(key ? key : w->key);
+	if (out->err == -ECANCELED) {
+		bool kept = w->journaled;
+		rc_log(kept ? RC_LOG_INFO : RC_LOG_WARN,
+		       "dataset %s: upload of bucket %s key %s stopped by "
+		       "shutdown: %s", c->name, c->bucket, shown, kept ?
+		       "journaled, uploaded again at the next start" :
+		       "not journaled (durability is not local): not in S3");
+	} else {
+		struct s3_result r = {.http_status = out->http_status};
+		snprintf(r.code, sizeof(r.code), "%s", out->code);
+		snprintf(r.message, sizeof(r.message), "%s", out->message);
+		char reason[512];
+		log_error("dataset %s: upload of bucket %s key %s failed: %s",
+			  c->name, c->bucket, shown,
+			  s3_result_reason(&r, reason, sizeof(reason)));
+	}
+	free(key);
+}
+
 static void upload_done(void *ctx, const struct upload_outcome *out)
 {
 	struct wobject *w = ctx;
@@ -303,8 +330,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		 * that level accepts. */
 		w->state = W_FAILED;
 		sh->m.wb_failed++;
-		log_error("upload of %s/%s failed: %s %s", w->ds->cfg->name,
-			  w->key, out->code, out->message);
+		log_upload_failure(w, out);
 	}
 	if (w->ds->cfg->durability == DURABILITY_S3)
 		ack_commit(w, out->err);
@@ -348,6 +374,15 @@ static struct wobject *whandle(struct session *s, uint32_t h)
 		return NULL;
 	h &= ~RC_WRITE_HANDLE;
 	return h < s->cap_whandles ? s->whandles[h] : NULL;
+}
+
+/* A reload may have removed the dataset or the writer's uid from its
+ * write_* lists since WRITE_OPEN: no more bytes reach S3 through it. */
+static int write_revoked(const struct session *s, const struct wobject *w)
+{
+	if (!w->ds->enabled)
+		return -ENOENT;
+	return s->access[w->ds->id] & RC_ACCESS_WRITE ? 0 : -EACCES;
 }
 
 static int whandle_alloc(struct session *s, struct wobject *w, uint32_t *out)
@@ -484,6 +519,9 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL; /* written after COMMIT or ABORT */
+	int revoked = write_revoked(s, w);
+	if (revoked)
+		return revoked;
 	if (off + len < off || off + len > RC_S3_MAX_OBJECT)
 		return -EFBIG; /* S3's largest object */
 	if (len == 0)
@@ -525,6 +563,9 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL;
+	int revoked = write_revoked(s, w);
+	if (revoked)
+		return revoked;
 	w->state = W_COMMITTED;
 	enum rc_durability dur = w->ds->cfg->durability;
 	if (dur != DURABILITY_MEMORY)
@@ -723,13 +764,15 @@ static void abort_stale_uploads(struct shard *sh, struct wobject *w)
 {
 	char *key = bucket_key(w);
 	struct s3_result r;
+	char reason[512];
 	if (!key)
 		return;
 	int n = upload_cleanup_abandoned(sh->d->s3, w->ds->cfg->bucket, key, 0,
 					 other_key, key, &r);
 	if (n < 0)
-		log_warn("journal: %s/%s: listing its old uploads: %s %s",
-			 w->ds->cfg->name, w->key, r.code, r.message);
+		log_warn("journal: %s/%s: listing its old uploads: %s",
+			 w->ds->cfg->name, rc_esc(w->key),
+			 s3_result_reason(&r, reason, sizeof(reason)));
 	free(key);
 }
 
@@ -739,7 +782,7 @@ static void replay(struct shard *sh)
 	for (size_t i = 0; i < journal_n_discarded(j); i++) {
 		const struct journal_object *o = journal_discarded(j, i);
 		log_warn("journal: %s/%s was never committed: discarded",
-			 o->dataset, o->key);
+			 o->dataset, rc_esc(o->key));
 	}
 	for (size_t i = 0; i < journal_n_replayed(j); i++) {
 		const struct journal_object *o = journal_replayed(j, i);
@@ -751,7 +794,7 @@ static void replay(struct shard *sh)
 		struct dataset *ds = dataset_by_name(sh->d, o->dataset);
 		if (!ds) {
 			log_error("journal: %s/%s: no such dataset now; kept in "
-				  "the journal", o->dataset, o->key);
+				  "the journal", o->dataset, rc_esc(o->key));
 			continue;
 		}
 		struct wobject *w = calloc(1, sizeof(*w));
@@ -772,7 +815,7 @@ static void replay(struct shard *sh)
 			sh->wobjects->prev = w;
 		sh->wobjects = w;
 		log_info("journal: uploading %s/%s (%llu bytes) acknowledged "
-			 "before the restart", o->dataset, o->key,
+			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
 		abort_stale_uploads(sh, w);
@@ -792,6 +835,7 @@ static void cleanup_abandoned(struct daemon *d)
 		if (!c->writable)
 			continue;
 		struct s3_result r;
+		char reason[512];
 		int n = upload_cleanup_abandoned(d->s3, c->bucket, c->prefix,
 						 ABANDONED_AGE_S, NULL, NULL,
 						 &r);
@@ -799,8 +843,9 @@ static void cleanup_abandoned(struct daemon *d)
 			log_info("dataset %s: aborted %d abandoned multipart "
 				 "upload(s)", c->name, n);
 		else if (n < 0)
-			log_warn("dataset %s: listing abandoned uploads: %s %s",
-				 c->name, r.code, r.message);
+			log_warn("dataset %s: listing abandoned uploads: %s",
+				 c->name, s3_result_reason(&r, reason,
+							   sizeof(reason)));
 	}
 }
 
@@ -867,10 +912,13 @@ void writeback_drain(struct shard *sh)
 	uint64_t until = now_ns() + DRAIN_NS;
 	while (must_wait(sh) && now_ns() < until)
 		reactor_poll_once(sh);
-	/* Journaled objects are uploaded again at the next start. */
-	for (struct wobject *w = sh->wobjects; w; w = w->next)
+	/* Journaled objects are uploaded again at the next start. A cancel
+	 * may drop the last reference to w (upload_done): step first. */
+	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
+		next = w->next;
 		if (w->up)
 			upload_cancel(w->up);
+	}
 	until = now_ns() + 10ull * 1000000000ull;
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&

@@ -3,16 +3,21 @@
  * prints, the bytes cat writes, what status reports, what prefetch warms,
  * and the exit codes and messages of the failures. */
 #include <criterion/criterion.h>
+#include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture/fixture.h"
+#include "ringcache.h"
 
 #define CLI RC_BUILD_DIR "/ringcache"
 #define OUT_MAX (256u * 1024u)
@@ -229,4 +234,301 @@ Test(cli, bad_usage_exits_2_and_no_daemon_exits_1)
 	int rc = cli("status", NULL, NULL);
 	cr_assert_eq(rc, 1, "status without a daemon: exit %d: %s", rc, out);
 	cr_assert(strstr(out, "cannot reach the daemon"), "%s", out);
+}
+
+/* ---- errors that name the real cause ----------------------------------- */
+
+/* Nothing at the path, or a socket file nobody listens on: both say no
+ * daemon listens there, never a missing object or dataset. */
+Test(cli, no_daemon_is_named_as_such)
+{
+	fx_daemon_stop(&D);
+	int rc = cli("ls", "ds", NULL);
+	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "no daemon is listening on the socket"), "%s", out);
+	cr_assert_null(strstr(out, "no such object"), "%s", out);
+
+	/* A stale socket file (a daemon killed with SIGKILL leaves one). */
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", D.socket_path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+	close(fd);
+	rc = cli("status", NULL, NULL);
+	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "cannot reach the daemon at") &&
+		  strstr(out, "no daemon is listening on the socket"), "%s", out);
+	unlink(D.socket_path);
+}
+
+/* awscli with the env's endpoint and keys, in a clean environment (as
+ * fixture.c's aws-batch runs it); the output lands in out. */
+static int aws(const char *const *args)
+{
+	const struct fx_env *e = fx_env();
+	static char home[300], key[300], secret[300], region[100];
+	snprintf(home, sizeof(home), "HOME=%s", fx_tmpdir());
+	snprintf(key, sizeof(key), "AWS_ACCESS_KEY_ID=%s", e->access_key);
+	snprintf(secret, sizeof(secret), "AWS_SECRET_ACCESS_KEY=%s",
+		 e->secret_key);
+	snprintf(region, sizeof(region), "AWS_DEFAULT_REGION=%s", e->region);
+	char *argv[32] = {"/usr/bin/env", "-i", home, "PATH=/usr/bin:/bin",
+			  "LC_ALL=C.UTF-8", key, secret, region,
+			  "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+			  "AWS_CONFIG_FILE=/dev/null",
+			  "AWS_EC2_METADATA_DISABLED=true", "/usr/bin/aws",
+			  "--endpoint-url", (char *)e->endpoint, "s3api"};
+	int n = 15;
+	while (*args && n < 31)
+		argv[n++] = (char *)*args++;
+	argv[n] = NULL;
+	return fx_run(argv, out, sizeof(out), RUN_MS);
+}
+
+static char denied_bucket[64];
+
+/* A bucket of our own whose denied/ keys S3 refuses to everyone (an
+ * explicit Deny in its policy: RGW sends AccessDenied, empty Message). */
+static void make_denied_bucket(void)
+{
+	char tag[48], body[300], policy[600], resource[128];
+	fx_unique(tag, sizeof(tag), "deny");
+	snprintf(denied_bucket, sizeof(denied_bucket), "rc-%s", tag);
+	for (char *c = denied_bucket; *c; c++)
+		*c = *c == '_' ? '-' : (char)tolower((unsigned char)*c);
+	snprintf(body, sizeof(body), "%s/obj", fx_tmpdir());
+	FILE *f = fopen(body, "w");
+	cr_assert(f && fputs("secret bytes\n", f) >= 0 && fclose(f) == 0);
+	snprintf(resource, sizeof(resource), "arn:aws:s3:::%s/denied/*",
+		 denied_bucket);
+	snprintf(policy, sizeof(policy),
+		 "{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":"
+		 "\"Deny\",\"Principal\":\"*\",\"Action\":\"s3:GetObject\","
+		 "\"Resource\":\"%s\"}]}", resource);
+	cr_assert_eq(aws((const char *[]){"create-bucket", "--bucket",
+					  denied_bucket, NULL}), 0, "%s: %s", denied_bucket, out);
+	cr_assert_eq(aws((const char *[]){"put-object", "--bucket",
+					  denied_bucket, "--key", "denied/x",
+					  "--body", body, NULL}), 0, "%s", out);
+	cr_assert_eq(aws((const char *[]){"put-bucket-policy", "--bucket",
+					  denied_bucket, "--policy", policy,
+					  NULL}), 0, "%s", out);
+}
+
+static void drop_denied_bucket(void)
+{
+	if (!denied_bucket[0])
+		return;
+	aws((const char *[]){"delete-bucket-policy", "--bucket", denied_bucket,
+			     NULL});
+	aws((const char *[]){"delete-object", "--bucket", denied_bucket,
+			     "--key", "denied/x", NULL});
+	aws((const char *[]){"delete-bucket", "--bucket", denied_bucket, NULL});
+	denied_bucket[0] = '\0';
+}
+
+/* As nobody: `ringcache cat private KEY`; exit 0 when the CLI names the
+ * local ACL, and not S3. */
+static int nobody_cats_private(void *arg)
+{
+	(void)arg;
+	int pfd[2];
+	char buf[2048] = "";
+	if (pipe(pfd) < 0)
+		return 2;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		execl(CLI, CLI, "-s", D.socket_path, "cat", "private", "edge/one",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t used = 0;
+	ssize_t n;
+	while (used + 1 < sizeof(buf) &&
+	       (n = read(pfd[0], buf + used, sizeof(buf) - 1 - used)) > 0)
+		used += (size_t)n;
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+		return 3;
+	if (!strstr(buf, "dataset 'private': not allowed by the dataset's ACL"))
+		return 4;
+	return strstr(buf, "S3") ? 5 : 0;
+}
+
+Test(cli, s3_access_denied_and_the_local_acl_read_differently,
+     .fini = drop_denied_bucket)
+{
+	fx_daemon_stop(&D);
+	make_denied_bucket();
+	char sections[1024], private[512];
+	snprintf(sections, sizeof(sections),
+		 "\n[dataset denied]\nuri = s3://%s/\nallow_uids = *\n",
+		 denied_bucket);
+	fx_dataset_section(private, sizeof(private), "private", "ds/",
+			   "allow_uids = 0");
+	strcat(sections, private);
+	fx_daemon_init(&D);
+	D.no_default_dataset = true;
+	fx_daemon_start(&D, sections);
+
+	/* S3's refusal: EPERM through the C API, its own text in the CLI. */
+	struct rc_client c;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "denied");
+	cr_assert_geq(ds, 0);
+	cr_assert_eq(rc_open(&c, ds, "denied/x", NULL), -EPERM);
+	rc_detach(&c);
+	int rc = cli("cat", "denied", "denied/x");
+	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "S3 denied the daemon access (AccessDenied"),
+		  "%s", out);
+	cr_assert_null(strstr(out, "ACL"), "sends the user to allow_uids: %s",
+		       out);
+	/* The local ACL: a user not in allow_uids. */
+	cr_assert_eq(fx_as_nobody(nobody_cats_private, NULL), 0,
+		     "the ACL refusal reads wrong (see nobody_cats_private)");
+
+	fx_daemon_stop(&D);
+	/* One warning naming dataset, bucket, key and S3's code once. */
+	char want[300];
+	snprintf(want, sizeof(want), " warn dataset denied: OPEN bucket %s key "
+		 "denied/x failed: AccessDenied (HTTP 403): S3 denied the "
+		 "daemon access", denied_bucket);
+	cr_assert_eq(fx_daemon_log_count(&D, want), 2, "one line per refusal "
+		     "(C API, CLI), as '%s'", want);
+	cr_assert_eq(fx_daemon_log_count(&D, "HTTP 403  HTTP 403"), 0);
+}
+
+/* A missing key is routine: info, once per cat, with its cause. */
+Test(cli, a_missing_key_is_one_info_line)
+{
+	int rc = cli("cat", "ds", "edge/no-such-object");
+	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+	fx_daemon_stop(&D);
+	cr_assert_eq(fx_daemon_log_count(&D, "ds/edge/no-such-object failed: "
+					 "HTTP 404"), 1);
+	cr_assert_eq(fx_daemon_log_count(&D, " info dataset ds: OPEN bucket "),
+		     1);
+	cr_assert_eq(fx_daemon_log_count(&D, " warn dataset ds"), 0);
+}
+
+/* Removed by a reload or never configured: both are unknown datasets, to
+ * the CLI, a new attach and a session attached before the reload. */
+Test(cli, a_removed_dataset_is_an_unknown_dataset)
+{
+	fx_daemon_stop(&D);
+	char extra[512];
+	fx_dataset_section(extra, sizeof(extra), "gone", "ds/edge/",
+			   "allow_uids = *");
+	fx_daemon_init(&D);
+	fx_daemon_start(&D, extra);
+	struct rc_client c;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "gone");
+	cr_assert_geq(ds, 0);
+	int h = rc_open(&c, ds, "one", NULL);
+	cr_assert_geq(h, 0, "%s", rc_strerror(h));
+
+	cr_assert_eq(fx_daemon_reload(&D, NULL), 0);
+	cr_assert_eq(rc_open(&c, ds, "one", NULL), -ENOENT);
+	struct rc_stat st;
+	cr_assert_eq(rc_stat_handle(&c, (uint32_t)h, &st), -ENOENT);
+	rc_detach(&c);
+	int rc = cli("ls", "gone", NULL);
+	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "unknown dataset 'gone'"), "%s", out);
+	cr_assert_null(strstr(out, "ACL"), "%s", out);
+	fx_daemon_stop(&D);
+}
+
+/* ---- reload that says what it did ---------------------------------------- */
+
+static int attach_count(int n, struct rc_client *cs)
+{
+	for (int i = 0; i < n; i++) {
+		int r = rc_attach(&cs[i], D.socket_path, NULL);
+		if (r < 0) {
+			while (i-- > 0)
+				rc_detach(&cs[i]);
+			return r;
+		}
+	}
+	return 0;
+}
+
+Test(cli, reload_applies_live_keys_and_names_those_needing_a_restart)
+{
+	int rc = cli("status", NULL, NULL);
+	cr_assert(strstr(out, "config      as in the file"), "%s", out);
+
+	fx_daemon_stop(&D);
+	fx_daemon_init(&D);
+	D.daemon_extra = "max_sessions = 2";
+	D.memory = "128M";
+	fx_daemon_start(&D, NULL);
+	D.daemon_extra = "max_sessions = 1";
+	D.memory = "64M";
+	cr_assert_eq(fx_daemon_reload(&D, NULL), 0);
+	cr_assert(fx_daemon_log_contains(&D, "reload: [daemon] max_sessions: "
+					 "2 -> 1, applied"));
+	cr_assert(fx_daemon_log_contains(&D, "reload: [daemon] memory: 128M -> "
+					 "64M needs a restart; still running "
+					 "with 128M"));
+	cr_assert(fx_daemon_log_contains(&D, "1 keys applied, 1 need a restart: "
+					 "daemon.memory"));
+	/* max_sessions = 1 holds now. */
+	struct rc_client cs[2];
+	cr_assert_eq(attach_count(1, cs), 0);
+	struct rc_client extra_client;
+	cr_assert_eq(rc_attach(&extra_client, D.socket_path, NULL), -EUSERS);
+	rc_detach(&cs[0]);
+
+	rc = cli("status", NULL, NULL);
+	cr_assert_eq(rc, 0, "%s", out);
+	cr_assert(strstr(out, "differs from the file until a restart: "
+			 "daemon.memory"), "%s", out);
+	/* The file edited again and not reloaded yet. */
+	usleep(20000); /* a new mtime */
+	D.memory = "32M";
+	FILE *f = fopen(D.config_path, "a");
+	cr_assert(f && fputs("\n; edited\n", f) >= 0 && fclose(f) == 0);
+	rc = cli("status", NULL, NULL);
+	cr_assert(strstr(out, "the file changed since it was loaded"), "%s",
+		  out);
+	fx_daemon_stop(&D);
+}
+
+Test(cli, reload_that_needs_a_journal_is_refused_with_the_reason)
+{
+	char ckpt[512], daemon_extra[400];
+	fx_dataset_section(ckpt, sizeof(ckpt), "ckpt", "ckpt/",
+			   "allow_uids = *\nwritable = true\ndurability = local");
+	snprintf(daemon_extra, sizeof(daemon_extra), "journal = %s/journal",
+		 D.dir);
+	D.daemon_extra = daemon_extra;
+	cr_assert_eq(fx_daemon_reload(&D, ckpt), 1, "a durability = local "
+		     "dataset was added without a journal");
+	cr_assert(fx_daemon_log_contains(&D, "reload refused, keeping the "
+					 "running config: dataset ckpt: "
+					 "durability = local needs the journal, "
+					 "and this daemon started without one"));
+	int rc = cli("status", NULL, NULL);
+	cr_assert(strstr(out, "the last reload was refused"), "%s", out);
+	/* The old config runs on: no ckpt, ds reads. */
+	struct rc_client c;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	cr_assert_eq(rc_dataset(&c, "ckpt"), -ENOENT);
+	rc_detach(&c);
+	uint8_t *data;
+	size_t len;
+	size_t i = fx_ds_find(&S, "edge/one");
+	cr_assert_eq(cat_to_file("edge/one", &data, &len), 0);
+	fx_assert_ds_bytes(&S, i, 0, data, len, "edge/one");
+	free(data);
+	(void)rc;
+	fx_daemon_stop(&D);
 }

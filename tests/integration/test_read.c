@@ -679,11 +679,32 @@ Test(read, killed_client_leaves_no_lease, .init = start_default,
 
 static char acl_dir[64];
 
+/* Copies of objects 5 and 6 under a prefix of their own: the restricted
+ * datasets may not nest in the public one (a config that did would serve
+ * their keys to everyone through it, and is refused). */
+static void copy_acl_objects(char *sub, size_t len)
+{
+	char tag[64], key[DS_KEY_MAX], full[512];
+	fx_unique(tag, sizeof(tag), "acl");
+	snprintf(sub, len, "%s/", tag);
+	for (size_t i = 5; i <= 6; i++) {
+		size_t size = (size_t)ds_size(&S, i);
+		uint8_t *data = malloc(size);
+		cr_assert_not_null(data);
+		ds_fill(&S, i, 0, data, size);
+		snprintf(full, sizeof(full), "%s%s%s", fx_env()->prefix, sub,
+			 ds_key(&S, i, key));
+		cr_assert_eq(fx_put_object(full, data, size), 0, "PUT %s", full);
+		free(data);
+	}
+}
+
 static void start_acl(void)
 {
-	char extra[2048], sec[1024];
+	char extra[2048], sec[1024], sub[128];
 
 	ds_spec_default(&S);
+	copy_acl_objects(sub, sizeof(sub));
 	fx_daemon_init(&D);
 	/* The run's tmp dir may be 0700: the socket must be reachable by the
 	 * unprivileged child, so it lives in a world-traversable dir. */
@@ -691,9 +712,9 @@ static void start_acl(void)
 	cr_assert(mkdtemp(acl_dir), "mkdtemp: %s", strerror(errno));
 	cr_assert_eq(chmod(acl_dir, 0755), 0);
 	D.socket_dir = acl_dir;
-	fx_dataset_section(extra, sizeof(extra), "rootonly", "ds/",
+	fx_dataset_section(extra, sizeof(extra), "rootonly", sub,
 			   "allow_uids = 0");
-	fx_dataset_section(sec, sizeof(sec), "owneronly", "ds/", "");
+	fx_dataset_section(sec, sizeof(sec), "owneronly", sub, "");
 	strncat(extra, sec, sizeof(extra) - strlen(extra) - 1);
 	fx_daemon_start(&D, extra);
 }

@@ -44,15 +44,17 @@ static uint8_t pattern(uint64_t seed, uint64_t off)
 	return (uint8_t)(x * 0xbf58476d1ce4e5b9ull >> 56);
 }
 
-/* Datasets "ck" (durability from the caller) and "ro" (not writable),
- * both over the run's scratch prefix. */
+/* Datasets "ck" (durability from the caller) over the run's scratch
+ * prefix and "ro" (not writable) next to it: nested, their different
+ * write lists would be refused. */
 static void start(const char *durability, const char *extra_daemon)
 {
 	fx_unique(scratch, sizeof(scratch), "wb");
-	char sub[200], ck[600], ro[600];
+	char sub[200], ro_sub[210], ck[600], ro[600];
 	snprintf(sub, sizeof(sub), "%s/", scratch);
+	snprintf(ro_sub, sizeof(ro_sub), "%s-ro/", scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
-	fx_dataset_section(ro, sizeof(ro), "ro", sub, "allow_uids = *");
+	fx_dataset_section(ro, sizeof(ro), "ro", ro_sub, "allow_uids = *");
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = %s\n"
 		 "part_size = 5M\nupload_concurrency = 3\n%s",
@@ -741,6 +743,57 @@ Test(writeback, kill_9_at_each_point_then_restart, .fini = teardown,
 	snprintf(prefix, sizeof(prefix), "%s%s/", fx_env()->prefix, parent);
 	fx_aws_assert_objects(prefix, objs, KILL_POINTS * N_ACKED, 5 * MiB);
 	for (size_t i = 0; i < KILL_POINTS * N_ACKED; i++)
+		free((void *)objs[i].data);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
+
+/* ---- a clean SIGTERM with uploads held ------------------------------------ */
+
+/* SIGTERM while S3 refuses every upload (503s): each stopped upload is one
+ * info line saying the journal keeps it, never an error; the next start
+ * uploads it, and aws reads back exactly the bytes. */
+Test(writeback, sigterm_with_uploads_held_logs_no_error, .fini = teardown,
+     .timeout = 180)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	char sub[160], keys[N_ACKED][300], prefix[300];
+	struct fx_s3_object objs[N_ACKED];
+	fx_unique(sub, sizeof(sub), "wb-term");
+	fx_proxy_start(&P, pass);
+	proxy_on = true;
+	start_behind_proxy(sub, KILL_RETRIES, KILL_CK);
+	/* After the start: its blocking cleanup of old uploads would retry. */
+	proxy_set("set faults 503\nset fault-rate 1\n");
+	struct rc_client c;
+	attach(&c);
+	for (size_t i = 0; i < N_ACKED; i++)
+		write_object(&c, acked[i].key, acked[i].size, i + 1, true);
+	rc_detach(&c);
+	wait_for(unsent_held, "uploads held by 503s");
+	struct fx_daemon first = D;
+	fx_daemon_stop(&D);
+	cr_assert_eq(fx_daemon_log_count(&first, " error "), 0,
+		     "a clean stop logged an error (log %s)", first.log_path);
+	cr_assert_eq(fx_daemon_log_count(&first, "stopped by shutdown: "
+					 "journaled, uploaded again at the "
+					 "next start"), (int)N_ACKED,
+		     "one info line per stopped upload (log %s)",
+		     first.log_path);
+
+	proxy_set("set fault-rate 0\n");
+	restart_daemon();
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total",
+				  (int64_t)N_ACKED, 30000), (int64_t)N_ACKED);
+	fx_daemon_stop(&D);
+	unlink(journal_path);
+	for (size_t i = 0; i < N_ACKED; i++)
+		objs[i] = written(keys[i], sizeof(keys[i]), acked[i].key,
+				  acked[i].size, i + 1);
+	snprintf(prefix, sizeof(prefix), "%s%s/", fx_env()->prefix, sub);
+	fx_aws_assert_objects(prefix, objs, N_ACKED, 5 * MiB);
+	for (size_t i = 0; i < N_ACKED; i++)
 		free((void *)objs[i].data);
 	fx_proxy_stop(&P);
 	proxy_on = false;

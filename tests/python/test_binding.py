@@ -152,6 +152,11 @@ max_retries = 3
 uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ds/
 allow_uids = *
 
+# Root's alone: the ACL refuses nobody (test_acl_and_s3_refusals_...).
+[dataset private]
+uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}private/
+allow_uids = 0
+
 # Checkpoints: writable by this test's user (the daemon's), parts of 5 MiB
 # so a ~20 MB torch.save is a multipart upload with an uneven last part.
 [dataset ck]
@@ -231,6 +236,7 @@ def stop_daemon(check=True):
 def setUpModule():
     Env.tmp = tempfile.mkdtemp(prefix="rcpy-",
                                dir=os.environ.get("RINGCACHE_TEST_TMP"))
+    os.chmod(Env.tmp, 0o755)  # nobody reaches the socket (ACL test)
     have_s3 = bool(os.environ.get("RINGCACHE_TEST_S3_ENDPOINT"))
     if not have_s3:
         start_rgw()
@@ -445,12 +451,40 @@ class TestRead(unittest.TestCase):
         with self.assertRaises(OSError) as cm:
             self.c.dataset("no-such-dataset")
         self.assertEqual(cm.exception.errno, errno.ENOENT)
-        with self.assertRaises(OSError):
+        with self.assertRaises(ConnectionRefusedError) as cm:
             ringcache.Client(os.path.join(Env.tmp, "no.sock"))
+        self.assertIn("no daemon is listening", str(cm.exception))
         f = self.c.open("ds", small_key(1))
         f.close()
         with self.assertRaises(OSError):
             f.read()
+
+    def test_acl_and_s3_refusals_are_distinct(self):
+        """The local ACL and S3's AccessDenied: distinct classes, errnos
+        and texts, both PermissionError."""
+        pid = os.fork()
+        if pid == 0:  # nobody, whom [dataset private] does not list
+            code = 1
+            try:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                c = ringcache.Client(Env.socket)
+                try:
+                    c.dataset("private")
+                except ringcache.DatasetAccessError as e:
+                    code = 0 if (e.errno == errno.EACCES and
+                                 "ACL" in str(e)) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        s3 = ringcache._error(-errno.EPERM, "open", "k")
+        self.assertIsInstance(s3, ringcache.S3AccessDenied)
+        self.assertIsInstance(s3, PermissionError)
+        self.assertNotIsInstance(s3, ringcache.DatasetAccessError)
+        self.assertIn("S3 denied the daemon access", str(s3))
+        self.assertNotIn("ACL", str(s3))
 
     def test_fork_child_attaches_own_session(self):
         """A forked child re-attaches and re-opens; the parent's session

@@ -13,7 +13,7 @@
 #include "config.h"
 
 static char conf_path[64];
-static char err[512];
+static char err[4096];
 
 /* Writes text to a fresh temp file; the path lives in conf_path. */
 static const char *write_conf(const char *text)
@@ -94,7 +94,7 @@ Test(config, full_valid_file)
 		"secret_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
 		"session_token = tok/en+=\n"
 		"profile = training\n"
-		"credentials_file = /etc/ringcache/aws-credentials\n"
+		"credentials_file = /dev/null\n"
 		"\n"
 		"[dataset imagenet-1k_v2.0]\n"
 		"uri = s3://my.training-data/imagenet/train\n"
@@ -129,7 +129,7 @@ Test(config, full_valid_file)
 			 "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
 	cr_assert_str_eq(c.session_token, "tok/en+=");
 	cr_assert_str_eq(c.profile, "training");
-	cr_assert_str_eq(c.credentials_file, "/etc/ringcache/aws-credentials");
+	cr_assert_str_eq(c.credentials_file, "/dev/null");
 
 	cr_assert_eq(c.n_datasets, 2);
 	struct rc_dataset_config *d = &c.datasets[0];
@@ -659,4 +659,117 @@ Test(config, limits_per_uid_and_session)
 		     "[daemon] max_registered:");
 	expect_error("[daemon]\nmax_leased_per_uid = lots\n" DATASET,
 		     "[daemon] max_leased_per_uid:");
+}
+
+Test(config, every_error_is_reported_in_one_run)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[daemon]\n"
+			  "memory = lots\n"         /* 2 */
+			  "just some words\n"       /* 3 */
+			  "log_level = loud\n"      /* 4 */
+			  "[s3]\n"
+			  "region = us east\n"      /* 6 */
+			  "credentials_file = /nonexistent/creds\n" /* 7 */
+			  "[dataset a]\n"
+			  "uri = http://x\n"        /* 9 */
+			  "[dataset b]\n"           /* 10: no uri */
+			  "allow_uids = 1000\n", &c), -1);
+	static const char *const want[] = {
+		":2: [daemon] memory: must be a size",
+		":3: syntax error",
+		":4: [daemon] log_level: must be one of",
+		":6: [s3] region: must be a region name",
+		":7: [s3] credentials_file: cannot read the file: No such file or directory",
+		":9: [dataset a] uri: must be an s3:// URI",
+		":10: [dataset b] uri: missing required key",
+	};
+	const char *at = err;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const char *hit = strstr(at, want[i]);
+		cr_assert(hit, "expected '%s' (in order) in:\n%s", want[i], err);
+		at = hit;
+	}
+	size_t lines = 1;
+	for (const char *p = err; *p; p++)
+		lines += *p == '\n';
+	cr_assert_eq(lines, sizeof(want) / sizeof(want[0]),
+		     "one line per error, no follow-on errors:\n%s", err);
+	cr_assert_null(c.path, "config not freed on error");
+}
+
+Test(config, too_many_errors_are_counted)
+{
+	char text[8192] = "[daemon]\n";
+	for (int i = 0; i < 80; i++)
+		strcat(text, "mlock = maybe\n");
+	strcat(text, DATASET);
+	struct rc_config c;
+	cr_assert_eq(load(text, &c), -1);
+	cr_assert(strstr(err, "more error(s)"), "no count of the rest: %s", err);
+	cr_assert(strlen(err) < sizeof(err));
+}
+
+Test(config, inline_comments_end_a_value)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[daemon] # the daemon\n"
+			  "memory = 256M # hash comment\n"
+			  "log_level = debug ; semicolon comment\n"
+			  "[s3]\nprofile = train;ing\n"
+			  "[dataset d]\nuri = s3://bucket-a/x#y ; not part of it\n"
+			  "allow_uids = 1000 ; 1001\n", &c),
+		     0, "%s", err);
+	cr_assert_eq(c.memory_bytes, 256ull << 20);
+	cr_assert_eq(c.log_level, 3);
+	/* Without a blank before it, ';' or '#' is part of the value. */
+	cr_assert_str_eq(c.profile, "train;ing");
+	cr_assert_str_eq(c.datasets[0].prefix, "x#y/");
+	cr_assert_eq(c.datasets[0].n_uids, 1);
+	cr_assert_eq(c.datasets[0].uids[0], 1000);
+	config_free(&c);
+}
+
+Test(config, missing_credentials_file_fails_the_check)
+{
+	expect_error("[s3]\ncredentials = file\n"
+		     "credentials_file = /nonexistent/aws-credentials\n" DATASET,
+		     ":3: [s3] credentials_file: cannot read the file: No such file or directory (got '/nonexistent/aws-credentials')");
+}
+
+Test(config, overlapping_datasets_with_different_acls_are_refused)
+{
+	/* A root-only dataset inside a public one. */
+	expect_error("[dataset public]\nuri = s3://bucket-a/data/\n"
+		     "allow_uids = *\n"
+		     "[dataset secret]\nuri = s3://bucket-a/data/secret/\n"
+		     "allow_uids = 0\n",
+		     ":4: [dataset secret] uri: s3://bucket-a/data/secret/ overlaps dataset public (line 1, s3://bucket-a/data/)");
+	/* Equal prefixes, the nested one first, the whole bucket. */
+	expect_error("[dataset a]\nuri = s3://bucket-a/x\nallow_uids = 1000\n"
+		     "[dataset b]\nuri = s3://bucket-a/x/\nallow_uids = 1001\n",
+		     ":4: [dataset b] uri: s3://bucket-a/x/ overlaps dataset a");
+	expect_error("[dataset inner]\nuri = s3://bucket-a/x/y\nallow_uids = 1000\n"
+		     "[dataset all]\nuri = s3://bucket-a\nallow_uids = *\n",
+		     "[dataset all] uri: s3://bucket-a/ overlaps dataset inner");
+	/* Same readers, different writers. */
+	expect_error("[daemon]\njournal = /tmp/j\n"
+		     "[dataset a]\nuri = s3://bucket-a/x\nallow_uids = *\n"
+		     "[dataset b]\nuri = s3://bucket-a/x/ckpt\nallow_uids = *\n"
+		     "writable = true\nwrite_uids = 1000\n",
+		     "[dataset b] uri: s3://bucket-a/x/ckpt/ overlaps dataset a");
+}
+
+Test(config, disjoint_or_equally_guarded_datasets_load)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[dataset a]\nuri = s3://bucket-a/img\nallow_uids = 1000\n"
+			  "[dataset b]\nuri = s3://bucket-a/img2\nallow_uids = 1001\n"
+			  "[dataset c]\nuri = s3://bucket-b/img\nallow_uids = *\n"
+			  "[dataset d]\nuri = s3://bucket-a/img/sub\nallow_uids = 1000\n"
+			  "[dataset e]\nuri = s3://bucket-a/other\n"
+			  "[dataset f]\nuri = s3://bucket-a/other/sub\n", &c),
+		     0, "%s", err);
+	cr_assert_eq(c.n_datasets, 6);
+	config_free(&c);
 }

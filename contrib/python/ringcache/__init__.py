@@ -36,8 +36,9 @@ from collections import namedtuple
 
 from . import _abi
 
-__all__ = ["Client", "File", "Lease", "ListEntry", "RingcacheError",
-           "Writer", "parse_stats", "stats"]
+__all__ = ["Client", "DatasetAccessError", "File", "Lease", "ListEntry",
+           "RingcacheError", "S3AccessDenied", "Writer", "parse_stats",
+           "stats"]
 
 # Copies through the staging buffer go in pieces of at most this size, so a
 # huge read_into into an unregistered buffer does not pin a huge memfd.
@@ -59,6 +60,23 @@ class RingcacheError(OSError):
     """Raised for errors that carry no errno of their own (misuse)."""
 
 
+class DatasetAccessError(PermissionError):
+    """EACCES: the dataset's ACL in the daemon's config (allow_uids/gids,
+    write_uids/gids) does not admit this user; a reload may have removed
+    it. Fixed in ringcache.conf, not in S3."""
+
+
+class S3AccessDenied(PermissionError):
+    """EPERM: S3 answered AccessDenied to the daemon: its S3 credentials or
+    the bucket policy do not allow the key. Fixed in S3 (IAM, bucket
+    policy), not in allow_uids."""
+
+
+# Errnos whose cause is ringcache's own: an exception class that says so
+# (both remain PermissionError for code that catches that).
+_ERRORS = {_errno.EACCES: DatasetAccessError, _errno.EPERM: S3AccessDenied}
+
+
 def _library():
     global _lib
     if _lib is None:
@@ -68,12 +86,14 @@ def _library():
 
 def _error(res, what, filename=None):
     """OSError for a negated errno: OSError picks the subclass
-    (FileNotFoundError for ENOENT, PermissionError for EACCES, ...)."""
+    (FileNotFoundError for ENOENT, ConnectionRefusedError when no daemon
+    listens, ...), _ERRORS the ACL's and S3's refusals."""
     err = -res
     text = _library().rc_strerror(res).decode(errors="replace")
+    cls = _ERRORS.get(err, OSError)
     if filename is not None:
-        return OSError(err, f"{what}: {text}", filename)
-    return OSError(err, f"{what}: {text}")
+        return cls(err, f"{what}: {text}", filename)
+    return cls(err, f"{what}: {text}")
 
 
 def _check(res, what, filename=None):
@@ -177,9 +197,12 @@ class Client:
         c = _abi.rc_client()
         opts = _abi.rc_attach_opts(gpu=self.gpu, numa_node=self.numa_node)
         path = _encode(self.socket) if self.socket is not None else None
-        _check(_library().rc_attach(ctypes.byref(c), path,
-                                    ctypes.byref(opts)),
-               "attach", self.socket)
+        res = _library().rc_attach(ctypes.byref(c), path, ctypes.byref(opts))
+        if res == -_errno.EACCES:  # the socket's mode, not a dataset's ACL
+            raise PermissionError(_errno.EACCES, "attach: permission denied "
+                                  "on the daemon's socket (socket_mode)",
+                                  self.socket)
+        _check(res, "attach", self.socket)
         self._c = c
         self._pid = os.getpid()
         self.generation += 1
@@ -276,7 +299,9 @@ class Client:
         _check(self._call(_library().rc_release, lease_id), "release")
 
     def dataset(self, name):
-        """The dataset id for name (OSError ENOENT / EACCES)."""
+        """The dataset id for name: FileNotFoundError (ENOENT) for a dataset
+        the daemon does not run (never configured, or removed by a reload),
+        DatasetAccessError (EACCES) for one its ACL keeps from this user."""
         if isinstance(name, int):
             return name
         return _check(self._call(_library().rc_dataset, _encode(name)),
@@ -285,8 +310,9 @@ class Client:
     def datasets(self):
         """Names of the datasets the daemon listed at attach."""
         self._ptr()
-        return [self._c.datasets[i].name.decode()
-                for i in range(self._c.n_datasets)]
+        names = (self._c.datasets[i].name.decode()
+                 for i in range(self._c.n_datasets))
+        return [n for n in names if n]  # a removed one has no name
 
     def open(self, dataset, key):
         """Opens dataset (name or id) / key; returns a File."""
