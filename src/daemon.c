@@ -936,9 +936,8 @@ void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
 		 const char *prefix, size_t len)
 {
 	(void)len;
-	uint64_t ttl = (uint64_t)sh->d->cfg.metadata_ttl_s * 1000000000ull;
 	struct listing *l = listing_take(&sh->listings, ds->id, prefix,
-					 op->offset, ttl, now_ns());
+					 op->offset, now_ns());
 	if (!l) {
 		op->err = -ENOMEM;
 		op_complete(op);

@@ -19,7 +19,7 @@ struct list_rec {
 struct listing {
 	uint32_t ds_id;
 	char *prefix;        /* as the client asked, relative to the dataset */
-	uint64_t made_ns;
+	uint64_t used_ns;    /* when a LIST last took it */
 	struct list_rec *recs;
 	size_t first, n, cap; /* the window is recs[first, n) */
 	uint64_t base;       /* entry index of recs[first] */
@@ -68,7 +68,7 @@ static struct listing *listing_new(uint32_t ds_id, const char *prefix,
 		return NULL;
 	}
 	l->ds_id = ds_id;
-	l->made_ns = now;
+	l->used_ns = now;
 	return l;
 }
 
@@ -83,16 +83,18 @@ static struct listing **find_slot(struct listing_cache *lc, uint32_t ds_id,
 }
 
 struct listing *listing_take(struct listing_cache *lc, uint32_t ds_id,
-			     const char *prefix, uint64_t from,
-			     uint64_t ttl_ns, uint64_t now)
+			     const char *prefix, uint64_t from, uint64_t now)
 {
 	struct listing **pp = find_slot(lc, ds_id, prefix), *l = *pp;
 	if (l) {
 		*pp = l->next;
 		l->next = NULL;
 		lc->n--;
-		if (now - l->made_ns < ttl_ns && from >= l->drop_before)
+		if (from > 0 && from >= l->drop_before &&
+		    now - l->used_ns < RC_LIST_IDLE_NS) {
+			l->used_ns = now;
 			return l;
+		}
 		listing_free(l); /* stale, or the client went back */
 	}
 	return listing_new(ds_id, prefix, now);
@@ -166,7 +168,12 @@ static int check_name(const char *key, const char *full_prefix,
 		      size_t whylen)
 {
 	size_t fl = strlen(full_prefix), kl = strlen(key);
-	if (kl <= fl || strncmp(key, full_prefix, fl) != 0) {
+	if (kl == fl && strcmp(key, full_prefix) == 0) {
+		rc_set_err(why, whylen, "%s '%.200s' names nothing after the "
+			   "prefix listed", what, key);
+		return -EPROTO;
+	}
+	if (kl < fl || strncmp(key, full_prefix, fl) != 0) {
 		rc_set_err(why, whylen, "%s '%.200s' outside the prefix listed",
 			   what, key);
 		return -EPROTO;

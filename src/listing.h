@@ -21,6 +21,8 @@
 #define RC_LIST_WINDOW_BYTES (4u << 20)  /* names held ahead of a client */
 #define RC_LIST_KEPT 16u                 /* continuations kept per shard */
 #define RC_LIST_NAME_MAX 1024u           /* S3's longest key */
+#define RC_LIST_IDLE_NS (60ull * 1000000000ull) /* a continuation unused
+						    this long is dropped */
 
 struct listing;
 struct listing_cache {
@@ -29,11 +31,11 @@ struct listing_cache {
 };
 
 /* The kept listing of (dataset, prefix) that can serve entry `from`,
- * removed from the cache, if it is younger than ttl_ns; else a new one
- * (NULL: out of memory). The caller owns it until listing_keep/free. */
+ * removed from the cache, if from > 0 and it was used within
+ * RC_LIST_IDLE_NS; else a new one (a LIST at entry 0 lists afresh). NULL:
+ * out of memory. The caller owns it until listing_keep/free. */
 struct listing *listing_take(struct listing_cache *lc, uint32_t ds_id,
-			     const char *prefix, uint64_t from,
-			     uint64_t ttl_ns, uint64_t now);
+			     const char *prefix, uint64_t from, uint64_t now);
 /* Back into the cache (replacing an older one of the same key, evicting
  * the least recently kept past RC_LIST_KEPT). */
 void listing_keep(struct listing_cache *lc, struct listing *l);
