@@ -208,6 +208,14 @@ struct rc_cqe {
  *   ESTALE   the object changed in S3 after OPEN: open it again
  *   EKEYREJECTED  S3 refused the daemon's credentials
  *   EIO      S3 failed after all retries
+ *   EPROTO   S3 answered with a reply that breaks a rule (never retried;
+ *            the daemon logs one line naming dataset, bucket, key and the
+ *            rule): a LIST name outside or shorter than the prefix, empty,
+ *            over 1024 bytes or with a "." or ".." segment; a size over
+ *            the dataset's max_object_size; an ETag over 127 bytes or
+ *            none; a GET whose Content-Range or length is not the range
+ *            asked for, or names another object size; malformed XML; a
+ *            listing of more than 10000 pages
  *   ENOMEM   the cache has no evictable room (too many leases)
  *   EMFILE   too many leases in this session (the table's 1M)
  *   EDQUOT   a limit of this session or of its uid (ringcache.conf
@@ -228,7 +236,12 @@ struct rc_cqe {
  *   EFBIG    past S3's largest object
  */
 
-/* LIST output record, 8-byte aligned, followed by the name bytes. */
+/* LIST output record, 8-byte aligned, followed by the name bytes (zero
+ * padded). Entries come in S3's page order (each page's common prefixes,
+ * then its objects). A LIST at entry 0 lists afresh; one that continues at
+ * the entries returned so far resumes where the last call stopped (the
+ * daemon keeps the continuation, unused for up to 60 s) instead of
+ * re-listing from the first page. */
 struct rc_list_entry {
 	uint64_t size;      /* object size, 0 for a common prefix */
 	uint16_t name_len;  /* bytes of name after this struct, no NUL */

@@ -21,7 +21,7 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static uint64_t entry_hash(uint64_t obj_id, uint32_t blkno)
+static uint64_t entry_hash(uint64_t obj_id, uint64_t blkno)
 {
 	return mix64(obj_id * 0x9e3779b97f4a7c15ull + blkno);
 }
@@ -133,7 +133,7 @@ static void ghost_add(struct cache *c, const struct cache_entry *e)
 	c->ghost[h & c->ghost_mask] = h;
 }
 
-static bool ghost_take(struct cache *c, uint64_t obj_id, uint32_t blkno)
+static bool ghost_take(struct cache *c, uint64_t obj_id, uint64_t blkno)
 {
 	uint64_t h = entry_hash(obj_id, blkno) | 1;
 	uint64_t *g = &c->ghost[h & c->ghost_mask];
@@ -342,7 +342,7 @@ static int owners_ensure(struct cache_arena *ca, uint64_t off)
 }
 
 struct cache_entry *cache_insert(struct cache *c, struct cache_arena *ca,
-				 uint64_t obj_id, uint32_t blkno, uint32_t len,
+				 uint64_t obj_id, uint64_t blkno, uint32_t len,
 				 int *err)
 {
 	struct cache_entry *e = calloc(1, sizeof(*e));
@@ -383,7 +383,7 @@ struct cache_entry *cache_insert(struct cache *c, struct cache_arena *ca,
 }
 
 struct cache_entry *cache_lookup(struct cache *c, uint64_t obj_id,
-				 uint32_t blkno, bool touch)
+				 uint64_t blkno, bool touch)
 {
 	struct cache_entry *e = c->buckets[entry_hash(obj_id, blkno) & c->mask];
 	while (e && (e->obj_id != obj_id || e->blkno != blkno))

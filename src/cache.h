@@ -25,7 +25,7 @@ struct cache_arena;
 
 struct cache_entry {
 	uint64_t obj_id;
-	uint32_t blkno;
+	uint64_t blkno;
 	uint32_t len;          /* valid bytes in the slot */
 	uint64_t off;          /* slot offset in the arena */
 	uint32_t leases;
@@ -92,11 +92,11 @@ void cache_remove_arena(struct cache *c, struct cache_arena *ca);
 
 /* Lookup counts a hit (for the policy and stats) when touch is true. */
 struct cache_entry *cache_lookup(struct cache *c, uint64_t obj_id,
-				 uint32_t blkno, bool touch);
+				 uint64_t blkno, bool touch);
 /* A new FETCHING entry with a slot for len bytes, evicting as needed.
  * NULL and *err = -ENOMEM when everything evictable is pinned. */
 struct cache_entry *cache_insert(struct cache *c, struct cache_arena *ca,
-				 uint64_t obj_id, uint32_t blkno, uint32_t len,
+				 uint64_t obj_id, uint64_t blkno, uint32_t len,
 				 int *err);
 /* Drops an unleased entry now (a failed fetch); a leased one becomes an
  * orphan, invisible to lookups, freed at its last release. */

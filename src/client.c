@@ -802,6 +802,9 @@ const char *rc_strerror(int err)
 		return "S3 rejected the daemon's credentials";
 	case EIO:
 		return "S3 request failed after retries";
+	case EPROTO:
+		return "S3 sent a reply that breaks the protocol (see the "
+		       "daemon's log)";
 	case EOPNOTSUPP:
 		return "operation not supported by this daemon";
 	case EROFS:

@@ -2,7 +2,10 @@
  * result. Owns: reading each source (config, environment, shared
  * credentials file, container endpoint, IMDSv2), the small JSON reader for
  * the two HTTP sources' flat documents, and refreshing expiring
- * credentials. Error strings name sources, files, profiles and URLs, never
+ * credentials: the HTTP sources on a helper thread (workers.h), so a
+ * reactor that signs a request never waits for IMDS or a container
+ * endpoint; it signs with the old credentials until the new ones are
+ * in. Error strings name sources, files, profiles and URLs, never
  * a key, secret or token; buffers that held secrets are wiped. */
 #include "creds.h"
 
@@ -11,6 +14,7 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include <ini.h>
 
 #include "log.h"
+#include "workers.h"
 
 #define REFRESH_WINDOW_S 300     /* refresh this long before expiry */
 #define REFRESH_RETRY_S 10       /* after a failed refresh, wait this long */
@@ -41,6 +46,20 @@ struct creds_provider {
 	long timeout_ms;
 	struct rc_creds cur;
 	time_t next_try;            /* no refresh attempt before this */
+	struct workers *refresher;  /* HTTP sources: fetches off the caller */
+	struct refresh_job *job;    /* owned; in flight while refreshing */
+	bool refreshing;
+	pthread_cond_t refreshed;   /* job->finished became true */
+};
+
+/* One background refresh: filled on the helper thread, applied under the
+ * provider's lock by whoever calls creds_get next (workers_reap). */
+struct refresh_job {
+	struct creds_provider *p;
+	struct rc_creds fresh;
+	int rc;
+	bool finished;
+	char why[512];
 };
 
 static const char *const source_names[] = {
@@ -1123,10 +1142,20 @@ static int dup_opt(char **dst, const char *src)
 	return *dst ? 0 : -ENOMEM;
 }
 
+static bool fetched_over_http(enum creds_source s)
+{
+	return s == CREDS_CONTAINER || s == CREDS_IMDS;
+}
+
 void creds_provider_free(struct creds_provider *p)
 {
 	if (!p)
 		return;
+	workers_free(p->refresher); /* waits for a fetch in flight */
+	if (p->job)
+		explicit_bzero(p->job, sizeof(*p->job));
+	free(p->job);
+	pthread_cond_destroy(&p->refreshed);
 	free_secret(p->access_key);
 	free_secret(p->secret_key);
 	free_secret(p->session_token);
@@ -1176,6 +1205,12 @@ struct creds_provider *creds_provider_new(const struct creds_config *cfg,
 		fail(err, errlen, -ENOMEM, "out of memory");
 		return NULL;
 	}
+	if (pthread_cond_init(&p->refreshed, NULL)) {
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+		fail(err, errlen, -ENOMEM, "out of memory");
+		return NULL;
+	}
 	p->mode = cfg->source;
 	p->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms
 					    : DEFAULT_TIMEOUT_MS;
@@ -1189,6 +1224,12 @@ struct creds_provider *creds_provider_new(const struct creds_config *cfg,
 		fail(err, errlen, rc, "out of memory");
 	else
 		rc = resolve(p, &p->used, &p->cur, err, errlen);
+	if (!rc && fetched_over_http(p->used) && !(p->job =
+	    calloc(1, sizeof(*p->job))))
+		rc = fail(err, errlen, -ENOMEM, "out of memory");
+	if (!rc && p->job && !(p->refresher = workers_new(1, "rc-creds")))
+		rc = fail(err, errlen, -errno, "credentials refresh thread: %s",
+			  strerror(errno));
 	if (rc) {
 		creds_provider_free(p);
 		return NULL;
@@ -1231,6 +1272,63 @@ static int refresh_locked(struct creds_provider *p, time_t now)
 	return rc;
 }
 
+/* On the helper thread: only p's configuration (never written after
+ * creds_provider_new) is read here. */
+static void refresh_run(void *arg)
+{
+	struct refresh_job *j = arg;
+	struct creds_provider *p = j->p;
+	int rc = resolve_one(p, p->used, &j->fresh, j->why, sizeof(j->why));
+
+	pthread_mutex_lock(&p->lock);
+	j->rc = rc;
+	j->finished = true;
+	pthread_cond_broadcast(&p->refreshed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The pool's record of a finished job: the result is applied by
+ * apply_refresh as soon as the job says finished, reaped or not. */
+static void refresh_reaped(void *arg)
+{
+	(void)arg;
+}
+
+/* Under the lock: a finished refresh's result goes live. */
+static void apply_refresh(struct creds_provider *p)
+{
+	struct refresh_job *j = p->job;
+
+	if (!p->refreshing || !j->finished)
+		return;
+	if (!j->rc) {
+		p->cur = j->fresh;
+		p->next_try = 0;
+	} else {
+		p->next_try = time(NULL) + REFRESH_RETRY_S;
+		log_warn("credentials: refresh from %s failed: %s",
+			 source_names[p->used], j->why);
+	}
+	explicit_bzero(j, sizeof(*j));
+	p->refreshing = false;
+}
+
+/* Under the lock: starts a background refresh unless one is running or
+ * the last failed less than REFRESH_RETRY_S ago. The old credentials
+ * serve until it is in; once they have expired, -EKEYEXPIRED. */
+static int refresh_async_locked(struct creds_provider *p, time_t now)
+{
+	if (!p->refreshing && now >= p->next_try) {
+		*p->job = (struct refresh_job){.p = p};
+		if (workers_submit(p->refresher, refresh_run, refresh_reaped,
+				   p->job) == 0)
+			p->refreshing = true;
+		else
+			p->next_try = now + REFRESH_RETRY_S;
+	}
+	return now < p->cur.expires ? 0 : -EKEYEXPIRED;
+}
+
 int creds_get(struct creds_provider *p, struct rc_creds *out, int *anonymous)
 {
 	time_t now = time(NULL);
@@ -1239,14 +1337,31 @@ int creds_get(struct creds_provider *p, struct rc_creds *out, int *anonymous)
 	if (!p || !out)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
+	if (p->refresher) {
+		workers_reap(p->refresher);
+		apply_refresh(p);
+	}
 	if (needs_refresh(&p->cur, now))
-		rc = refresh_locked(p, now);
+		rc = p->refresher ? refresh_async_locked(p, now)
+				  : refresh_locked(p, now);
 	if (!rc)
 		*out = p->cur;
 	if (anonymous)
 		*anonymous = p->used == CREDS_ANONYMOUS;
 	pthread_mutex_unlock(&p->lock);
 	return rc;
+}
+
+void creds_wait_refresh(struct creds_provider *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	while (p->refreshing && !p->job->finished)
+		pthread_cond_wait(&p->refreshed, &p->lock);
+	if (p->refresher)
+		apply_refresh(p);
+	pthread_mutex_unlock(&p->lock);
 }
 
 const char *creds_source_name(const struct creds_provider *p)

@@ -38,9 +38,16 @@ void creds_provider_replace(struct creds_provider *p,
 			    struct creds_provider *fresh);
 
 /* Current credentials, refreshed when they expire within 5 minutes.
- * Returns 0, or a negated errno if a refresh failed and the old ones have
- * expired. anonymous is set for CREDS_ANONYMOUS. */
+ * Never waits for the network: the container and IMDS sources refresh on
+ * the provider's helper thread while the old credentials keep serving.
+ * Returns 0, or a negated errno if a refresh failed (or is still under
+ * way: -EKEYEXPIRED) and the old ones have expired. anonymous is set for
+ * CREDS_ANONYMOUS. */
 int creds_get(struct creds_provider *p, struct rc_creds *out, int *anonymous);
+
+/* Waits until a background refresh under way (if any) has finished and
+ * its credentials are live: for tools and tests, never a reactor. */
+void creds_wait_refresh(struct creds_provider *p);
 
 /* Which source supplied the credentials ("config", "env", ...). */
 const char *creds_source_name(const struct creds_provider *p);

@@ -115,7 +115,7 @@ static void object_retire(struct shard *sh, struct object *o)
 	uint64_t nblocks = (o->size + bs - 1) / bs;
 	for (uint64_t b = 0; b < nblocks; b++) {
 		struct cache_entry *e = cache_lookup(&sh->cache, o->id,
-						     (uint32_t)b, false);
+						     b, false);
 		if (e && e->state == ENTRY_VALID)
 			cache_discard(&sh->cache, e);
 	}
@@ -224,7 +224,7 @@ static int fetch_start(struct fetch *f)
 		p.op = S3_LIST_OBJECTS_V2;
 		p.prefix = f->list_prefix;
 		p.delimiter = "/";
-		p.continuation_token = f->token;
+		p.continuation_token = listing_token(f->lst);
 		sh->m.s3_list++;
 		break;
 	}
@@ -257,8 +257,7 @@ static void fetch_free(struct fetch *f)
 	if (f->obj)
 		object_put(f->sh->d, f->obj);
 	free(f->list_prefix);
-	free(f->token);
-	s3_list_page_free(&f->acc);
+	listing_free(f->lst);
 	free(f);
 }
 
@@ -401,32 +400,8 @@ static void block_finish(struct fetch *f, int err)
 	}
 }
 
-static void list_merge(struct s3_list_page *acc, struct s3_list_page *page)
-{
-	struct s3_list_object *no = realloc(acc->objects,
-		(acc->n_objects + page->n_objects) * sizeof(*no) + 1);
-	char **np = realloc(acc->prefixes,
-		(acc->n_prefixes + page->n_prefixes) * sizeof(*np) + 1);
-	if (no)
-		acc->objects = no;
-	if (np)
-		acc->prefixes = np;
-	if (!no || !np)
-		return; /* the page is freed below: the listing is short */
-	if (page->n_objects)
-		memcpy(no + acc->n_objects, page->objects,
-		       page->n_objects * sizeof(*no));
-	acc->n_objects += page->n_objects;
-	page->n_objects = 0;
-	if (page->n_prefixes)
-		memcpy(np + acc->n_prefixes, page->prefixes,
-		       page->n_prefixes * sizeof(*np));
-	acc->n_prefixes += page->n_prefixes;
-	page->n_prefixes = 0;
-}
-
 /* A listing also tells each object's ETag and size: OPEN after LIST needs
- * no HEAD while the metadata is fresh. */
+ * no HEAD while the metadata is fresh. The page is checked already. */
 static void list_learn(struct shard *sh, struct dataset *ds,
 		       const struct s3_list_page *page)
 {
@@ -435,7 +410,7 @@ static void list_learn(struct shard *sh, struct dataset *ds,
 		return;
 	for (size_t i = 0; i < page->n_objects; i++) {
 		const struct s3_list_object *lo = &page->objects[i];
-		if (strlen(lo->key) <= pl || !lo->etag[0])
+		if (!lo->etag[0])
 			continue;
 		const char *key = lo->key + pl;
 		struct object *o = *object_slot(sh, ds->id, key);
@@ -446,34 +421,59 @@ static void list_learn(struct shard *sh, struct dataset *ds,
 	}
 }
 
+/* One line per reply that broke a rule: which dataset, bucket and key,
+ * and what the rule was. Never a credential (none is in these). */
+static void log_protocol_error(const struct fetch *f, const char *why)
+{
+	const struct dataset *ds = f->kind == FETCH_LIST ? f->op->ds
+							 : f->obj->ds;
+	const char *rel = f->kind == FETCH_LIST ? f->list_prefix : f->obj->key;
+	const char *pfx = f->kind == FETCH_LIST ? "" : ds->cfg->prefix;
+	log_warn("dataset %s: s3://%s/%s%s: S3 protocol error (%s): %s",
+		 ds->cfg->name, ds->cfg->bucket, pfx, rc_esc(rel),
+		 f->kind == FETCH_LIST ? "LIST" :
+		 f->kind == FETCH_HEAD ? "HEAD" : "GET", rc_esc(why));
+}
+
+/* A page arrived: check it, keep its entries, and ask for the next one
+ * while the client's LIST needs more. True if another page is on its way. */
 static bool list_continue(struct fetch *f, int *err)
 {
-	size_t len;
+	struct dataset *ds = f->op->ds;
+	size_t len, pl = strlen(ds->cfg->prefix);
 	const char *body = s3_req_body(f->req, &len);
 	struct s3_list_page page = {0};
-	char perr[256];
-	if (s3_parse_list(body, len, &page, perr, sizeof(perr)) < 0) {
-		log_warn("ListObjectsV2: malformed response: %s", perr);
-		*err = -EPROTO;
-		s3_list_page_free(&page);
-		return false;
-	}
-	list_learn(f->sh, f->op->ds, &page);
-	list_merge(&f->acc, &page);
-	bool more = page.truncated && page.next_token;
-	if (more) {
-		free(f->token);
-		f->token = page.next_token;
-		page.next_token = NULL;
+	char why[256];
+	*err = s3_parse_list(body, len, &page, why, sizeof(why));
+	if (*err == 0)
+		*err = listing_check_page(&page, f->list_prefix, pl,
+					  ds->cfg->max_object_size, why,
+					  sizeof(why));
+	if (*err == 0) {
+		list_learn(f->sh, ds, &page);
+		*err = listing_add_page(f->lst, &page, pl, why, sizeof(why));
 	}
 	s3_list_page_free(&page);
-	if (!more)
+	if (*err == -EPROTO)
+		log_protocol_error(f, why);
+	if (*err || listing_enough(f->lst, f->op->len))
 		return false;
 	s3_req_free(f->req);
 	f->req = NULL;
 	f->attempt = 0;
 	*err = fetch_start(f);
 	return *err == 0;
+}
+
+/* The LIST op is answered from the listing, which is kept to resume
+ * from unless it failed. */
+static void list_finish(struct fetch *f, int err)
+{
+	op_list_ready(f->op, f->lst, err);
+	if (err == 0) {
+		listing_keep(&f->sh->listings, f->lst);
+		f->lst = NULL;
+	}
 }
 
 static void fetch_finish(struct fetch *f, int err)
@@ -487,7 +487,7 @@ static void fetch_finish(struct fetch *f, int err)
 		block_finish(f, err);
 		break;
 	case FETCH_LIST:
-		op_list_ready(f->op, &f->acc, err);
+		list_finish(f, err);
 		break;
 	}
 	fetch_free(f);
@@ -528,12 +528,39 @@ static bool fetch_again(struct fetch *f, int *err)
 	return *err == 0;
 }
 
+/* What a successful HEAD or GET says about the object must be possible:
+ * a size under the dataset's max_object_size, an ETag, and for a block
+ * the size the object had when it was opened. -EPROTO with r->message. */
+static int check_object_reply(const struct fetch *f, struct s3_result *r)
+{
+	const struct object *o = f->obj;
+	uint64_t max = o->ds->cfg->max_object_size;
+	if (f->kind == FETCH_HEAD && r->object_size > max)
+		snprintf(r->message, sizeof(r->message),
+			 "object size %llu over max_object_size %llu",
+			 (unsigned long long)r->object_size,
+			 (unsigned long long)max);
+	else if (f->kind == FETCH_HEAD && !r->etag[0])
+		snprintf(r->message, sizeof(r->message), "no ETag");
+	else if (f->kind == FETCH_BLOCK && r->object_size != o->size)
+		snprintf(r->message, sizeof(r->message),
+			 "object size %llu in the reply, %llu when opened",
+			 (unsigned long long)r->object_size,
+			 (unsigned long long)o->size);
+	else
+		return 0;
+	r->retryable = false;
+	return -EPROTO;
+}
+
 void fetch_done(struct fetch *f, CURLcode code)
 {
 	struct shard *sh = f->sh;
 	struct s3_result r;
 	s3_req_result(f->req, code, &r);
 	int err = r.err;
+	if (err == 0 && f->kind != FETCH_LIST)
+		err = check_object_reply(f, &r);
 	if (err == 0 && f->kind == FETCH_BLOCK && f->received != f->entry->len) {
 		err = -EIO; /* short body */
 		r.retryable = true;
@@ -568,7 +595,9 @@ void fetch_done(struct fetch *f, CURLcode code)
 		if (fetch_again(f, &err))
 			return;
 	}
-	if (err)
+	if (err == -EPROTO)
+		log_protocol_error(f, r.message);
+	else if (err)
 		log_fetch_failure(f, err, &r);
 	if (f->kind == FETCH_HEAD) {
 		head_finish(f, err, &r);
@@ -817,7 +846,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		return;
 	}
 	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id,
-		(uint32_t)b, block_len(o, b, sh->d->cfg.block_bytes), &err);
+		b, block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e) {
 		op_block_failed(op, err);
 		return;
@@ -851,14 +880,14 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 			  uint64_t gen, struct cache_entry **out, bool *started)
 {
 	*started = false;
-	struct cache_entry *e = cache_lookup(&sh->cache, o->id, (uint32_t)b,
+	struct cache_entry *e = cache_lookup(&sh->cache, o->id, b,
 					     false);
 	if (e) {
 		*out = e;
 		return 0;
 	}
 	int err = 0;
-	e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id, (uint32_t)b,
+	e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id, b,
 			 block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e)
 		return err;
@@ -914,7 +943,7 @@ void daemon_read(struct shard *sh, struct op *op)
 	op->pending = (uint32_t)(last - first + 2); /* +1 holds op alive */
 	for (uint64_t b = first; b <= last; b++) {
 		struct cache_entry *e = cache_lookup(&sh->cache, o->id,
-						     (uint32_t)b, true);
+						     b, true);
 		if (e && e->state == ENTRY_VALID) {
 			sh->m.hits++;
 			op_block_ready(op, e);
@@ -937,14 +966,30 @@ void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
 		 const char *prefix, size_t len)
 {
 	(void)len;
+	struct listing *l = listing_take(&sh->listings, ds->id, prefix,
+					 op->offset, now_ns());
+	if (!l) {
+		op->err = -ENOMEM;
+		op_complete(op);
+		return;
+	}
+	listing_advance(l, op->offset);
+	if (listing_enough(l, op->len)) {
+		op_list_ready(op, l, 0);
+		listing_keep(&sh->listings, l);
+		return;
+	}
 	struct fetch *f = fetch_new(sh, FETCH_LIST, NULL);
 	if (!f || !(f->list_prefix = full_key(ds, prefix))) {
-		free(f);
+		listing_free(l);
+		if (f)
+			fetch_free(f);
 		op->err = -ENOMEM;
 		op_complete(op);
 		return;
 	}
 	f->op = op;
+	f->lst = l;
 	int err = fetch_start(f);
 	if (err)
 		fetch_finish(f, err);
@@ -1534,6 +1579,7 @@ void daemon_destroy(struct daemon *d)
 							 s3_req_easy(f->req));
 			fetch_finish(f, -ECANCELED);
 		}
+		listing_cache_clear(&sh->listings);
 		writeback_destroy(sh);
 		if (sh->tier) {
 			tier_close(sh->tier); /* syncs the index */

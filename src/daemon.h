@@ -17,6 +17,7 @@
 #include "prefetch.h"
 #include "quota.h"
 #include "creds.h"
+#include "listing.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
@@ -99,8 +100,8 @@ struct fetch {
 	struct object *obj;
 	struct cache_entry *entry; /* FETCH_BLOCK */
 	struct op *op;             /* FETCH_LIST */
-	char *list_prefix, *token; /* FETCH_LIST */
-	struct s3_list_page acc;   /* FETCH_LIST: accumulated */
+	char *list_prefix;         /* FETCH_LIST: dataset prefix + asked */
+	struct listing *lst;       /* FETCH_LIST: owned while fetching */
 	unsigned attempt;
 	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
 	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
@@ -212,6 +213,7 @@ struct shard {
 	struct session *sessions;
 	uint32_t n_sessions;
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
+	struct listing_cache listings; /* LIST continuations */
 	struct fetch *retries;     /* sorted by due_ns */
 	struct fetch *fetches;     /* all live fetches, for shutdown */
 	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
@@ -338,7 +340,7 @@ void op_complete(struct op *op);
 /* Called by daemon.c as blocks of a READ/READ_INTO become valid. */
 void op_block_ready(struct op *op, struct cache_entry *e);
 void op_block_failed(struct op *op, int err);
-void op_list_ready(struct op *op, const struct s3_list_page *page, int err);
+void op_list_ready(struct op *op, const struct listing *l, int err);
 
 /* reactor.c */
 int reactor_init(struct shard *sh);

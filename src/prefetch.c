@@ -184,7 +184,7 @@ static void index_rebuild(struct shard *sh)
 				uint64_t k = block_key(it->obj->id, b);
 				index_put(sh, k, hint);
 				struct cache_entry *e = cache_lookup(
-					&sh->cache, it->obj->id, (uint32_t)b, false);
+					&sh->cache, it->obj->id, b, false);
 				if (e)
 					e->plan_hint = prefetch_hint(sh, it->obj->id, b);
 			}

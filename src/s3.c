@@ -68,6 +68,7 @@ struct s3_req {
 	/* Response, reset at every status line (1xx, redirects). */
 	long status;
 	char etag[128];
+	bool etag_too_long;    /* the header did not fit etag[]: a protocol error */
 	bool have_length, have_range;
 	uint64_t content_length;
 	uint64_t range_first, range_last, range_total; /* total 0: "*" */
@@ -234,6 +235,7 @@ static void reset_response(struct s3_req *r)
 {
 	r->status = 0;
 	r->etag[0] = '\0';
+	r->etag_too_long = false;
 	r->have_length = r->have_range = r->range_total_known = false;
 	r->content_length = 0;
 	r->range_first = r->range_last = r->range_total = 0;
@@ -321,8 +323,10 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *userp)
 	while (vlen && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
 		vlen--;
 
-	if (nlen == 4 && strncasecmp(data, "etag", 4) == 0)
+	if (nlen == 4 && strncasecmp(data, "etag", 4) == 0) {
+		r->etag_too_long = vlen >= sizeof(r->etag);
 		copy_str(r->etag, sizeof(r->etag), v, vlen);
+	}
 	else if (nlen == 14 && strncasecmp(data, "content-length", 14) == 0)
 		r->have_length = parse_u64(v, vlen, &r->content_length);
 	else if (nlen == 13 && strncasecmp(data, "content-range", 13) == 0)
@@ -1263,7 +1267,7 @@ static void classify_curl_error(const struct s3_req *r, CURLcode code,
 			 "transfer aborted by the receiver");
 		return;
 	case ABORT_OVERRUN:
-		out->retryable = true;
+		out->err = -EPROTO; /* a server that ignores ranges: no retry */
 		snprintf(out->message, sizeof(out->message),
 			 "server sent more than the %" PRIu64 " bytes asked for",
 			 r->range_len);
@@ -1309,24 +1313,85 @@ static bool expected_get_length(const struct s3_req *r, uint64_t *want)
 	return false;
 }
 
+static void protocol_error(struct s3_result *out, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void protocol_error(struct s3_result *out, const char *fmt, ...)
+{
+	va_list ap;
+	out->err = -EPROTO;
+	out->retryable = false;
+	va_start(ap, fmt);
+	vsnprintf(out->message, sizeof(out->message), fmt, ap);
+	va_end(ap);
+}
+
+/* A 206 must describe exactly the range asked for (clamped at the end of
+ * the object it names) and agree with its own Content-Length: the bytes
+ * go to a cache slot sized from that range. */
+static bool range_reply_ok(const struct s3_req *r, struct s3_result *out)
+{
+	if (!r->have_range) {
+		protocol_error(out, "206 without a usable Content-Range");
+		return false;
+	}
+	if (!r->range_total_known || r->range_total == 0) {
+		protocol_error(out, "Content-Range without the object's size");
+		return false;
+	}
+	uint64_t last = r->range_off + r->range_len - 1;
+	if (last >= r->range_total)
+		last = r->range_total - 1;
+	if (r->range_first != r->range_off || r->range_last != last) {
+		protocol_error(out, "Content-Range bytes %" PRIu64 "-%" PRIu64
+			       "/%" PRIu64 " for a request of bytes=%" PRIu64
+			       "-%" PRIu64, r->range_first, r->range_last,
+			       r->range_total, r->range_off,
+			       r->range_off + r->range_len - 1);
+		return false;
+	}
+	if (r->have_length && r->content_length != last - r->range_first + 1) {
+		protocol_error(out, "Content-Length %" PRIu64 " disagrees with "
+			       "Content-Range bytes %" PRIu64 "-%" PRIu64,
+			       r->content_length, r->range_first, r->range_last);
+		return false;
+	}
+	return true;
+}
+
 static void classify_success(const struct s3_req *r, struct s3_result *out)
 {
 	uint64_t want;
 
-	if (r->op == S3_HEAD_OBJECT)
+	if ((r->op == S3_HEAD_OBJECT || r->op == S3_GET_OBJECT) &&
+	    r->etag_too_long) {
+		protocol_error(out, "ETag longer than %zu bytes",
+			       sizeof(r->etag) - 1);
+		return;
+	}
+	if (r->op == S3_HEAD_OBJECT) {
+		if (!r->have_length)
+			protocol_error(out, "HEAD without a Content-Length");
 		out->object_size = r->content_length;
+	}
 	if (r->op != S3_GET_OBJECT)
 		return;
 	out->object_size = r->status == 206 && r->range_total_known ?
 		r->range_total : r->content_length;
-	if (r->range_len && r->status == 206 && !r->have_range) {
-		out->err = -EPROTO;
-		snprintf(out->message, sizeof(out->message),
-			 "206 without a usable Content-Range");
+	if (r->range_len && r->status == 206 && !range_reply_ok(r, out))
+		return;
+	if (r->range_len && r->status != 206 && r->have_length &&
+	    r->content_length > r->range_len) {
+		protocol_error(out, "%" PRIu64 " bytes for a range of %" PRIu64,
+			       r->content_length, r->range_len);
 		return;
 	}
-	/* A range reaching past the end is clamped by the server; what it
-	 * promised (Content-Range or Content-Length) must all have arrived. */
+	/* What the server promised (Content-Range or Content-Length) must
+	 * all have arrived; less is a cut connection, worth a retry. */
+	if (expected_get_length(r, &want) && r->body_bytes > want) {
+		protocol_error(out, "%" PRIu64 " body bytes where %" PRIu64
+			       " were promised", r->body_bytes, want);
+		return;
+	}
 	if (expected_get_length(r, &want) && r->body_bytes != want) {
 		out->err = -EIO;
 		out->retryable = true;

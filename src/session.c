@@ -972,52 +972,46 @@ void op_block_failed(struct op *op, int err)
 
 /* ---- LIST output -------------------------------------------------------- */
 
+/* One record; names were checked (under 1024 bytes) when listed. */
 static size_t list_put(uint8_t *dst, size_t room, const char *name,
-		       size_t skip, uint64_t size, bool is_prefix)
+		       uint64_t size, bool is_prefix)
 {
-	size_t nl = strlen(name) - skip;
-	if (nl > UINT16_MAX)
-		nl = UINT16_MAX;
-	size_t rec = (sizeof(struct rc_list_entry) + nl + 7) & ~(size_t)7;
-	if (rec > room)
+	size_t nl = strlen(name), rec = listing_rec_len(nl);
+	if (nl > UINT16_MAX || rec > room)
 		return 0;
 	struct rc_list_entry e = {.size = size, .name_len = (uint16_t)nl,
 				  .is_prefix = is_prefix,
 				  .rec_len = (uint32_t)rec};
 	memcpy(dst, &e, sizeof(e));
-	memcpy(dst + sizeof(e), name + skip, nl);
+	memcpy(dst + sizeof(e), name, nl);
+	memset(dst + sizeof(e) + nl, 0, rec - sizeof(e) - nl);
 	return rec;
 }
 
-void op_list_ready(struct op *op, const struct s3_list_page *page, int err)
+void op_list_ready(struct op *op, const struct listing *l, int err)
 {
 	if (err) {
 		op->err = err;
 		op_complete(op);
 		return;
 	}
-	size_t pfx = strlen(op->ds->cfg->prefix);
-	uint64_t total = page->n_prefixes + page->n_objects;
-	uint64_t idx = op->offset;
+	uint64_t idx = op->offset, size;
 	size_t used = 0;
 	int32_t count = 0;
-	for (; idx < total; idx++) {
-		size_t w;
-		if (idx < page->n_prefixes)
-			w = list_put(op->dst + used, op->len - used,
-				     page->prefixes[idx], pfx, 0, true);
-		else {
-			const struct s3_list_object *o =
-				&page->objects[idx - page->n_prefixes];
-			w = list_put(op->dst + used, op->len - used, o->key,
-				     pfx, o->size, false);
-		}
+	const char *name;
+	bool is_prefix;
+	while (count < INT32_MAX &&
+	       listing_at(l, idx, &name, &size, &is_prefix)) {
+		size_t w = list_put(op->dst + used, op->len - used, name, size,
+				    is_prefix);
 		if (w == 0)
 			break;
 		used += w;
 		count++;
+		idx++;
 	}
-	if (idx < total)
+	if (listing_at(l, idx, &name, &size, &is_prefix) ||
+	    !listing_complete(l))
 		op->cqe.flags |= RC_CQE_F_MORE;
 	op->cqe.res = count;
 	op_complete(op);

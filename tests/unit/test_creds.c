@@ -10,6 +10,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +480,9 @@ Test(container, refresh_before_expiry)
 	p = creds_provider_new(&cfg, err, sizeof(err));
 	cr_assert_not_null(p, "%s", err);
 	cr_assert_eq(srv.creds_served, 1);
+	/* The refresh runs on the helper thread: the old key meanwhile. */
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	creds_wait_refresh(p);
 	cr_assert_eq(creds_get(p, &c, NULL), 0);
 	cr_assert_str_eq(c.access_key, "NEWKEY");
 	cr_assert_eq(srv.creds_served, 2);
@@ -513,6 +517,8 @@ Test(container, failed_refresh_keeps_valid_creds)
 	p = creds_provider_new(&cfg, err, sizeof(err));
 	cr_assert_not_null(p, "%s", err);
 	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	creds_wait_refresh(p);
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
 	cr_assert_str_eq(c.access_key, "OLDKEY");
 	cr_assert_eq(srv.hits, 2);
 	/* Within the retry back-off: no new request. */
@@ -520,6 +526,51 @@ Test(container, failed_refresh_keeps_valid_creds)
 	cr_assert_eq(srv.hits, 2);
 	creds_provider_free(p);
 	server_stop();
+}
+
+/* The refresh's request is held until the test opens the gate: a
+ * creds_get that waited for it would never return (the test times out). */
+static sem_t gate;
+
+static int route_gated(struct server *s, const struct http_req *r,
+		       char *body, size_t cap)
+{
+	(void)r;
+	if (s->creds_served == 0)
+		return creds_doc(body, cap, "OLDKEY", time(NULL) + 60);
+	while (sem_wait(&gate) < 0)
+		;
+	return creds_doc(body, cap, "NEWKEY", time(NULL) + 3600);
+}
+
+Test(container, refresh_never_blocks_the_caller, .timeout = 30)
+{
+	struct creds_config cfg = { .source = CREDS_CONTAINER };
+	struct creds_provider *p;
+	struct rc_creds c;
+	char url[128], err[256];
+
+	clean_env();
+	cr_assert_eq(sem_init(&gate, 0, 0), 0);
+	server_start(route_gated);
+	server_url(url, sizeof(url), "/creds");
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url, 1);
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	/* Twice while the endpoint holds the refresh: the old key at once,
+	 * and one refresh in flight, not two. */
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(creds_get(p, &c, NULL), 0);
+		cr_assert_str_eq(c.access_key, "OLDKEY");
+	}
+	sem_post(&gate);
+	creds_wait_refresh(p);
+	cr_assert_eq(creds_get(p, &c, NULL), 0);
+	cr_assert_str_eq(c.access_key, "NEWKEY");
+	cr_assert_eq(srv.hits, 2);
+	creds_provider_free(p);
+	server_stop();
+	sem_destroy(&gate);
 }
 
 static const char *const malformed_docs[] = {
