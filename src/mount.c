@@ -38,6 +38,7 @@
 #define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
 #define ATTR_TIMEOUT 1.0       /* seconds the kernel may trust an answer */
 #define NAME_MAX_POSIX 255
+#define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
 
 /* A name the kernel has looked up: its relative key ("" is the root). */
 struct node {
@@ -564,7 +565,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct stat st = {.st_ino = ino, .st_mode = S_IFDIR};
 		const char *name = i == 0 ? "." : i == 1 ? ".." : l->e[i - 2].name;
 		if (i >= 2) {
-			st.st_ino = 0; /* not looked up yet: no inode */
+			st.st_ino = UNKNOWN_INO; /* not looked up yet */
 			st.st_mode = l->e[i - 2].dir ? S_IFDIR : S_IFREG;
 		}
 		size_t need = fuse_add_direntry(req, buf + used, size - used,
@@ -809,16 +810,34 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, of->w ? -seal(m, of->w) : 0);
 }
 
+/* fsync of any descriptor of a file written here waits until S3 has it;
+ * a file still being written is committed first (later writes fail). */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
-	(void)ino;
+	struct node *n = node_by_ino(m, ino);
+	struct wfile *w = of->w ? of->w : n ? wfile_find(m, n->key) : NULL;
 	(void)datasync;
-	int r = of->w ? seal(m, of->w) : 0;
-	if (r == 0 && of->w)
-		r = fs_err(rc_sync(&m->c, of->w->handle));
+	int r = w ? seal(m, w) : 0;
+	if (r == 0 && w)
+		r = fs_err(rc_sync(&m->c, w->handle));
+	fuse_reply_err(req, -r);
+}
+
+/* fsync of a directory: every file written under it is in S3. */
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	int r = n ? 0 : -ESTALE;
+	(void)datasync, (void)fi;
+	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
+		if (w->key && w->state != W_OPEN && under(w->key, n->key))
+			r = w->state == W_FAILED ? w->err
+						 : fs_err(rc_sync(&m->c, w->handle));
 	fuse_reply_err(req, -r);
 }
 
@@ -1049,6 +1068,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.write = op_write,
 	.flush = op_flush,
 	.fsync = op_fsync,
+	.fsyncdir = op_fsyncdir,
 	.release = op_release,
 	.rename = op_rename,
 	.unlink = op_unlink,
