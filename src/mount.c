@@ -606,7 +606,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int n = 0, r = 0;
 	(void)ino;
 	if (of->w) {
-		fuse_reply_err(req, EBADF); /* opened for writing only */
+		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
 		return;
 	}
 	while (got < size && n < MAX_EXT) {
@@ -692,7 +692,8 @@ static int open_mode_err(struct mnt *m, int flags)
 {
 	if (!m->writable)
 		return -EROFS;
-	if ((flags & O_ACCMODE) != O_WRONLY || (flags & O_APPEND))
+	/* O_RDWR is allowed (Pillow, h5py open "w+b") but its reads fail */
+	if ((flags & O_ACCMODE) == O_RDONLY || (flags & O_APPEND))
 		return -ENOTSUP; /* an object is written whole, once */
 	return 0;
 }

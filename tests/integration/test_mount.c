@@ -441,6 +441,15 @@ Test(mount_rw, unsupported_operations_fail_as_documented)
 	cr_assert_eq(err_of((int)write(fd, d, 10)), ENOTSUP, "write after fsync");
 	cr_assert_eq(close(fd), 0);
 
+	/* "w+b" (Pillow, h5py): writes work, reads before close do not */
+	snprintf(p, sizeof(p), "%s/rdwr.bin", M.dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0, "O_RDWR create: %s", strerror(errno));
+	cr_assert_eq(write(fd, d, 1000), 1000);
+	char c;
+	cr_assert_eq(err_of((int)pread(fd, &c, 1, 0)), ENOTSUP, "read of w+b");
+	cr_assert_eq(close(fd), 0);
+
 	/* given up before close: unlink drops it, it never reaches S3 */
 	snprintf(p, sizeof(p), "%s/abandoned.tmp", M.dir);
 	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -456,9 +465,31 @@ Test(mount_rw, unsupported_operations_fail_as_documented)
 	char k1[400], k2[400];
 	snprintf(k1, sizeof(k1), "%sdone.bin", ck_prefix);
 	snprintf(k2, sizeof(k2), "%ssealed.bin", ck_prefix);
+	char k3[400];
+	snprintf(k3, sizeof(k3), "%srdwr.bin", ck_prefix);
 	struct fx_s3_object objs[] = {
-		{k1, d, 1000}, {s3key, d, 1000}, {k2, d, 100}};
-	fx_aws_assert_objects(ck_prefix, objs, 3, 5 * MiB);
+		{k1, d, 1000}, {s3key, d, 1000}, {k2, d, 100}, {k3, d, 1000}};
+	fx_aws_assert_objects(ck_prefix, objs, 4, 5 * MiB);
 	free(d);
+	mount_stop(&M);
+}
+
+/* torchvision's ImageFolder over PNGs Pillow wrote through the mount,
+ * read back through a fresh mount (names from LIST, bytes from S3 or the
+ * cache): every sample equals the image it was made from. */
+Test(mount_rw, imagefolder_over_pillow_images)
+{
+	if (access("/usr/lib/python3/dist-packages/torchvision", F_OK) != 0 ||
+	    access("/usr/lib/python3/dist-packages/PIL", F_OK) != 0)
+		cr_skip_test("python3-torchvision or python3-pil is missing");
+	const char *script = RC_SOURCE_DIR "/tests/integration/mount_imagefolder.py";
+	cr_assert_eq(sh("/usr/bin/python3 %s write %s/images", script, M.dir), 0,
+		     "%s", out);
+	cr_assert_str_eq(out, "ok 21\n");
+	mount_stop(&M);
+	mount_start(&M, "ck", NULL);
+	cr_assert_eq(sh("/usr/bin/python3 %s check %s/images", script, M.dir), 0,
+		     "%s", out);
+	cr_assert_str_eq(out, "ok 21\n");
 	mount_stop(&M);
 }
