@@ -33,7 +33,10 @@
 
 #define LIST_BUF (1u << 20)
 #define IO_BUF (1u << 20)      /* registered buffer WRITE copies from */
-#define MAX_EXT 64             /* extents of one FUSE read */
+#define MAX_READ 1048576       /* FUSE's largest read (max_read=) */
+#define RC_STR_(x) #x
+#define RC_STR(x) RC_STR_(x)
+#define MAX_EXT 64             /* extents of one read: >= MAX_READ / 64K + 1 */
 #define NODE_BUCKETS 16384u
 #define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
 #define ATTR_TIMEOUT 1.0       /* seconds the kernel may trust an answer */
@@ -48,7 +51,9 @@ struct node {
 	struct node *next_ino, *next_key;
 };
 
-enum wstate { W_OPEN, W_SEALED, W_FAILED };
+/* W_DROPPED: unlinked while open: aborted, later writes are discarded
+ * as POSIX lets an unlinked file be written. */
+enum wstate { W_OPEN, W_SEALED, W_FAILED, W_DROPPED };
 
 /* A file written through this mount. Kept after close so rename can
  * RENAME it and stat can see it before LIST does. */
@@ -366,6 +371,7 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_read = MAX_READ; /* as the mount option says */
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -782,6 +788,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EBADF);
 		return;
 	}
+	if (w->state == W_DROPPED) {
+		fuse_reply_write(req, size);
+		return;
+	}
 	if (w->state != W_OPEN) { /* after fsync, or the write failed */
 		fuse_reply_err(req, w->state == W_FAILED ? -w->err : ENOTSUP);
 		return;
@@ -822,7 +832,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct wfile *w = of->w ? of->w : n ? wfile_find(m, n->key) : NULL;
 	(void)datasync;
 	int r = w ? seal(m, w) : 0;
-	if (r == 0 && w)
+	if (r == 0 && w && w->state == W_SEALED)
 		r = fs_err(rc_sync(&m->c, w->handle));
 	fuse_reply_err(req, -r);
 }
@@ -836,7 +846,8 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int r = n ? 0 : -ESTALE;
 	(void)datasync, (void)fi;
 	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
-		if (w->key && w->state != W_OPEN && under(w->key, n->key))
+		if (w->key && w->state != W_OPEN && w->state != W_DROPPED &&
+		    under(w->key, n->key))
 			r = w->state == W_FAILED ? w->err
 						 : fs_err(rc_sync(&m->c, w->handle));
 	fuse_reply_err(req, -r);
@@ -849,8 +860,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	(void)ino;
 	if (of->w) {
+		bool was_open = of->w->state == W_OPEN;
 		int r = seal(m, of->w); /* no flush came (the caller died) */
-		if (r < 0)
+		if (r < 0 && was_open)
 			fprintf(stderr, "ringcache mount: %s: commit of '%s' "
 				"failed: %s\n", m->dataset,
 				of->w->key ? of->w->key : "(unlinked)",
@@ -927,8 +939,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (w && w->state == W_OPEN) {
 		/* a temporary file given up before close: drop it */
 		rc_abort(&m->c, w->handle);
-		w->state = W_FAILED;
-		w->err = -EIO;
+		w->state = W_DROPPED;
 		wfile_detach(w);
 		wfile_trim(m);
 	} else if (r == 0) {
@@ -1208,15 +1219,20 @@ int mount_main(int argc, char **argv, const char *socket_path)
 
 	/* default_permissions: the kernel checks the modes above, so with
 	 * allow_other others read but only the mounting user writes. */
-	char base[256];
-	snprintf(base, sizeof(base), "fsname=ringcache:%s,subtype=ringcache,"
-		 "default_permissions%s", dataset, m->writable ? "" : ",ro");
+	char fsname[RC_DATASET_NAME_MAX + 32], *base = NULL;
+	snprintf(fsname, sizeof(fsname), "fsname=ringcache:%s", dataset);
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	int r = fuse_opt_add_arg(&args, "ringcache-mount") ||
+	/* escaped: a ',' in a dataset name adds no mount option */
+	int r = fuse_opt_add_opt_escaped(&base, fsname) ||
+		fuse_opt_add_opt(&base, "subtype=ringcache,default_permissions,"
+				 "max_read=" RC_STR(MAX_READ)) ||
+		(!m->writable && fuse_opt_add_opt(&base, "ro")) ||
+		fuse_opt_add_arg(&args, "ringcache-mount") ||
 		fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, base) ||
 		(user_opts && (fuse_opt_add_arg(&args, "-o") ||
 			       fuse_opt_add_arg(&args, user_opts))) ||
 		(debug && fuse_opt_add_arg(&args, "-d"));
+	free(base);
 	r = r ? 1 : run_session(m, &args, dir, foreground);
 	fuse_opt_free_args(&args);
 	mnt_free(m);

@@ -131,7 +131,7 @@ static void start(void)
 		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
 		 "part_size = 5M\n", ck);
 	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s/journal\njournal_size = 256M\n", fx_tmpdir());
+		 "journal = %s/journal\njournal_size = 64M\n", fx_tmpdir());
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	fx_daemon_start(&D, sections);
@@ -457,7 +457,9 @@ Test(mount_rw, unsupported_operations_fail_as_documented)
 	cr_assert_eq(write(fd, d, 1000), 1000);
 	cr_assert_eq(unlink(p), 0, "unlink: %s", strerror(errno));
 	cr_assert_eq(err_of(open(p, O_RDONLY)), ENOENT);
-	close(fd);
+	cr_assert_eq(write(fd, d, 10), 10, "write after unlink: %s",
+		     strerror(errno));
+	cr_assert_eq(close(fd), 0, "close after unlink: %s", strerror(errno));
 
 	int dfd = open(M.dir, O_RDONLY | O_DIRECTORY);
 	cr_assert_eq(fsync(dfd), 0);
