@@ -463,6 +463,8 @@ static int dentry_cmp(const void *a, const void *b)
  * prefix "a/", as lookup does. */
 static void dirlist_dedupe(struct dirlist *l)
 {
+	if (l->n == 0)
+		return; /* qsort of NULL is undefined, even for 0 entries */
 	qsort(l->e, l->n, sizeof(*l->e), dentry_cmp);
 	size_t out = 0;
 	for (size_t i = 0; i < l->n; i++) {

@@ -102,6 +102,10 @@ static void mount_stop(struct mount_proc *mp)
 	mp->pid = -1;
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "ringcache mount exit status %d", st);
+	char *cat[] = {"/bin/cat", mp->log, NULL};
+	fx_run(cat, out, sizeof(out), RUN_MS);
+	cr_assert(!strstr(out, "runtime error:") && !strstr(out, "Sanitizer"),
+		  "sanitizer report from ringcache mount:\n%s", out);
 }
 
 static void teardown(void)
