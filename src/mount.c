@@ -77,6 +77,7 @@ struct ldir {
 /* What fi->fh points at. */
 struct ofile {
 	uint32_t handle;  /* read handle, when w is NULL */
+	char *key;        /* read: the key it was opened with */
 	struct wfile *w;
 };
 
@@ -603,20 +604,32 @@ static void release_all(struct mnt *m, const struct rc_extent *ext, int n)
 			rc_release(&m->c, ext[i].lease);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+/* A file this mount wrote is read from staging until its upload ends;
+ * then the daemon says ESTALE. Its bytes did not change (they are ours,
+ * now in S3): open it again, once, if the size still matches. */
+static bool reopen_own(struct mnt *m, struct ofile *of)
 {
-	struct mnt *m = fuse_req_userdata(req);
-	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
-	struct rc_extent ext[MAX_EXT];
-	struct iovec iov[MAX_EXT];
+	struct wfile *w = wfile_find(m, of->key);
+	struct rc_stat st;
+	if (!w || w->state != W_SEALED)
+		return false;
+	int h = rc_open(&m->c, m->ds, of->key, &st);
+	if (h < 0 || st.size != w->size) {
+		if (h >= 0)
+			rc_close(&m->c, (uint32_t)h);
+		return false;
+	}
+	rc_close(&m->c, of->handle);
+	of->handle = (uint32_t)h;
+	return true;
+}
+
+static int read_extents(struct mnt *m, struct ofile *of, size_t size,
+			off_t off, struct rc_extent *ext, struct iovec *iov,
+			int *count)
+{
 	uint64_t got = 0;
 	int n = 0, r = 0;
-	(void)ino;
-	if (of->w) {
-		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
-		return;
-	}
 	while (got < size && n < MAX_EXT) {
 		r = rc_read(&m->c, of->handle, (uint64_t)off + got, size - got,
 			    ext + n, MAX_EXT - n);
@@ -634,8 +647,29 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (r < 0 || got == before)
 			break;
 	}
-	if (r < 0) {
+	*count = n;
+	if (r < 0)
 		release_all(m, ext, n);
+	return r < 0 ? r : 0;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	struct rc_extent ext[MAX_EXT];
+	struct iovec iov[MAX_EXT];
+	int n = 0;
+	(void)ino;
+	if (of->w) {
+		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
+		return;
+	}
+	int r = read_extents(m, of, size, off, ext, iov, &n);
+	if (r == -ESTALE && reopen_own(m, of))
+		r = read_extents(m, of, size, off, ext, iov, &n);
+	if (r < 0) {
 		fuse_reply_err(req, -fs_err(r));
 		return;
 	}
@@ -720,7 +754,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			r = -ENOMEM;
 		} else {
 			int h = rc_open(&m->c, m->ds, n->key, NULL);
-			r = h < 0 ? fs_err(h) : 0;
+			r = h < 0 ? fs_err(h) : !(of->key = strdup(n->key)) ? -ENOMEM : 0;
+			if (h >= 0 && r < 0)
+				rc_close(&m->c, (uint32_t)h);
 			of->handle = (uint32_t)h;
 		}
 	} else if (r == 0 && !(r = open_mode_err(m, fi->flags))) {
@@ -873,6 +909,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		wfile_trim(m);
 	} else {
 		rc_close(&m->c, of->handle);
+		free(of->key);
 	}
 	free(of);
 	fuse_reply_err(req, 0);
@@ -901,6 +938,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (r == 0 && w->state == W_FAILED)
 		r = w->err;
+	/* A committed file is renamed once S3 has it (a server-side copy):
+	 * the daemon's free rename of an object mid-upload can leave the old
+	 * key in S3 when that upload was already finishing. */
+	if (r == 0 && w->state == W_SEALED)
+		r = fs_err(rc_sync(&m->c, w->handle));
 	if (r == 0)
 		r = fs_err(rc_rename(&m->c, w->handle, to));
 	if (r == 0) {

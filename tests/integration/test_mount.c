@@ -360,7 +360,7 @@ Test(mount_rw, tmp_then_rename_reaches_s3)
 	write_file(tmp, a, la, true);
 	cr_assert_eq(rename(tmp, fin), 0, "rename: %s", strerror(errno));
 	snprintf(tmp, sizeof(tmp), "%s/.b.pt.tmp", dir);
-	write_file(tmp, b, lb, false); /* renamed while it uploads */
+	write_file(tmp, b, lb, false); /* no fsync: rename waits for S3 */
 	snprintf(fin, sizeof(fin), "%s/b.pt", dir);
 	cr_assert_eq(rename(tmp, fin), 0, "rename: %s", strerror(errno));
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
