@@ -5,22 +5,25 @@
 #
 # usage: contrib/install-deps.sh [--perf] [--python]
 #   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot)
-#   --python  also python3-torch, python3-cffi, python3-numpy (binding, PyTorch)
+#   --python  also python3-torch, -cffi, -numpy, -fsspec, -pil, -torchvision
+#             (binding, PyTorch, fsspec, the mount's ImageFolder test)
 set -euo pipefail
 
 packages=(
 	build-essential meson ninja-build pkgconf
 	liburing-dev libcurl4-openssl-dev libssl-dev libnuma-dev
 	libjemalloc-dev libcriterion-dev libinih-dev libexpat1-dev
+	libfuse3-dev fuse3 # `ringcache mount` (optional in meson, on in tests/run)
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc
 	awscli # the tests read S3 back with an independent client
 )
 perf_packages=(s3fs rclone fio gnuplot-nox)
-python_packages=(python3-torch python3-cffi python3-numpy)
+python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
+	python3-pil python3-torchvision)
 
 usage() {
-	sed -n '6,8p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do

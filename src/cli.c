@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mount.h"
 #include "ringcache.h"
 
 #define EXIT_FAIL 1
@@ -47,6 +48,9 @@ static void usage(FILE *f)
 		"  cat DATASET KEY           an object's bytes to stdout\n"
 		"  prefetch DATASET PREFIX   read every object under PREFIX into\n"
 		"                            the cache (progress bar on a terminal)\n"
+		"  mount [-f] [-o OPTS] DATASET DIR\n"
+		"                            the dataset as a file system at DIR\n"
+		"                            (FUSE; docs/MOUNT.md)\n"
 		"  help                      this text\n"
 		"\n"
 		"SOCKET defaults to $RINGCACHE_SOCKET, else " DEFAULT_SOCKET ".\n"
@@ -736,6 +740,14 @@ int main(int argc, char **argv)
 		return cmd_cat(argc, argv);
 	if (strcmp(cmd, "prefetch") == 0)
 		return cmd_prefetch(argc, argv);
+	if (strcmp(cmd, "mount") == 0) {
+#ifdef RC_HAVE_FUSE
+		return mount_main(argc, argv, socket_opt);
+#else
+		return fail("mount: this ringcache was built without libfuse3 "
+			    "(install libfuse3-dev and rebuild)");
+#endif
+	}
 	if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		return 0;

@@ -1,0 +1,1284 @@
+/* mount.c - `ringcache mount DATASET DIR`: one dataset as a POSIX file
+ * system (libfuse3, low-level API), built only on the public client
+ * library. It keeps no data cache of its own: names come from LIST,
+ * attributes from OPEN, and every read is a zero-copy READ whose leased
+ * arena extents go to the kernel as the reply's iovec, released once the
+ * reply is written. On a writable dataset create + writes + close map to
+ * WRITE_OPEN / WRITE / COMMIT, rename to RENAME and fsync to SYNC.
+ *
+ * One rc_client serves every request from a single-threaded loop: the
+ * client is not thread-safe, and a write handle belongs to the session
+ * that opened it, so writes from several FUSE threads would need one
+ * session anyway. The daemon does the concurrent work (S3 fetches,
+ * uploads); this process only copies names and forwards iovecs.
+ *
+ * The POSIX subset and its errors are in docs/MOUNT.md. */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mount.h"
+#include "ringcache.h"
+
+#define LIST_BUF (1u << 20)
+#define IO_BUF (1u << 20)      /* registered buffer WRITE copies from */
+#define MAX_READ 1048576       /* FUSE's largest read (max_read=) */
+#define RC_STR_(x) #x
+#define RC_STR(x) RC_STR_(x)
+#define MAX_EXT 64             /* extents of one read: >= MAX_READ / 64K + 1 */
+#define NODE_BUCKETS 16384u
+#define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
+#define ATTR_TIMEOUT 1.0       /* seconds the kernel may trust an answer */
+#define NAME_MAX_POSIX 255
+#define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
+
+/* A name the kernel has looked up: its relative key ("" is the root). */
+struct node {
+	fuse_ino_t ino;
+	uint64_t nlookup;
+	char *key;
+	struct node *next_ino, *next_key;
+};
+
+/* W_DROPPED: unlinked while open: aborted, later writes are discarded
+ * as POSIX lets an unlinked file be written. */
+enum wstate { W_OPEN, W_SEALED, W_FAILED, W_DROPPED };
+
+/* A file written through this mount. Kept after close so rename can
+ * RENAME it and stat can see it before LIST does. */
+struct wfile {
+	char *key;          /* NULL once unlinked or replaced */
+	uint32_t handle;    /* the daemon's write handle */
+	uint64_t size;
+	enum wstate state;
+	int err;            /* W_FAILED: why */
+	unsigned opens;
+	struct wfile *next; /* newest first */
+};
+
+/* A directory made by mkdir: S3 has no directories, so it lives here
+ * until something is written under it. */
+struct ldir {
+	char *key;
+	struct ldir *next;
+};
+
+/* What fi->fh points at. */
+struct ofile {
+	uint32_t handle;  /* read handle, when w is NULL */
+	char *key;        /* read: the key it was opened with */
+	struct wfile *w;
+};
+
+struct dentry {
+	char *name;
+	bool dir;
+};
+
+struct dirlist {
+	struct dentry *e;
+	size_t n, cap;
+};
+
+struct mnt {
+	struct rc_client c;
+	int ds;
+	bool writable;
+	const char *dataset;
+	uint32_t list_buf, io_buf;
+	void *list_mem, *io_mem;
+	struct node *by_ino[NODE_BUCKETS], *by_key[NODE_BUCKETS];
+	fuse_ino_t next_ino;
+	struct wfile *wfiles;
+	unsigned n_wfiles;
+	struct ldir *ldirs;
+	struct timespec mounted;
+};
+
+/* ---- keys and nodes ------------------------------------------------------ */
+
+static unsigned key_hash(const char *k)
+{
+	uint32_t h = 2166136261u;
+	while (*k)
+		h = (h ^ (uint8_t)*k++) * 16777619u;
+	return h % NODE_BUCKETS;
+}
+
+static struct node *node_by_ino(struct mnt *m, fuse_ino_t ino)
+{
+	for (struct node *n = m->by_ino[ino % NODE_BUCKETS]; n; n = n->next_ino)
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
+static struct node *node_by_key(struct mnt *m, const char *key)
+{
+	for (struct node *n = m->by_key[key_hash(key)]; n; n = n->next_key)
+		if (strcmp(n->key, key) == 0)
+			return n;
+	return NULL;
+}
+
+static void unlink_key(struct mnt *m, struct node *n)
+{
+	struct node **p = &m->by_key[key_hash(n->key)];
+	while (*p && *p != n)
+		p = &(*p)->next_key;
+	if (*p)
+		*p = n->next_key;
+	n->next_key = NULL;
+}
+
+/* The node for key (created on first use), or NULL without memory. */
+static struct node *node_get(struct mnt *m, const char *key)
+{
+	struct node *n = node_by_key(m, key);
+	if (n)
+		return n;
+	n = calloc(1, sizeof(*n));
+	if (!n || !(n->key = strdup(key))) {
+		free(n);
+		return NULL;
+	}
+	n->ino = m->next_ino++;
+	unsigned h = key_hash(key);
+	n->next_key = m->by_key[h];
+	m->by_key[h] = n;
+	n->next_ino = m->by_ino[n->ino % NODE_BUCKETS];
+	m->by_ino[n->ino % NODE_BUCKETS] = n;
+	return n;
+}
+
+static void node_forget(struct mnt *m, struct node *n, uint64_t count)
+{
+	n->nlookup = count > n->nlookup ? 0 : n->nlookup - count;
+	if (n->nlookup || n->ino == FUSE_ROOT_ID)
+		return;
+	unlink_key(m, n);
+	struct node **p = &m->by_ino[n->ino % NODE_BUCKETS];
+	while (*p != n)
+		p = &(*p)->next_ino;
+	*p = n->next_ino;
+	free(n->key);
+	free(n);
+}
+
+/* parent's key + "/" + name; -ENAMETOOLONG past S3's key limit. */
+static int child_key(struct mnt *m, fuse_ino_t parent, const char *name,
+		     char **out)
+{
+	struct node *p = node_by_ino(m, parent);
+	if (!p)
+		return -ESTALE;
+	if (strlen(name) > NAME_MAX_POSIX)
+		return -ENAMETOOLONG;
+	int r = *p->key ? asprintf(out, "%s/%s", p->key, name)
+			: asprintf(out, "%s", name);
+	if (r < 0)
+		return -ENOMEM;
+	if ((size_t)r > RC_MAX_KEY) {
+		free(*out);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* True if key lies directly in directory dir ("" is the root). */
+static bool in_dir(const char *key, const char *dir)
+{
+	size_t n = strlen(dir);
+	if (n && (strncmp(key, dir, n) != 0 || key[n] != '/'))
+		return false;
+	return strchr(key + (n ? n + 1 : 0), '/') == NULL;
+}
+
+static bool under(const char *key, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !n || (strncmp(key, dir, n) == 0 && key[n] == '/');
+}
+
+/* ---- written files and local directories ------------------------------- */
+
+static struct wfile *wfile_find(struct mnt *m, const char *key)
+{
+	for (struct wfile *w = m->wfiles; w; w = w->next)
+		if (w->key && strcmp(w->key, key) == 0)
+			return w;
+	return NULL;
+}
+
+/* Forget a written file's name: it was replaced, renamed over or
+ * unlinked. Its handle goes when nothing has it open. */
+static void wfile_detach(struct wfile *w)
+{
+	free(w->key);
+	w->key = NULL;
+}
+
+/* Drops detached, closed files and, past MAX_KEPT_FILES, the oldest sealed
+ * ones (LIST shows those once uploaded). */
+static void wfile_trim(struct mnt *m)
+{
+	unsigned kept = 0;
+	for (struct wfile **p = &m->wfiles; *p;) {
+		struct wfile *w = *p;
+		bool keep = w->opens || (w->key && (w->state == W_OPEN ||
+						    kept < MAX_KEPT_FILES));
+		if (keep) {
+			kept++;
+			p = &w->next;
+			continue;
+		}
+		*p = w->next;
+		rc_close(&m->c, w->handle);
+		free(w->key);
+		free(w);
+		m->n_wfiles--;
+	}
+}
+
+static struct ldir *ldir_find(struct mnt *m, const char *key)
+{
+	for (struct ldir *d = m->ldirs; d; d = d->next)
+		if (strcmp(d->key, key) == 0)
+			return d;
+	return NULL;
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+/* Errors the daemon gives that mean something else to a file system. */
+static int fs_err(int err)
+{
+	switch (err) {
+	case -EKEYREJECTED:
+		return -EACCES; /* the daemon's S3 credentials, not the caller's */
+	case -EPIPE:
+		return -EIO; /* the daemon went away */
+	default:
+		return err;
+	}
+}
+
+/* Does anything (in S3, written here, made here) lie under dir? */
+static int has_children(struct mnt *m, const char *dir)
+{
+	for (struct wfile *w = m->wfiles; w; w = w->next)
+		if (w->key && under(w->key, dir))
+			return 1;
+	for (struct ldir *d = m->ldirs; d; d = d->next)
+		if (under(d->key, dir))
+			return 1;
+	char *prefix;
+	if (asprintf(&prefix, "%s/", dir) < 0)
+		return -ENOMEM;
+	int more = 0;
+	int n = rc_list(&m->c, m->ds, prefix, 0, m->list_buf, 0, 4096, &more);
+	free(prefix);
+	if (n < 0)
+		return fs_err(n);
+	return n > 0 || more;
+}
+
+static void fill_stat(struct mnt *m, struct stat *st, fuse_ino_t ino,
+		      bool dir, uint64_t size)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = dir ? S_IFDIR | (m->writable ? 0755 : 0555)
+			  : S_IFREG | (m->writable ? 0644 : 0444);
+	st->st_nlink = dir ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_size = (off_t)size;
+	st->st_blksize = (blksize_t)m->c.block_size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	st->st_atim = st->st_mtim = st->st_ctim = m->mounted;
+}
+
+/* Attributes of key: a file (written here, or OPEN answers) before a
+ * directory (made here, or LIST finds something under it). */
+static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
+		    struct stat *st)
+{
+	if (!*key) {
+		fill_stat(m, st, ino, true, 0);
+		return 0;
+	}
+	struct wfile *w = wfile_find(m, key);
+	if (w) {
+		fill_stat(m, st, ino, false, w->size);
+		return 0;
+	}
+	struct rc_stat rs;
+	int h = rc_open(&m->c, m->ds, key, &rs);
+	if (h >= 0) {
+		rc_close(&m->c, (uint32_t)h);
+		fill_stat(m, st, ino, false, rs.size);
+		return 0;
+	}
+	if (h != -ENOENT && h != -EINVAL) /* EINVAL: a name no key can have */
+		return fs_err(h);
+	int dir = ldir_find(m, key) ? 1 : has_children(m, key);
+	if (dir < 0)
+		return dir;
+	if (!dir)
+		return -ENOENT;
+	fill_stat(m, st, ino, true, 0);
+	return 0;
+}
+
+static void reply_entry(fuse_req_t req, struct mnt *m, const char *key)
+{
+	struct fuse_entry_param e = {0};
+	struct node *n = node_get(m, key);
+	if (!n) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int r = stat_key(m, key, n->ino, &e.attr);
+	if (r < 0) {
+		node_forget(m, n, 0);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	n->nlookup++;
+	e.ino = n->ino;
+	e.attr_timeout = e.entry_timeout = ATTR_TIMEOUT;
+	fuse_reply_entry(req, &e);
+}
+
+/* ---- lookup, attributes, directories ----------------------------------- */
+
+static void op_init(void *data, struct fuse_conn_info *conn)
+{
+	(void)data;
+	/* open(O_TRUNC) arrives as one open, not a truncate first: a
+	 * rewrite is a new object, never an empty one in between. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->max_read = MAX_READ; /* as the mount option says */
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	char *key;
+	int r = child_key(m, parent, name, &key);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	reply_entry(req, m, key);
+	free(key);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	if (n)
+		node_forget(m, n, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	for (size_t i = 0; i < count; i++) {
+		struct node *n = node_by_ino(m, forgets[i].ino);
+		if (n)
+			node_forget(m, n, forgets[i].nlookup);
+	}
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	struct stat st;
+	(void)fi;
+	int r = n ? stat_key(m, n->key, ino, &st) : -ESTALE;
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static int dirlist_add(struct dirlist *l, const char *name, size_t len,
+		       bool dir)
+{
+	if (len == 0 || len > NAME_MAX_POSIX || memchr(name, '/', len) ||
+	    (len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0; /* no POSIX name: "a//b", "a/./b", markers "a/" */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct dentry *e = realloc(l->e, cap * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		l->e = e;
+		l->cap = cap;
+	}
+	if (!(l->e[l->n].name = strndup(name, len)))
+		return -ENOMEM;
+	l->e[l->n++].dir = dir;
+	return 0;
+}
+
+static void dirlist_free(struct dirlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->e[i].name);
+	free(l->e);
+	free(l);
+}
+
+/* By name; a file before a directory of the same name. */
+static int dentry_cmp(const void *a, const void *b)
+{
+	const struct dentry *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (int)x->dir - (int)y->dir;
+}
+
+/* Sorts and keeps the first of each name: "a" the object shadows the
+ * prefix "a/", as lookup does. */
+static void dirlist_dedupe(struct dirlist *l)
+{
+	if (l->n == 0)
+		return; /* qsort of NULL is undefined, even for 0 entries */
+	qsort(l->e, l->n, sizeof(*l->e), dentry_cmp);
+	size_t out = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (out && strcmp(l->e[out - 1].name, l->e[i].name) == 0) {
+			free(l->e[i].name);
+			continue;
+		}
+		l->e[out++] = l->e[i];
+	}
+	l->n = out;
+}
+
+static int list_s3(struct mnt *m, const char *dir, struct dirlist *l)
+{
+	char *prefix;
+	if (asprintf(&prefix, *dir ? "%s/" : "%s", dir) < 0)
+		return -ENOMEM;
+	size_t plen = strlen(prefix);
+	uint64_t start = 0;
+	int more = 1, r = 0;
+	while (more && r == 0) {
+		int n = rc_list(&m->c, m->ds, prefix, start, m->list_buf, 0,
+				LIST_BUF, &more);
+		if (n < 0 || (n == 0 && more)) {
+			r = n < 0 ? fs_err(n) : -ENAMETOOLONG;
+			break;
+		}
+		const struct rc_list_entry *e = m->list_mem;
+		for (int i = 0; i < n && r == 0; i++, e = rc_list_next(e)) {
+			const char *name = rc_list_name(e);
+			size_t len = e->name_len;
+			if (len < plen || memcmp(name, prefix, plen) != 0)
+				continue; /* not under the prefix: never shown */
+			name += plen;
+			len -= plen;
+			if (e->is_prefix && len && name[len - 1] == '/')
+				len--;
+			r = dirlist_add(l, name, len, e->is_prefix);
+		}
+		start += (uint64_t)n;
+	}
+	free(prefix);
+	return r;
+}
+
+/* The directory's entries: LIST, plus what was written or made here. */
+static int build_dirlist(struct mnt *m, const char *dir, struct dirlist *l)
+{
+	int r = list_s3(m, dir, l);
+	size_t skip = *dir ? strlen(dir) + 1 : 0;
+	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
+		if (w->key && in_dir(w->key, dir))
+			r = dirlist_add(l, w->key + skip, strlen(w->key + skip),
+					false);
+	for (struct ldir *d = m->ldirs; d && r == 0; d = d->next)
+		if (in_dir(d->key, dir))
+			r = dirlist_add(l, d->key + skip, strlen(d->key + skip),
+					true);
+	/* a file or directory written deeper shows its first component */
+	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next) {
+		if (!w->key || !under(w->key, dir) || in_dir(w->key, dir))
+			continue;
+		const char *c = w->key + skip;
+		r = dirlist_add(l, c, strcspn(c, "/"), true);
+	}
+	for (struct ldir *d = m->ldirs; d && r == 0; d = d->next) {
+		if (!under(d->key, dir) || in_dir(d->key, dir))
+			continue;
+		const char *c = d->key + skip;
+		r = dirlist_add(l, c, strcspn(c, "/"), true);
+	}
+	if (r == 0)
+		dirlist_dedupe(l);
+	return r;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	struct dirlist *l = calloc(1, sizeof(*l));
+	int r = !n ? -ESTALE : !l ? -ENOMEM : build_dirlist(m, n->key, l);
+	if (r < 0) {
+		if (l)
+			dirlist_free(l);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)l;
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct dirlist *l = (struct dirlist *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	size_t used = 0;
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* offsets: 1 ".", 2 "..", 2 + i + 1 entry i */
+	for (size_t i = (size_t)off; i < l->n + 2; i++) {
+		struct stat st = {.st_ino = ino, .st_mode = S_IFDIR};
+		const char *name = i == 0 ? "." : i == 1 ? ".." : l->e[i - 2].name;
+		if (i >= 2) {
+			st.st_ino = UNKNOWN_INO; /* not looked up yet */
+			st.st_mode = l->e[i - 2].dir ? S_IFDIR : S_IFREG;
+		}
+		size_t need = fuse_add_direntry(req, buf + used, size - used,
+						name, &st, (off_t)(i + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	(void)ino;
+	dirlist_free((struct dirlist *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+static void release_all(struct mnt *m, const struct rc_extent *ext, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (ext[i].lease != RC_NO_LEASE)
+			rc_release(&m->c, ext[i].lease);
+}
+
+/* A file this mount wrote is read from staging until its upload ends;
+ * then the daemon says ESTALE. Its bytes did not change (they are ours,
+ * now in S3): open it again, once, if the size still matches. */
+static bool reopen_own(struct mnt *m, struct ofile *of)
+{
+	struct wfile *w = wfile_find(m, of->key);
+	struct rc_stat st;
+	if (!w || w->state != W_SEALED)
+		return false;
+	int h = rc_open(&m->c, m->ds, of->key, &st);
+	if (h < 0 || st.size != w->size) {
+		if (h >= 0)
+			rc_close(&m->c, (uint32_t)h);
+		return false;
+	}
+	rc_close(&m->c, of->handle);
+	of->handle = (uint32_t)h;
+	return true;
+}
+
+static int read_extents(struct mnt *m, struct ofile *of, size_t size,
+			off_t off, struct rc_extent *ext, struct iovec *iov,
+			int *count)
+{
+	uint64_t got = 0;
+	int n = 0, r = 0;
+	while (got < size && n < MAX_EXT) {
+		r = rc_read(&m->c, of->handle, (uint64_t)off + got, size - got,
+			    ext + n, MAX_EXT - n);
+		if (r <= 0)
+			break;
+		uint64_t before = got;
+		for (int i = n; i < n + r; i++) {
+			iov[i].iov_base = (void *)ext[i].data;
+			iov[i].iov_len = ext[i].len;
+			got += ext[i].len;
+			if (!ext[i].data && ext[i].len)
+				r = -EFAULT; /* the arena is not mapped here */
+		}
+		n += r < 0 ? 0 : r;
+		if (r < 0 || got == before)
+			break;
+	}
+	*count = n;
+	if (r < 0)
+		release_all(m, ext, n);
+	return r < 0 ? r : 0;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	struct rc_extent ext[MAX_EXT];
+	struct iovec iov[MAX_EXT];
+	int n = 0;
+	(void)ino;
+	if (of->w) {
+		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
+		return;
+	}
+	int r = read_extents(m, of, size, off, ext, iov, &n);
+	if (r == -ESTALE && reopen_own(m, of))
+		r = read_extents(m, of, size, off, ext, iov, &n);
+	if (r < 0) {
+		fuse_reply_err(req, -fs_err(r));
+		return;
+	}
+	/* The kernel copies from the arena mapping; the leases end after. */
+	fuse_reply_iov(req, iov, n);
+	release_all(m, ext, n);
+}
+
+/* ---- writes --------------------------------------------------------------- */
+
+/* A new object at key (WRITE_OPEN), replacing what this mount wrote
+ * there before. */
+static int start_write(struct mnt *m, const char *key, struct ofile **out)
+{
+	struct wfile *old = wfile_find(m, key);
+	if (old && old->state == W_OPEN)
+		return -EBUSY; /* one writer per file */
+	struct ofile *of = calloc(1, sizeof(*of));
+	struct wfile *w = calloc(1, sizeof(*w));
+	char *k = strdup(key);
+	int h = of && w && k ? rc_write_open(&m->c, m->ds, key) : -ENOMEM;
+	if (h < 0) {
+		free(of);
+		free(w);
+		free(k);
+		return fs_err(h);
+	}
+	if (old)
+		wfile_detach(old);
+	*w = (struct wfile){.key = k, .handle = (uint32_t)h, .opens = 1,
+			    .next = m->wfiles};
+	m->wfiles = w;
+	m->n_wfiles++;
+	of->w = w;
+	*out = of;
+	for (struct ldir **p = &m->ldirs; *p;) { /* now S3 has the parents */
+		struct ldir *d = *p;
+		if (under(key, d->key)) {
+			*p = d->next;
+			free(d->key);
+			free(d);
+		} else {
+			p = &d->next;
+		}
+	}
+	wfile_trim(m);
+	return 0;
+}
+
+/* The object is complete: COMMIT. Later writes to it fail. */
+static int seal(struct mnt *m, struct wfile *w)
+{
+	if (w->state != W_OPEN)
+		return w->state == W_FAILED ? w->err : 0;
+	int r = rc_commit(&m->c, w->handle);
+	w->state = r < 0 ? W_FAILED : W_SEALED;
+	w->err = r < 0 ? fs_err(r) : 0;
+	return w->err;
+}
+
+static int open_mode_err(struct mnt *m, int flags)
+{
+	if (!m->writable)
+		return -EROFS;
+	/* O_RDWR is allowed (Pillow, h5py open "w+b") but its reads fail */
+	if ((flags & O_ACCMODE) == O_RDONLY || (flags & O_APPEND))
+		return -ENOTSUP; /* an object is written whole, once */
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	struct ofile *of = NULL;
+	int r = n ? 0 : -ESTALE;
+	if (r == 0 && (fi->flags & O_ACCMODE) == O_RDONLY) {
+		struct wfile *w = wfile_find(m, n->key);
+		if (w && w->state == W_OPEN) {
+			r = -EBUSY; /* not committed: nothing to read yet */
+		} else if (!(of = calloc(1, sizeof(*of)))) {
+			r = -ENOMEM;
+		} else {
+			int h = rc_open(&m->c, m->ds, n->key, NULL);
+			r = h < 0 ? fs_err(h) : !(of->key = strdup(n->key)) ? -ENOMEM : 0;
+			if (h >= 0 && r < 0)
+				rc_close(&m->c, (uint32_t)h);
+			of->handle = (uint32_t)h;
+		}
+	} else if (r == 0 && !(r = open_mode_err(m, fi->flags))) {
+		struct stat st;
+		if (!(fi->flags & O_TRUNC) &&
+		    (r = stat_key(m, n->key, ino, &st)) == 0 && st.st_size)
+			r = -ENOTSUP; /* rewriting part of an object */
+		if (r == 0)
+			r = start_write(m, n->key, &of);
+	}
+	if (r < 0) {
+		free(of);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)of;
+	fi->keep_cache = 0;
+	fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = NULL;
+	char *key = NULL;
+	(void)mode; /* S3 keeps no mode */
+	int r = open_mode_err(m, fi->flags);
+	if (r == 0)
+		r = child_key(m, parent, name, &key);
+	if (r == 0)
+		r = start_write(m, key, &of);
+	struct fuse_entry_param e = {0};
+	struct node *n = r == 0 ? node_get(m, key) : NULL;
+	if (r == 0 && !n)
+		r = -ENOMEM;
+	if (r < 0) {
+		if (of) {
+			rc_abort(&m->c, of->w->handle);
+			of->w->state = W_FAILED;
+			of->w->err = -EIO;
+			of->w->opens = 0;
+			wfile_detach(of->w);
+			free(of);
+		}
+		free(key);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	n->nlookup++;
+	e.ino = n->ino;
+	fill_stat(m, &e.attr, n->ino, false, 0);
+	e.attr_timeout = e.entry_timeout = ATTR_TIMEOUT;
+	fi->fh = (uint64_t)(uintptr_t)of;
+	fuse_reply_create(req, &e, fi);
+	free(key);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	struct wfile *w = of->w;
+	(void)ino;
+	if (!w) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	if (w->state == W_DROPPED) {
+		fuse_reply_write(req, size);
+		return;
+	}
+	if (w->state != W_OPEN) { /* after fsync, or the write failed */
+		fuse_reply_err(req, w->state == W_FAILED ? -w->err : ENOTSUP);
+		return;
+	}
+	for (size_t done = 0; done < size;) {
+		size_t n = size - done < IO_BUF ? size - done : IO_BUF;
+		memcpy(m->io_mem, buf + done, n);
+		ssize_t r = rc_write(&m->c, w->handle, (uint64_t)off + done, n,
+				     m->io_buf, 0);
+		if (r < 0) {
+			fuse_reply_err(req, -fs_err((int)r));
+			return;
+		}
+		done += n;
+	}
+	if ((uint64_t)off + size > w->size)
+		w->size = (uint64_t)off + size;
+	fuse_reply_write(req, size);
+}
+
+/* close(): COMMIT here, so its error reaches the caller's close(). */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	(void)ino;
+	fuse_reply_err(req, of->w ? -seal(m, of->w) : 0);
+}
+
+/* fsync of any descriptor of a file written here waits until S3 has it;
+ * a file still being written is committed first (later writes fail). */
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	struct node *n = node_by_ino(m, ino);
+	struct wfile *w = of->w ? of->w : n ? wfile_find(m, n->key) : NULL;
+	(void)datasync;
+	int r = w ? seal(m, w) : 0;
+	if (r == 0 && w && w->state == W_SEALED)
+		r = fs_err(rc_sync(&m->c, w->handle));
+	fuse_reply_err(req, -r);
+}
+
+/* fsync of a directory: every file written under it is in S3. */
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	int r = n ? 0 : -ESTALE;
+	(void)datasync, (void)fi;
+	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
+		if (w->key && w->state != W_OPEN && w->state != W_DROPPED &&
+		    under(w->key, n->key))
+			r = w->state == W_FAILED ? w->err
+						 : fs_err(rc_sync(&m->c, w->handle));
+	fuse_reply_err(req, -r);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
+	(void)ino;
+	if (of->w) {
+		bool was_open = of->w->state == W_OPEN;
+		int r = seal(m, of->w); /* no flush came (the caller died) */
+		if (r < 0 && was_open)
+			fprintf(stderr, "ringcache mount: %s: commit of '%s' "
+				"failed: %s\n", m->dataset,
+				of->w->key ? of->w->key : "(unlinked)",
+				rc_strerror(r));
+		of->w->opens--;
+		wfile_trim(m);
+	} else {
+		rc_close(&m->c, of->handle);
+		free(of->key);
+	}
+	free(of);
+	fuse_reply_err(req, 0);
+}
+
+/* ---- namespace changes ---------------------------------------------------- */
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	char *from = NULL, *to = NULL;
+	int r = flags ? -EINVAL : !m->writable ? -EROFS : 0;
+	if (r == 0)
+		r = child_key(m, parent, name, &from);
+	if (r == 0)
+		r = child_key(m, newparent, newname, &to);
+	struct wfile *w = r == 0 ? wfile_find(m, from) : NULL;
+	if (r == 0 && !w) {
+		struct stat st;
+		/* Only the daemon's own write-back objects rename; `mv`
+		 * falls back to copy (and unlink) on EXDEV. */
+		r = stat_key(m, from, 0, &st);
+		r = r < 0 ? r : -EXDEV;
+	}
+	if (r == 0 && w->state == W_FAILED)
+		r = w->err;
+	/* A committed file is renamed once S3 has it (a server-side copy):
+	 * the daemon's free rename of an object mid-upload can leave the old
+	 * key in S3 when that upload was already finishing. */
+	if (r == 0 && w->state == W_SEALED)
+		r = fs_err(rc_sync(&m->c, w->handle));
+	if (r == 0)
+		r = fs_err(rc_rename(&m->c, w->handle, to));
+	if (r == 0) {
+		struct wfile *old = wfile_find(m, to);
+		if (old)
+			wfile_detach(old);
+		free(w->key);
+		w->key = to;
+		to = NULL;
+		struct node *gone = node_by_key(m, w->key);
+		if (gone)
+			unlink_key(m, gone);
+		struct node *moved = node_by_key(m, from);
+		if (moved) {
+			unlink_key(m, moved);
+			char *k = strdup(w->key);
+			if (k) {
+				free(moved->key);
+				moved->key = k;
+				unsigned h = key_hash(k);
+				moved->next_key = m->by_key[h];
+				m->by_key[h] = moved;
+			}
+		}
+		wfile_trim(m);
+	}
+	free(from);
+	free(to);
+	fuse_reply_err(req, -r);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	char *key = NULL;
+	int r = !m->writable ? -EROFS : child_key(m, parent, name, &key);
+	struct wfile *w = r == 0 ? wfile_find(m, key) : NULL;
+	if (w && w->state == W_OPEN) {
+		/* a temporary file given up before close: drop it */
+		rc_abort(&m->c, w->handle);
+		w->state = W_DROPPED;
+		wfile_detach(w);
+		wfile_trim(m);
+	} else if (r == 0) {
+		struct stat st;
+		r = stat_key(m, key, 0, &st);
+		r = r < 0 ? r : -ENOTSUP; /* no DELETE in the ring API */
+	}
+	free(key);
+	fuse_reply_err(req, -r);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	char *key = NULL;
+	struct stat st;
+	(void)mode;
+	int r = !m->writable ? -EROFS : child_key(m, parent, name, &key);
+	if (r == 0) {
+		r = stat_key(m, key, 0, &st);
+		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
+	}
+	struct ldir *d = r == 0 ? calloc(1, sizeof(*d)) : NULL;
+	if (r == 0 && !d)
+		r = -ENOMEM;
+	if (r < 0) {
+		free(key);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	d->key = key;
+	d->next = m->ldirs;
+	m->ldirs = d;
+	reply_entry(req, m, key);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	char *key = NULL;
+	int r = !m->writable ? -EROFS : child_key(m, parent, name, &key);
+	if (r == 0) {
+		r = has_children(m, key);
+		struct ldir **p = &m->ldirs;
+		while (*p && strcmp((*p)->key, key) != 0)
+			p = &(*p)->next;
+		if (r == 0 && *p) {
+			struct ldir *d = *p;
+			*p = d->next;
+			free(d->key);
+			free(d);
+		} else if (r >= 0) {
+			r = r ? -ENOTEMPTY : -ENOENT;
+		}
+	}
+	free(key);
+	fuse_reply_err(req, -r);
+}
+
+/* Operations outside the subset, named so they fail with ENOTSUP (EROFS
+ * on a read-only dataset) rather than the kernel's ENOSYS. */
+static void not_in_subset(fuse_req_t req)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	fuse_reply_err(req, m->writable ? ENOTSUP : EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	not_in_subset(req);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	not_in_subset(req);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	not_in_subset(req);
+}
+
+/* truncate only to the size a file being written has; mode, owner and
+ * times only on files written here (accepted, not stored: S3 has none),
+ * so cp -p, tar x and shutil.copy2 work. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct node *n = node_by_ino(m, ino);
+	struct ofile *of = fi ? (struct ofile *)(uintptr_t)fi->fh : NULL;
+	struct wfile *w = of && of->w ? of->w : n ? wfile_find(m, n->key) : NULL;
+	int r = !n ? -ESTALE : !m->writable ? -EROFS : 0;
+	if (r == 0 && !w)
+		r = -ENOTSUP;
+	if (r == 0 && (to_set & FUSE_SET_ATTR_SIZE) &&
+	    (w->state != W_OPEN || (uint64_t)attr->st_size != w->size))
+		r = -ENOTSUP;
+	struct stat st;
+	if (r == 0)
+		r = stat_key(m, n->key, ino, &st);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	struct statvfs sv = {0};
+	(void)ino;
+	sv.f_bsize = sv.f_frsize = m->c.block_size;
+	sv.f_namemax = NAME_MAX_POSIX;
+	fuse_reply_statfs(req, &sv);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.fsync = op_fsync,
+	.fsyncdir = op_fsyncdir,
+	.release = op_release,
+	.rename = op_rename,
+	.unlink = op_unlink,
+	.mkdir = op_mkdir,
+	.rmdir = op_rmdir,
+	.mknod = op_mknod,
+	.symlink = op_symlink,
+	.link = op_link,
+	.statfs = op_statfs,
+};
+
+/* ---- the command ---------------------------------------------------------- */
+
+static void mount_usage(FILE *f)
+{
+	fprintf(f, "usage: ringcache mount [-f] [-d] [-o OPTIONS] DATASET DIR\n"
+		   "  -f          stay in the foreground\n"
+		   "  -d          FUSE debug output (implies -f)\n"
+		   "  -o OPTIONS  FUSE mount options, e.g. allow_other, ro\n"
+		   "Unmount with: fusermount3 -u DIR (or umount DIR as root).\n");
+}
+
+static int mnt_attach(struct mnt *m, const char *socket_path,
+		      const char *dataset)
+{
+	struct rc_attach_opts o = {.gpu = -1, .numa_node = -1};
+	int r = rc_attach(&m->c, socket_path, &o);
+	if (r < 0) {
+		fprintf(stderr, "ringcache mount: cannot attach to the daemon "
+			"at %s: %s\n", socket_path ? socket_path : "(default)",
+			rc_strerror(r));
+		return -1;
+	}
+	m->ds = rc_dataset(&m->c, dataset);
+	if (m->ds < 0) {
+		fprintf(stderr, "ringcache mount: dataset '%s': %s\n", dataset,
+			m->ds == -ENOENT ? "not in the daemon's config"
+					 : rc_strerror(m->ds));
+		rc_detach(&m->c);
+		return -1;
+	}
+	m->writable = m->c.datasets[m->ds].access & RC_ACCESS_WRITE;
+	int lb = rc_alloc_buffer(&m->c, LIST_BUF, &m->list_mem);
+	int ib = lb < 0 ? lb : rc_alloc_buffer(&m->c, IO_BUF, &m->io_mem);
+	if (ib < 0) {
+		fprintf(stderr, "ringcache mount: buffers: %s\n",
+			rc_strerror(ib));
+		rc_detach(&m->c);
+		return -1;
+	}
+	m->list_buf = (uint32_t)lb;
+	m->io_buf = (uint32_t)ib;
+	return 0;
+}
+
+static void mnt_free(struct mnt *m)
+{
+	for (unsigned b = 0; b < NODE_BUCKETS; b++) {
+		for (struct node *n = m->by_ino[b], *next; n; n = next) {
+			next = n->next_ino;
+			free(n->key);
+			free(n);
+		}
+	}
+	for (struct wfile *w = m->wfiles, *next; w; w = next) {
+		next = w->next;
+		free(w->key);
+		free(w);
+	}
+	for (struct ldir *d = m->ldirs, *next; d; d = next) {
+		next = d->next;
+		free(d->key);
+		free(d);
+	}
+	rc_detach(&m->c); /* open write handles: aborted, sealed: kept */
+	free(m);
+}
+
+static int run_session(struct mnt *m, struct fuse_args *args,
+		       const char *dir, bool foreground)
+{
+	struct fuse_session *se = fuse_session_new(args, &ops, sizeof(ops), m);
+	int r = 1;
+	if (!se)
+		return 1; /* libfuse printed why (an unknown -o option) */
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out;
+	if (fuse_session_mount(se, dir) != 0)
+		goto out_signals;
+	fuse_daemonize(foreground);
+	r = fuse_session_loop(se) < 0 ? 1 : 0;
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out:
+	fuse_session_destroy(se);
+	return r;
+}
+
+int mount_main(int argc, char **argv, const char *socket_path)
+{
+	bool foreground = false, debug = false;
+	const char *user_opts = NULL;
+	int o;
+	optind = 1;
+	while ((o = getopt(argc, argv, "+fdo:h")) != -1) {
+		switch (o) {
+		case 'f': foreground = true; break;
+		case 'd': debug = foreground = true; break;
+		case 'o': user_opts = optarg; break;
+		case 'h': mount_usage(stdout); return 0;
+		default: mount_usage(stderr); return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		mount_usage(stderr);
+		return 2;
+	}
+	const char *dataset = argv[optind], *dir = argv[optind + 1];
+	struct mnt *m = calloc(1, sizeof(*m));
+	if (!m)
+		return 1;
+	m->dataset = dataset;
+	m->next_ino = FUSE_ROOT_ID;
+	clock_gettime(CLOCK_REALTIME, &m->mounted);
+	if (mnt_attach(m, socket_path, dataset) < 0) {
+		free(m);
+		return 1;
+	}
+	struct node *root = node_get(m, "");
+	if (!root) {
+		mnt_free(m);
+		return 1;
+	}
+	root->nlookup = 1;
+
+	/* default_permissions: the kernel checks the modes above, so with
+	 * allow_other others read but only the mounting user writes. */
+	char fsname[RC_DATASET_NAME_MAX + 32], *base = NULL;
+	snprintf(fsname, sizeof(fsname), "fsname=ringcache:%s", dataset);
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	/* escaped: a ',' in a dataset name adds no mount option */
+	int r = fuse_opt_add_opt_escaped(&base, fsname) ||
+		fuse_opt_add_opt(&base, "subtype=ringcache,default_permissions,"
+				 "max_read=" RC_STR(MAX_READ)) ||
+		(!m->writable && fuse_opt_add_opt(&base, "ro")) ||
+		fuse_opt_add_arg(&args, "ringcache-mount") ||
+		fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, base) ||
+		(user_opts && (fuse_opt_add_arg(&args, "-o") ||
+			       fuse_opt_add_arg(&args, user_opts))) ||
+		(debug && fuse_opt_add_arg(&args, "-d"));
+	free(base);
+	r = r ? 1 : run_session(m, &args, dir, foreground);
+	fuse_opt_free_args(&args);
+	mnt_free(m);
+	return r;
+}

@@ -1,0 +1,501 @@
+/* test_mount.c - `ringcache mount` (src/mount.c) with unmodified tools
+ * against a real ringcached and the real S3 server: find lists every key,
+ * md5sum of every file equals the MD5 of the deterministic dataset, tar of
+ * a prefix extracts byte for byte, checkpoint code's tmp-then-rename lands
+ * in S3 as awscli reads it, other local users are kept out, and each
+ * operation outside the subset fails with the errno docs/MOUNT.md names. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture/fixture.h"
+
+#define CLI RC_BUILD_DIR "/ringcache"
+#define OUT_MAX (1u << 20)
+#define RUN_MS 120000
+#define FUSE_SUPER_MAGIC 0x65735546
+#define MiB (1024u * 1024u)
+
+struct mount_proc {
+	pid_t pid;
+	char dir[300];
+	char log[310];
+};
+
+static struct fx_daemon D;
+static struct mount_proc M;
+static struct ds_spec S;
+static char out[OUT_MAX];
+static char scratch[128], ck_prefix[300];
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static bool is_fuse(const char *dir)
+{
+	struct statfs sf;
+	return statfs(dir, &sf) == 0 && sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* `ringcache mount -f [-o opts] dataset DIR` in the background; returns
+ * once DIR is a FUSE mount. */
+static void mount_start(struct mount_proc *mp, const char *dataset,
+			const char *opts)
+{
+	snprintf(mp->dir, sizeof(mp->dir), "%s/mnt", fx_tmpdir());
+	snprintf(mp->log, sizeof(mp->log), "%s.log", mp->dir);
+	cr_assert(mkdir(mp->dir, 0755) == 0, "mkdir %s: %s", mp->dir,
+		  strerror(errno));
+	mp->pid = fork();
+	cr_assert(mp->pid >= 0);
+	if (mp->pid == 0) {
+		int fd = open(mp->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		/* SIGTERM: the mount unmounts itself if the test dies */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		if (opts)
+			execl(CLI, CLI, "-s", D.socket_path, "mount", "-f",
+			      "-o", opts, dataset, mp->dir, (char *)NULL);
+		else
+			execl(CLI, CLI, "-s", D.socket_path, "mount", "-f",
+			      dataset, mp->dir, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000 && !is_fuse(mp->dir); i++) {
+		int st;
+		if (waitpid(mp->pid, &st, WNOHANG) == mp->pid) {
+			mp->pid = -1;
+			char *argv[] = {"/bin/cat", mp->log, NULL};
+			fx_run(argv, out, sizeof(out), RUN_MS);
+			cr_assert_fail("ringcache mount exited early:\n%s", out);
+		}
+		sleep_ms(10);
+	}
+	cr_assert(is_fuse(mp->dir), "%s is not mounted after 10 s", mp->dir);
+}
+
+/* fusermount3 -u, and the mount process exits 0. */
+static void mount_stop(struct mount_proc *mp)
+{
+	char *argv[] = {"/bin/fusermount3", "-u", mp->dir, NULL};
+	int rc = fx_run(argv, out, sizeof(out), RUN_MS);
+	cr_assert_eq(rc, 0, "fusermount3 -u: %s", out);
+	int st = 0;
+	cr_assert_eq(waitpid(mp->pid, &st, 0), mp->pid);
+	mp->pid = -1;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "ringcache mount exit status %d", st);
+	char *cat[] = {"/bin/cat", mp->log, NULL};
+	fx_run(cat, out, sizeof(out), RUN_MS);
+	cr_assert(!strstr(out, "runtime error:") && !strstr(out, "Sanitizer"),
+		  "sanitizer report from ringcache mount:\n%s", out);
+}
+
+static void teardown(void)
+{
+	if (M.pid > 0) {
+		umount2(M.dir, MNT_DETACH);
+		kill(M.pid, SIGKILL);
+		waitpid(M.pid, NULL, 0);
+		M.pid = -1;
+	}
+	fx_daemon_kill(&D);
+}
+
+/* Dataset "ds" (read-only, the sample) and "ck" (writable, durability
+ * local, over a fresh scratch prefix). */
+static void start(void)
+{
+	static char sections[2048], daemon_extra[512];
+	char ck[600], sub[200];
+	ds_spec_default(&S);
+	fx_unique(scratch, sizeof(scratch), "mnt");
+	snprintf(sub, sizeof(sub), "%s/", scratch);
+	snprintf(ck_prefix, sizeof(ck_prefix), "%s%s/", fx_env()->prefix,
+		 scratch);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	snprintf(sections, sizeof(sections),
+		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = 5M\n", ck);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "journal = %s/journal\njournal_size = 64M\n", fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	fx_daemon_start(&D, sections);
+	M.pid = -1;
+}
+
+static void start_ro(void)
+{
+	start();
+	mount_start(&M, "ds", NULL);
+}
+
+static void start_rw(void)
+{
+	start();
+	mount_start(&M, "ck", NULL);
+}
+
+TestSuite(mount, .init = start_ro, .fini = teardown, .timeout = 300);
+TestSuite(mount_rw, .init = start_rw, .fini = teardown, .timeout = 300);
+
+static void md5_of_object(size_t i, char hex[33])
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	static uint8_t chunk[MiB];
+	uint64_t size = ds_size(&S, i);
+	unsigned char md[16];
+	cr_assert(ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL));
+	for (uint64_t off = 0; off < size; off += sizeof(chunk)) {
+		size_t n = size - off < sizeof(chunk) ? size - off : sizeof(chunk);
+		ds_fill(&S, i, off, chunk, n);
+		EVP_DigestUpdate(ctx, chunk, n);
+	}
+	EVP_DigestFinal_ex(ctx, md, NULL);
+	EVP_MD_CTX_free(ctx);
+	for (int k = 0; k < 16; k++)
+		sprintf(hex + 2 * k, "%02x", md[k]);
+}
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	return fx_run(argv, out, sizeof(out), RUN_MS);
+}
+
+/* Marks each line of out (a relative key) in seen[]; fails on a name
+ * that is not a dataset key or shows twice. Returns the line count. */
+static size_t mark_keys(const char *text, bool *seen)
+{
+	size_t lines = 0;
+	for (const char *p = text; *p;) {
+		const char *eol = strchrnul(p, '\n');
+		char key[DS_KEY_MAX + 64];
+		snprintf(key, sizeof(key), "%.*s", (int)(eol - p), p);
+		long i = ds_index(&S, key);
+		cr_assert(i >= 0, "listed '%s', not a dataset key", key);
+		cr_assert(!seen[i], "'%s' listed twice", key);
+		seen[i] = true;
+		lines++;
+		p = *eol ? eol + 1 : eol;
+	}
+	return lines;
+}
+
+Test(mount, find_lists_every_key)
+{
+	bool seen[DS_DEFAULT_SMALL + DS_N_LARGE + DS_N_EDGE] = {0};
+	cr_assert_eq(sh("find %s -type f -printf '%%P\\n' | sort", M.dir), 0,
+		     "%s", out);
+	cr_assert_eq(mark_keys(out, seen), ds_count(&S), "%s", out);
+	cr_assert_eq(sh("find %s -mindepth 1 -type d -printf '%%P\\n' | sort",
+			M.dir), 0);
+	cr_assert_str_eq(out, "edge\nlarge\nsmall\n");
+	mount_stop(&M);
+}
+
+Test(mount, md5sum_of_every_file_matches)
+{
+	cr_assert_eq(sh("cd %s && find . -type f -print0 | xargs -0 md5sum",
+			M.dir), 0, "%s", out);
+	size_t n = 0;
+	for (char *p = out; *p;) {
+		char *eol = strchrnul(p, '\n');
+		char hex[33], want[33], key[DS_KEY_MAX + 8];
+		cr_assert_eq(sscanf(p, "%32s  ./%71s", hex, key), 2,
+			     "md5sum line: %.*s", (int)(eol - p), p);
+		long i = ds_index(&S, key);
+		cr_assert(i >= 0, "md5sum of '%s', not a dataset key", key);
+		md5_of_object((size_t)i, want);
+		cr_assert_str_eq(hex, want, "md5 of %s", key);
+		n++;
+		p = *eol ? eol + 1 : eol;
+	}
+	cr_assert_eq(n, ds_count(&S));
+	mount_stop(&M);
+}
+
+/* tar of a prefix through the mount, extracted elsewhere: the bytes. */
+Test(mount, tar_of_a_prefix)
+{
+	const char *t = fx_tmpdir();
+	cr_assert_eq(sh("tar cf %s/e.tar -C %s edge large && mkdir %s/x && "
+			"tar xf %s/e.tar -C %s/x && cd %s/x && "
+			"find . -type f -printf '%%P\\n' | sort",
+			t, M.dir, t, t, t, t), 0, "%s", out);
+	bool seen[DS_DEFAULT_SMALL + DS_N_LARGE + DS_N_EDGE] = {0};
+	cr_assert_eq(mark_keys(out, seen), DS_N_LARGE + DS_N_EDGE, "%s", out);
+	for (size_t i = 0; i < ds_count(&S); i++) {
+		if (!seen[i])
+			continue;
+		char key[DS_KEY_MAX], path[400];
+		snprintf(path, sizeof(path), "%s/x/%s", t, ds_key(&S, i, key));
+		size_t size = ds_size(&S, i);
+		uint8_t *buf = malloc(size + 1);
+		int fd = open(path, O_RDONLY);
+		cr_assert(fd >= 0 && buf);
+		cr_assert_eq(read(fd, buf, size + 1), (ssize_t)size, "%s", path);
+		close(fd);
+		fx_assert_ds_bytes(&S, i, 0, buf, size, path);
+		free(buf);
+	}
+	mount_stop(&M);
+}
+
+static int stat_as_other_user(void *arg)
+{
+	struct stat st;
+	if (stat(arg, &st) == 0)
+		return 1;
+	return errno == EACCES ? 0 : 2;
+}
+
+/* Without allow_other only the mounting user sees the files. */
+Test(mount, other_users_are_kept_out)
+{
+	char path[400];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/edge/one", M.dir);
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert_eq(fx_as_nobody(stat_as_other_user, path), 0,
+		     "another uid reached the mount (status 1: it could stat)");
+	mount_stop(&M);
+}
+
+static int err_of(int r)
+{
+	return r < 0 ? errno : 0;
+}
+
+Test(mount, read_only_dataset_refuses_changes)
+{
+	char p[400], q[400];
+	snprintf(p, sizeof(p), "%s/edge/one", M.dir);
+	snprintf(q, sizeof(q), "%s/edge/new", M.dir);
+	cr_assert_eq(err_of(open(q, O_WRONLY | O_CREAT, 0644)), EROFS);
+	cr_assert_eq(err_of(open(p, O_WRONLY | O_TRUNC)), EROFS);
+	cr_assert_eq(err_of(mkdir(q, 0755)), EROFS);
+	cr_assert_eq(err_of(unlink(p)), EROFS);
+	cr_assert_eq(err_of(rename(p, q)), EROFS);
+	cr_assert_eq(err_of(open(q, O_RDONLY)), ENOENT);
+	int fd = open(p, O_RDONLY);
+	char c[4];
+	cr_assert(fd >= 0);
+	cr_assert_eq(read(fd, c, sizeof(c)), 1);
+	fx_assert_ds_bytes(&S, fx_ds_find(&S, "edge/one"), 0, c, 1, "edge/one");
+	close(fd);
+	mount_stop(&M);
+}
+
+/* ---- writable dataset ---------------------------------------------------- */
+
+static void write_file(const char *path, const uint8_t *data, size_t len,
+		       bool do_fsync)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0, "create %s: %s", path, strerror(errno));
+	/* odd-sized writes, as a serializer makes them */
+	for (size_t off = 0, step = 1; off < len; step = step * 7 % 300001 + 1) {
+		size_t n = len - off < step ? len - off : step;
+		cr_assert_eq(write(fd, data + off, n), (ssize_t)n, "write: %s",
+			     strerror(errno));
+		off += n;
+	}
+	if (do_fsync)
+		cr_assert_eq(fsync(fd), 0, "fsync: %s", strerror(errno));
+	cr_assert_eq(close(fd), 0, "close: %s", strerror(errno));
+}
+
+static void assert_file(const char *path, const uint8_t *data, size_t len)
+{
+	uint8_t *buf = malloc(len + 1);
+	int fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0 && buf, "open %s: %s", path, strerror(errno));
+	size_t got = 0;
+	ssize_t n;
+	while ((n = read(fd, buf + got, len + 1 - got)) > 0)
+		got += (size_t)n;
+	close(fd);
+	cr_assert_eq(got, len, "%s: %zu bytes, want %zu", path, got, len);
+	cr_assert_eq(fx_mismatch(buf, data, len), -1, "%s differs", path);
+	free(buf);
+}
+
+/* The checkpoint pattern: write a temporary name, (fsync,) close, rename
+ * to the final name, fsync the directory. S3 then holds exactly the final
+ * objects, read back with awscli; the mount shows and reads them. */
+Test(mount_rw, tmp_then_rename_reaches_s3)
+{
+	size_t la = 7 * MiB + 123, lb = 300001;
+	uint8_t *a = fx_pattern(la, 1), *b = fx_pattern(lb, 2);
+	char dir[400], tmp[450], fin[450], keys[2][400];
+	snprintf(dir, sizeof(dir), "%s/run1/ckpt", M.dir);
+	cr_assert_eq(sh("mkdir -p %s", dir), 0, "%s", out);
+	snprintf(tmp, sizeof(tmp), "%s/.a.pt.tmp", dir);
+	snprintf(fin, sizeof(fin), "%s/a.pt", dir);
+	write_file(tmp, a, la, true);
+	cr_assert_eq(rename(tmp, fin), 0, "rename: %s", strerror(errno));
+	snprintf(tmp, sizeof(tmp), "%s/.b.pt.tmp", dir);
+	write_file(tmp, b, lb, false); /* no fsync: rename waits for S3 */
+	snprintf(fin, sizeof(fin), "%s/b.pt", dir);
+	cr_assert_eq(rename(tmp, fin), 0, "rename: %s", strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	cr_assert(dfd >= 0);
+	cr_assert_eq(fsync(dfd), 0, "fsync dir: %s", strerror(errno));
+	close(dfd);
+
+	snprintf(keys[0], sizeof(keys[0]), "%srun1/ckpt/a.pt", ck_prefix);
+	snprintf(keys[1], sizeof(keys[1]), "%srun1/ckpt/b.pt", ck_prefix);
+	struct fx_s3_object objs[] = {{keys[0], a, la}, {keys[1], b, lb}};
+	fx_aws_assert_objects(ck_prefix, objs, 2, 5 * MiB);
+
+	cr_assert_eq(sh("ls -a %s", dir), 0);
+	cr_assert_str_eq(out, ".\n..\na.pt\nb.pt\n");
+	snprintf(fin, sizeof(fin), "%s/a.pt", dir);
+	assert_file(fin, a, la);
+	snprintf(fin, sizeof(fin), "%s/b.pt", dir);
+	assert_file(fin, b, lb);
+	free(a);
+	free(b);
+	mount_stop(&M);
+}
+
+/* torch.save and torch.load by path, unchanged. */
+Test(mount_rw, torch_save_and_load)
+{
+	if (access("/usr/lib/python3/dist-packages/torch", F_OK) != 0)
+		cr_skip_test("python3-torch is not installed");
+	cr_assert_eq(sh("cd %s && /usr/bin/python3 -c '"
+			"import os, torch\n"
+			"t = {\"w\": torch.arange(1000000, dtype=torch.float32)}\n"
+			"torch.save(t, \"tmp.pt\")\n"
+			"os.replace(\"tmp.pt\", \"model.pt\")\n"
+			"u = torch.load(\"model.pt\")\n"
+			"assert torch.equal(t[\"w\"], u[\"w\"])\n"
+			"print(sorted(os.listdir(\".\")))'", M.dir), 0,
+		     "%s", out);
+	cr_assert_str_eq(out, "['model.pt']\n");
+	mount_stop(&M);
+}
+
+static int renameat2_noreplace(const char *a, const char *b)
+{
+	return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_NOREPLACE);
+}
+
+/* What docs/MOUNT.md says is outside the subset, and nothing of the
+ * refused or abandoned files reaches S3. */
+Test(mount_rw, unsupported_operations_fail_as_documented)
+{
+	char p[400], q[400], s3key[400];
+	uint8_t *d = fx_pattern(1000, 3);
+	snprintf(p, sizeof(p), "%s/done.bin", M.dir);
+	write_file(p, d, 1000, true);
+	snprintf(s3key, sizeof(s3key), "%sfrom-s3.bin", ck_prefix);
+	cr_assert_eq(fx_put_object(s3key, d, 1000), 0);
+
+	cr_assert_eq(err_of(unlink(p)), ENOTSUP, "unlink a committed object");
+	cr_assert_eq(err_of(open(p, O_WRONLY | O_APPEND)), ENOTSUP, "append");
+	cr_assert_eq(err_of(open(p, O_WRONLY)), ENOTSUP, "rewrite in place");
+	cr_assert_eq(err_of(open(p, O_RDWR)), ENOTSUP, "read-write");
+	cr_assert_eq(err_of(truncate(p, 10)), ENOTSUP, "truncate");
+	snprintf(q, sizeof(q), "%s/link", M.dir);
+	cr_assert_eq(err_of(symlink("done.bin", q)), ENOTSUP, "symlink");
+	cr_assert_eq(err_of(link(p, q)), ENOTSUP, "hard link");
+	snprintf(q, sizeof(q), "%s/renamed.bin", M.dir);
+	cr_assert_eq(err_of(renameat2_noreplace(p, q)), EINVAL,
+		     "RENAME_NOREPLACE");
+	snprintf(p, sizeof(p), "%s/from-s3.bin", M.dir);
+	cr_assert_eq(err_of(rename(p, q)), EXDEV, "rename of an S3 object");
+	snprintf(p, sizeof(p), "%s/missing", M.dir);
+	cr_assert_eq(err_of(rename(p, q)), ENOENT);
+
+	/* a file being written: no reader, no second writer; fsync seals */
+	snprintf(p, sizeof(p), "%s/sealed.bin", M.dir);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, d, 100), 100);
+	cr_assert_eq(err_of(open(p, O_RDONLY)), EBUSY, "read while writing");
+	cr_assert_eq(err_of(open(p, O_WRONLY | O_TRUNC)), EBUSY, "2nd writer");
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(err_of((int)write(fd, d, 10)), ENOTSUP, "write after fsync");
+	cr_assert_eq(close(fd), 0);
+
+	/* "w+b" (Pillow, h5py): writes work, reads before close do not */
+	snprintf(p, sizeof(p), "%s/rdwr.bin", M.dir);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0, "O_RDWR create: %s", strerror(errno));
+	cr_assert_eq(write(fd, d, 1000), 1000);
+	char c;
+	cr_assert_eq(err_of((int)pread(fd, &c, 1, 0)), ENOTSUP, "read of w+b");
+	cr_assert_eq(close(fd), 0);
+
+	/* given up before close: unlink drops it, it never reaches S3 */
+	snprintf(p, sizeof(p), "%s/abandoned.tmp", M.dir);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, d, 1000), 1000);
+	cr_assert_eq(unlink(p), 0, "unlink: %s", strerror(errno));
+	cr_assert_eq(err_of(open(p, O_RDONLY)), ENOENT);
+	cr_assert_eq(write(fd, d, 10), 10, "write after unlink: %s",
+		     strerror(errno));
+	cr_assert_eq(close(fd), 0, "close after unlink: %s", strerror(errno));
+
+	int dfd = open(M.dir, O_RDONLY | O_DIRECTORY);
+	cr_assert_eq(fsync(dfd), 0);
+	close(dfd);
+	char k1[400], k2[400];
+	snprintf(k1, sizeof(k1), "%sdone.bin", ck_prefix);
+	snprintf(k2, sizeof(k2), "%ssealed.bin", ck_prefix);
+	char k3[400];
+	snprintf(k3, sizeof(k3), "%srdwr.bin", ck_prefix);
+	struct fx_s3_object objs[] = {
+		{k1, d, 1000}, {s3key, d, 1000}, {k2, d, 100}, {k3, d, 1000}};
+	fx_aws_assert_objects(ck_prefix, objs, 4, 5 * MiB);
+	free(d);
+	mount_stop(&M);
+}
+
+/* torchvision's ImageFolder over PNGs Pillow wrote through the mount,
+ * read back through a fresh mount (names from LIST, bytes from S3 or the
+ * cache): every sample equals the image it was made from. */
+Test(mount_rw, imagefolder_over_pillow_images)
+{
+	if (access("/usr/lib/python3/dist-packages/torchvision", F_OK) != 0 ||
+	    access("/usr/lib/python3/dist-packages/PIL", F_OK) != 0)
+		cr_skip_test("python3-torchvision or python3-pil is missing");
+	const char *script = RC_SOURCE_DIR "/tests/integration/mount_imagefolder.py";
+	cr_assert_eq(sh("/usr/bin/python3 %s write %s/images", script, M.dir), 0,
+		     "%s", out);
+	cr_assert_str_eq(out, "ok 21\n");
+	mount_stop(&M);
+	mount_start(&M, "ck", NULL);
+	cr_assert_eq(sh("/usr/bin/python3 %s check %s/images", script, M.dir), 0,
+		     "%s", out);
+	cr_assert_str_eq(out, "ok 21\n");
+	mount_stop(&M);
+}
