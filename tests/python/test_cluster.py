@@ -55,6 +55,9 @@ def write_config(path):
 socket = {Env.socket}
 socket_mode = 0666
 memory = 768M
+; a short prefetch window: a SIGKILLed trainer leaves part of its epoch
+; unfetched, so the restart must fetch that part, and only that part
+prefetch_window = 8M
 block_size = 1M
 log_level = info
 
@@ -271,6 +274,38 @@ class TestResume(DaemonPerTest):
         ref = loader(2, 0)
         self.assertEqual(whole, [b for b in ref])
         self.assertEqual(again.state_dict()["sampler"]["consumed"], 20)
+
+
+    def test_random_sampler_resumes_as_if_never_stopped(self):
+        """A RandomSampler with its own generator, stopped after 3 batches
+        of its first epoch and restarted from a fresh generator with the
+        same seed: the three epochs it yields, counted from the first run,
+        are those of a run never stopped."""
+        import torch
+        from torch.utils.data import RandomSampler
+        from ringcache.torch import (PlanSampler, RingcacheDataset,
+                                     StatefulLoader)
+        keys = [tb.small_key(i) for i in range(30)]
+
+        def loader():
+            ds = RingcacheDataset(Env.socket, "ds", keys=keys,
+                                  transform=lambda b: zlib.crc32(b))
+            gen = torch.Generator().manual_seed(5)
+            return StatefulLoader(ds, PlanSampler(RandomSampler(
+                ds, generator=gen), ds), batch_size=4, collate_fn=list)
+        ref = loader()
+        want = [b for _ in range(3) for b in ref]
+        first = loader()
+        it = iter(first)
+        got = [next(it) for _ in range(3)]
+        state = first.state_dict()
+        del it, first
+        again = loader()
+        again.load_state_dict(state)
+        for _ in range(3):
+            got += list(again)
+        self.assertEqual(got, want)
+        self.assertEqual(len(got), 3 * 8)  # 30 samples: 8 batches
 
 
 class TestTorchrun(DaemonPerTest):

@@ -263,7 +263,13 @@ class PlanSampler(torch.utils.data.Sampler):
             self.dataset.send_plan(order)
         self._order = (tag, order)
         if self.ahead:
-            nxt = self._draw_next()
+            # A resumed epoch reuses the next order drawn before the crash:
+            # the inner generator, restored, is already past it.
+            if resume is not None and drawn is not None and \
+                    drawn[0] == self._tag(1):
+                nxt = drawn[1]
+            else:
+                nxt = self._draw_next()
             self.dataset.send_plan(nxt, append=True)
             self._next = (self._tag(1), nxt)
         self._iters += 1
