@@ -262,6 +262,36 @@ for ds in ds ck; do
 	check "after the epilog nobody is refused dataset $ds" refused "$ds"
 done
 check "the job's grant file is gone" test ! -e "$D/state/jobs/$job.grant"
+
+# A job that names its datasets (--comment=ringcache=ds) gets only those.
+cat >"$D/job/job2.sh" <<JOB
+#!/bin/bash
+export PYTHONPATH=$SRC/contrib/python:$SRC/tests/python RINGCACHE_LIB=${RINGCACHE_JOB_LIB:-$BUILD/libringcache.so}
+exec /usr/bin/python3 - <<'PY'
+import errno, ringcache, test_binding as tb
+c = ringcache.Client("$D/state/rc.sock")
+with c.open("ds", "small/00007.bin") as f:
+    ok = f.pread() == tb.ds_bytes("small/00007.bin")
+try:
+    c.writer("ck", "job2/never.pt")
+    print("job2: ck was writable")
+except OSError as e:
+    print("job2 ok" if ok and e.errno == errno.EACCES else f"job2: {e}")
+PY
+JOB
+chmod 0755 "$D/job/job2.sh"
+job2=$(cd "$D/job" && setpriv --reuid=65534 --regid=65534 --clear-groups \
+	env SLURM_CONF="$SLURM_CONF" sbatch --parsable --comment=ringcache=ds \
+	-o "$D/job/out2" -e "$D/job/out2" -D "$D/job" ./job2.sh)
+for _ in $(seq 600); do
+	grep -q "^$job2 " "$D/log/epilog.done" 2>/dev/null && break
+	sleep 0.2
+done
+echo "--- job 2 output:"; cat "$D/job/out2" 2>/dev/null
+check "a job with --comment=ringcache=ds reads ds and is refused ck (EACCES)" \
+	grep -qx "job2 ok" "$D/job/out2"
+check "its epilog revoked it too" grep -q "^$job2 0$" "$D/log/epilog.done"
+check "after it nobody is refused dataset ds" refused ds
 check "the daemon outlives the job (the next one starts warm)" \
 	"$BUILD/ringcache" -s "$D/state/rc.sock" status
 finish
