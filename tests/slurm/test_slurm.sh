@@ -53,6 +53,10 @@ chmod 0755 "$D"
 pids=()
 cleanup() {
 	local p
+	# Jobs first (slurmstepd outlives slurmd): cancelled while the
+	# controller still answers.
+	[ -f "$D/slurm.conf" ] && SLURM_CONF=$D/slurm.conf timeout 10 \
+		scancel --quiet --full -p test 2>/dev/null && sleep 1
 	[ -f "$D/state/ringcached.pid" ] && pids+=("$(cat "$D/state/ringcached.pid")")
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	for p in "${pids[@]}"; do
@@ -119,6 +123,9 @@ export RINGCACHE_BASE_CONF=$D/cluster.conf RINGCACHE_CONF=$D/state/ringcache.con
 export RINGCACHE_STATE=$D/state RINGCACHE_BIN=$BUILD RINGCACHE_CLI=$BUILD/ringcache
 export RINGCACHE_LOG=$D/log/ringcached.log PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export SLURM_CONF=$D/slurm.conf
+# An S3 server that stops answering fails the epilog here, not meson's
+# timeout (which would SIGKILL this script before its cleanup).
+export RINGCACHE_SYNC_TIMEOUT=60
 ENV
 for hook in prolog epilog; do
 	cat >"$D/$hook" <<HOOK
@@ -229,7 +236,7 @@ check "before the job nobody is refused dataset ds" refused ds
 check "no checkpoint in S3 before the job" test $? = 1
 
 job=$(cd "$D/job" && setpriv --reuid=65534 --regid=65534 --clear-groups \
-	env SLURM_CONF="$SLURM_CONF" sbatch --parsable -o "$D/job/out" -e "$D/job/out" -D "$D/job" ./job.sh)
+	env SLURM_CONF="$SLURM_CONF" sbatch --parsable --time=3 -o "$D/job/out" -e "$D/job/out" -D "$D/job" ./job.sh)
 check "nobody submits the job (sbatch: $job)" test -n "$job"
 for _ in $(seq 600); do
 	grep -q "^$job " "$D/log/epilog.done" 2>/dev/null && break
@@ -248,7 +255,7 @@ aws_get() {
 	AWS_SECRET_ACCESS_KEY=$RINGCACHE_TEST_S3_SECRET_KEY \
 	AWS_DEFAULT_REGION=$RINGCACHE_TEST_S3_REGION \
 	AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE="$D/aws.conf" \
-	AWS_EC2_METADATA_DISABLED=true /usr/bin/aws --endpoint-url "$RINGCACHE_TEST_S3_ENDPOINT" \
+	AWS_EC2_METADATA_DISABLED=true timeout 60 /usr/bin/aws --endpoint-url "$RINGCACHE_TEST_S3_ENDPOINT" \
 		s3api get-object --bucket "$e_bucket" --key "$1" "$2" >/dev/null
 }
 printf '[default]\ns3 =\n    addressing_style = path\n' >"$D/aws.conf"
@@ -281,7 +288,7 @@ PY
 JOB
 chmod 0755 "$D/job/job2.sh"
 job2=$(cd "$D/job" && setpriv --reuid=65534 --regid=65534 --clear-groups \
-	env SLURM_CONF="$SLURM_CONF" sbatch --parsable --comment=ringcache=ds \
+	env SLURM_CONF="$SLURM_CONF" sbatch --parsable --time=3 --comment=ringcache=ds \
 	-o "$D/job/out2" -e "$D/job/out2" -D "$D/job" ./job2.sh)
 for _ in $(seq 600); do
 	grep -q "^$job2 " "$D/log/epilog.done" 2>/dev/null && break
