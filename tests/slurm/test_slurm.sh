@@ -15,7 +15,7 @@
 # What the fixture needed: a munge key of its own and munged on a private
 # socket (AuthInfo=socket=...), SlurmUser=root, ProctrackType=proctrack/
 # linuxproc and TaskPlugin=task/none (no cgroups), PrologFlags=Alloc, the
-# node's short hostname as NodeName, free ports, a job folder nobody can
+# node's short hostname as NodeName, free ports, a job folder the job's user can
 # write, and prolog/epilog wrappers that set the paths (slurmd gives them
 # almost no environment).
 set -uo pipefail
@@ -68,7 +68,14 @@ cleanup() {
 trap cleanup EXIT
 
 host=$(hostname -s)
-port=$(( 20000 + ($$ % 20000) ))
+# Two free ports from the kernel (a fixed guess may be taken, and a slurmd
+# that cannot bind would read as "cannot start").
+read -r port port2 < <(/usr/bin/python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s:
+    x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')
 mkdir -p "$D"/{munge,ctld,spool,state,job,log}
 chmod 0700 "$D/munge"
 chmod 0755 "$D/state"
@@ -144,7 +151,7 @@ cat >"$D/slurm.conf" <<CONF
 ClusterName=rctest
 SlurmctldHost=$host
 SlurmctldPort=$port
-SlurmdPort=$((port + 1))
+SlurmdPort=$port2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -180,7 +187,7 @@ pids+=($!)
 slurmd -D -f "$SLURM_CONF" -N "$host" >"$D/log/slurmd.out" 2>&1 &
 pids+=($!)
 up=
-for _ in $(seq 150); do
+for _ in $(seq 300); do
 	kill -0 "${pids[-1]}" 2>/dev/null || break
 	if scontrol show node "$host" 2>/dev/null | grep -q 'State=IDLE'; then up=1; break; fi
 	sleep 0.2
