@@ -3,10 +3,12 @@
 # options) benchmark, from Debian packages. Idempotent: apt is not touched
 # when every package is already installed.
 #
-# usage: contrib/install-deps.sh [--perf] [--python]
+# usage: contrib/install-deps.sh [--perf] [--python] [--cluster]
 #   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot)
 #   --python  also python3-torch, -cffi, -numpy, -fsspec, -pil, -torchvision
 #             (binding, PyTorch, fsspec, the mount's ImageFolder test)
+#   --cluster also slurm-wlm, munge, python3-yaml, yamllint (contrib/slurm
+#             and contrib/kubernetes tests; the Slurm test starts its own)
 set -euo pipefail
 
 packages=(
@@ -21,15 +23,17 @@ packages=(
 perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
 	python3-pil python3-torchvision)
+cluster_packages=(slurm-wlm munge python3-yaml yamllint)
 
 usage() {
-	sed -n '6,9p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
 	case "$arg" in
 	--perf) packages+=("${perf_packages[@]}") ;;
 	--python) packages+=("${python_packages[@]}") ;;
+	--cluster) packages+=("${cluster_packages[@]}") ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "install-deps.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
 	esac

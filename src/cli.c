@@ -51,6 +51,8 @@ static void usage(FILE *f)
 		"  mount [-f] [-o OPTS] DATASET DIR\n"
 		"                            the dataset as a file system at DIR\n"
 		"                            (FUSE; docs/MOUNT.md)\n"
+		"  sync                      wait until S3 has every committed\n"
+		"                            checkpoint object, on every shard\n"
 		"  help                      this text\n"
 		"\n"
 		"SOCKET defaults to $RINGCACHE_SOCKET, else " DEFAULT_SOCKET ".\n"
@@ -696,6 +698,54 @@ static int cmd_prefetch(int argc, char **argv)
 
 /* ---- main --------------------------------------------------------------- */
 
+/* ---- sync: every shard's committed objects in S3 ------------------------ */
+
+/* Shards are reached through the NUMA node a session names; node hints past
+ * the daemon's nodes fall back to shard 0, so trying every possible node
+ * id meets every shard. */
+#define SYNC_NODE_HINTS 64
+
+static int sync_shard_of_node(int node, uint64_t *synced)
+{
+	struct rc_client c;
+	struct rc_attach_opts o = {.gpu = -1, .numa_node = node};
+	int r = rc_attach(&c, socket_opt, &o);
+
+	if (r < 0)
+		return fail("cannot attach to the daemon at %s: %s",
+			    socket_shown(), rc_strerror(r));
+	if (c.shard < 64 && !(*synced & (1ull << c.shard))) {
+		r = rc_sync(&c, RC_SYNC_ALL);
+		if (r < 0) {
+			rc_detach(&c);
+			return fail("sync of shard %u: %s", c.shard,
+				    rc_strerror(r));
+		}
+		*synced |= 1ull << c.shard;
+	}
+	rc_detach(&c);
+	return 0;
+}
+
+static int cmd_sync(int argc, char **argv)
+{
+	uint64_t synced = 0;
+
+	(void)argv;
+	if (argc != 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (int node = 0; node < SYNC_NODE_HINTS; node++) {
+		int r = sync_shard_of_node(node, &synced);
+		if (r)
+			return r;
+	}
+	printf("synced %d shard%s\n", __builtin_popcountll(synced),
+	       __builtin_popcountll(synced) == 1 ? "" : "s");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -748,6 +798,8 @@ int main(int argc, char **argv)
 			    "(install libfuse3-dev and rebuild)");
 #endif
 	}
+	if (strcmp(cmd, "sync") == 0)
+		return cmd_sync(argc, argv);
 	if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
 		return 0;

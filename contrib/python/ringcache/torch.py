@@ -11,8 +11,20 @@ epoch's order too, appended, while this one runs.
 Each DataLoader worker attaches its own session on first use (the Client
 notices the fork); with the spawn start method the Dataset pickles without
 its client and attaches in the worker the same way.
+
+Resuming mid-epoch: StatefulLoader is a DataLoader that counts the samples
+it has handed out; its state_dict() (save it with the model) holds the
+epoch's order, how far it was read and the next epoch's order drawn ahead,
+and load_state_dict() in a restarted trainer makes the next epoch yield
+exactly the samples not yet handed out, in the same order:
+
+    loader = StatefulLoader(ds, sampler=PlanSampler(DistributedSampler(ds),
+                            ds), batch_size=32, num_workers=8)
+    if resuming:
+        loader.load_state_dict(torch.load(path)["loader"])
 """
 
+import hashlib
 import logging
 
 import torch
@@ -21,7 +33,10 @@ import ringcache
 
 log = logging.getLogger("ringcache.torch")
 
-__all__ = ["RingcacheDataset", "PlanSampler"]
+__all__ = ["RingcacheDataset", "PlanSampler", "StatefulLoader"]
+
+# Version of the state_dict layouts below; load_state_dict refuses others.
+STATE_VERSION = 1
 
 
 class RingcacheDataset(torch.utils.data.Dataset):
@@ -113,11 +128,43 @@ class RingcacheDataset(torch.utils.data.Dataset):
                 log.warning("ringcache: prefetch plan refused: %s", e)
                 self._plan_logged = True
 
+    def keys_digest(self):
+        """SHA-256 over the sample keys in index order: a saved sampler
+        position means something only over the same keys."""
+        h = hashlib.sha256(self.dataset.encode() + b"\0")
+        for key in self.keys:
+            h.update(key.encode() + b"\0")
+        return h.hexdigest()
+
+    def state_dict(self):
+        return {"version": STATE_VERSION, "dataset": self.dataset,
+                "n_keys": len(self.keys), "keys_sha256": self.keys_digest()}
+
+    def load_state_dict(self, state):
+        """Checks that state was saved over the same keys (a listing that
+        changed in S3 since would shift every index): ValueError if not."""
+        _check_version(state, "dataset")
+        if state["dataset"] != self.dataset or \
+                state["n_keys"] != len(self.keys) or \
+                state["keys_sha256"] != self.keys_digest():
+            raise ValueError(
+                f"ringcache: cannot resume: dataset {self.dataset} now has "
+                f"{len(self.keys)} keys (digest {self.keys_digest()[:12]}), "
+                f"the saved position is over {state['n_keys']} keys of "
+                f"{state['dataset']} (digest {state['keys_sha256'][:12]})")
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_client_obj"] = None  # each process attaches on its own
         state.pop("_plan_files", None)
         return state
+
+
+def _check_version(state, what):
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"ringcache: {what} state of version "
+                         f"{state.get('version')!r}, this is version "
+                         f"{STATE_VERSION}")
 
 
 class PlanSampler(torch.utils.data.Sampler):
@@ -132,7 +179,16 @@ class PlanSampler(torch.utils.data.Sampler):
     one without simply has its next order drawn a little earlier (a
     RandomSampler without its own generator then takes its seed from
     torch's global RNG at another moment). If an epoch is left unfinished,
-    the next one replaces the plan rather than appending to a stale one."""
+    the next one replaces the plan rather than appending to a stale one.
+
+    state_dict(consumed) / load_state_dict(): the epoch's whole order, how
+    many of its samples were consumed, the next order drawn ahead, the inner
+    sampler's generator state and its world (num_replicas, rank). After
+    load_state_dict, the epoch saved (same set_epoch, or simply the next
+    __iter__ for a sampler without one) yields order[consumed:] and plans
+    exactly that, and the epoch after it yields the order drawn ahead
+    before the crash: the run continues as if never stopped. A different
+    world size or rank is refused (ValueError): the shards would differ."""
 
     def __init__(self, sampler, dataset, ahead=True):
         self.sampler = sampler
@@ -141,10 +197,21 @@ class PlanSampler(torch.utils.data.Sampler):
         self._iters = 0
         self._next = None  # (epoch tag, order) drawn and appended early
         self._finished = True  # the last epoch's order was read through
+        self._order = None  # (tag, the whole order) of the current epoch
+        self._start = 0  # where in it this run began (a resumed epoch)
+        self._yielded = 0  # indices yielded since then
+        self._resume = None  # (tag, order, consumed) loaded, not yet begun
 
     def set_epoch(self, epoch):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
+
+    @property
+    def epoch(self):
+        """The epoch the next __iter__ reads: the inner sampler's (set by
+        set_epoch, and by load_state_dict to the epoch to resume), else
+        the count of epochs begun."""
+        return self._tag(0)[1]
 
     def _tag(self, offset):
         if hasattr(self.sampler, "set_epoch") and hasattr(self.sampler,
@@ -164,9 +231,24 @@ class PlanSampler(torch.utils.data.Sampler):
         return list(iter(inner))
 
     def __iter__(self):
+        # Nothing happens before the first index is asked for: a DataLoader
+        # with workers calls iter() twice an epoch and drops the first
+        # iterator unread, which must neither plan nor use up a resume.
+        yield from self._begin_epoch()
+        self._finished = True
+
+    def _begin_epoch(self):
+        """Draws (or resumes) the epoch's order and plans it; returns the
+        indices to yield."""
         tag = self._tag(0)
         drawn, self._next = self._next, None
-        if drawn is not None and drawn[0] == tag:
+        resume, self._resume = self._resume, None
+        self._start = 0
+        if resume is not None and resume[0] == tag:
+            order = resume[1]
+            self._start = resume[2]
+            self.dataset.send_plan(order[self._start:])
+        elif drawn is not None and drawn[0] == tag:
             order = drawn[1]
             if self._finished:  # already appended behind the last epoch
                 self.dataset.plan = self.dataset.next_plan
@@ -174,19 +256,142 @@ class PlanSampler(torch.utils.data.Sampler):
             else:
                 self.dataset.send_plan(order)
         else:
+            if resume is not None:
+                log.warning("ringcache: saved position in %s %s dropped: "
+                            "this is %s %s", *resume[0], *tag)
             order = list(iter(self.sampler))
             self.dataset.send_plan(order)
+        self._order = (tag, order)
         if self.ahead:
-            nxt = self._draw_next()
+            # A resumed epoch reuses the next order drawn before the crash:
+            # the inner generator, restored, is already past it.
+            if resume is not None and drawn is not None and \
+                    drawn[0] == self._tag(1):
+                nxt = drawn[1]
+            else:
+                nxt = self._draw_next()
             self.dataset.send_plan(nxt, append=True)
             self._next = (self._tag(1), nxt)
         self._iters += 1
         self._finished = False
-        return self._yield(order)
+        self._yielded = 0
+        return self._counted(order[self._start:])
 
-    def _yield(self, order):
-        yield from order
-        self._finished = True
+    def _counted(self, order):
+        for index in order:
+            self._yielded += 1
+            yield index
 
     def __len__(self):
+        if self._resume is not None:
+            return len(self._resume[1]) - self._resume[2]
         return len(self.sampler)
+
+    def remaining(self):
+        """Samples of the current epoch not yet yielded."""
+        if self._order is None:
+            return 0
+        return len(self._order[1]) - self._start - self._yielded
+
+    def _world(self):
+        inner = self.sampler
+        if hasattr(inner, "num_replicas") and hasattr(inner, "rank"):
+            return [int(inner.num_replicas), int(inner.rank)]
+        return None
+
+    def state_dict(self, consumed=None):
+        """consumed: samples of the current epoch the trainer has used
+        (default: those this sampler yielded, exact without DataLoader
+        workers; StatefulLoader passes what it handed out)."""
+        if self._resume is not None:  # loaded and not begun: unchanged
+            tag, order, consumed = self._resume
+        elif self._order is not None:
+            tag, order = self._order
+            if consumed is None:
+                consumed = self._start + self._yielded
+            consumed = self._start if consumed < self._start else consumed
+        else:
+            tag, order, consumed = None, [], 0
+        gen = getattr(self.sampler, "generator", None)
+        return {"version": STATE_VERSION,
+                "tag": list(tag) if tag else None,
+                "order": list(order), "consumed": min(consumed, len(order)),
+                "next": [list(self._next[0]), list(self._next[1])]
+                if self._next else None,
+                "iters": self._iters, "world": self._world(),
+                "generator": gen.get_state() if gen is not None else None}
+
+    def load_state_dict(self, state):
+        _check_version(state, "sampler")
+        world = self._world()
+        if state["world"] != world:
+            raise ValueError(
+                f"ringcache: cannot resume: saved at (world size, rank) "
+                f"{state['world']}, this sampler is {world}")
+        gen = getattr(self.sampler, "generator", None)
+        if state["generator"] is not None and gen is not None:
+            gen.set_state(state["generator"])
+        self._iters = state["iters"]
+        self._next = None
+        if state["next"]:
+            self._next = (tuple(state["next"][0]), list(state["next"][1]))
+        tag = tuple(state["tag"]) if state["tag"] else None
+        self._resume = None
+        if tag and state["consumed"] < len(state["order"]):
+            self._resume = (tag, list(state["order"]), state["consumed"])
+            if tag[0] == "iter":
+                self._iters = tag[1]  # the unfinished epoch comes next
+        if tag and tag[0] == "epoch" and hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(tag[1] + (self._resume is None))
+        # A new process has a new session: whatever is resumed or was drawn
+        # ahead is planned again, not assumed to be appended already.
+        self._finished = False
+        self._order = None
+
+
+class StatefulLoader(torch.utils.data.DataLoader):
+    """A DataLoader over a PlanSampler that counts the samples it hands to
+    the trainer, so state_dict() records the position the trainer reached
+    (workers read ahead of it; the sampler alone cannot know). Takes
+    DataLoader's arguments; batch_sampler is not supported (the batches
+    must be runs of batch_size consecutive indices of the sampler).
+
+    state_dict() -> {"sampler": ..., "dataset": ...}; load_state_dict()
+    checks the dataset's keys are those saved and positions the sampler:
+    the next iteration (at the saved epoch) yields the samples not handed
+    out before, in the same order."""
+
+    def __init__(self, dataset, sampler, **kwargs):
+        if not isinstance(sampler, PlanSampler):
+            raise TypeError("StatefulLoader needs a PlanSampler")
+        if kwargs.get("batch_sampler") is not None:
+            raise ValueError("StatefulLoader counts batch_size runs: "
+                             "batch_sampler is not supported")
+        super().__init__(dataset, sampler=sampler, **kwargs)
+        self._handed = 0
+
+    def __iter__(self):
+        self._handed = 0
+        return self._count(super().__iter__())
+
+    def _count(self, it):
+        for batch in it:
+            if self.batch_size is None:
+                self._handed += 1
+            else:
+                self._handed += min(self.batch_size, len(
+                    self.sampler._order[1]) - self.sampler._start -
+                    self._handed)
+            yield batch
+
+    def state_dict(self):
+        s = self.sampler
+        return {"version": STATE_VERSION,
+                "sampler": s.state_dict(consumed=s._start + self._handed),
+                "dataset": self.dataset.state_dict()}
+
+    def load_state_dict(self, state):
+        _check_version(state, "loader")
+        self.dataset.load_state_dict(state["dataset"])
+        self.sampler.load_state_dict(state["sampler"])
+        self._handed = 0
