@@ -197,6 +197,17 @@ static int cmd_status(void)
 	       counter(t, "ringcache_s3_errors_total"),
 	       counter(t, "ringcache_s3_retries_total"),
 	       counter(t, "ringcache_s3_inflight"));
+	printf("  write-back  %" PRIu64 " committed, %" PRIu64 " uploaded, %"
+	       PRIu64 " failed (%" PRIu64 " refused by S3 for good), journal "
+	       "%s used of %s\n",
+	       counter(t, "ringcache_writeback_committed_total"),
+	       counter(t, "ringcache_writeback_uploaded_total"),
+	       counter(t, "ringcache_writeback_failed_total"),
+	       counter(t, "ringcache_writeback_rejected_total"),
+	       human_bytes(counter(t, "ringcache_writeback_journal_used_bytes"),
+			   a, sizeof(a)),
+	       human_bytes(counter(t, "ringcache_writeback_journal_bytes"), b,
+			   sizeof(b)));
 	free(t);
 	return 0;
 }
