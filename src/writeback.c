@@ -698,7 +698,12 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 	w->key = nk;
 	if (w->up) {
 		w->restart = true;
-		upload_cancel(w->up);
+		/* A multipart upload stops at once (its Complete, if sent,
+		 * wins and upload_done removes the old name). A single PUT
+		 * taken back mid-flight may still land under the old name
+		 * after the cancel reported: it finishes, then goes. */
+		if (w->size > w->ds->cfg->part_size)
+			upload_cancel(w->up);
 	}
 	return 0;
 }
