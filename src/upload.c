@@ -625,10 +625,13 @@ static void set_exists(struct upload *u, const struct s3_result *r)
 {
 	struct s3_result ex = *r;
 	ex.err = -EEXIST;
-	snprintf(ex.code, sizeof(ex.code), "%s",
-		 r->code[0] ? r->code : "ObjectExists");
+	ex.http_status = 412; /* what a server honouring If-None-Match says */
+	snprintf(ex.code, sizeof(ex.code), "PreconditionFailed");
 	snprintf(ex.message, sizeof(ex.message),
-		 "the key exists (ETag %.60s) and overwrite = false", r->etag);
+		 "the key holds another object (%s, ETag %.60s) and "
+		 "overwrite = false", u->refused ? "If-None-Match refused"
+						 : "HEAD before Complete",
+		 r->etag);
 	set_failure(u, -EEXIST, &ex);
 }
 

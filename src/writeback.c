@@ -323,6 +323,12 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 	const struct rc_dataset_config *c = w->ds->cfg;
 	bool for_good = failed_for_good(out);
 	w->state = W_FAILED;
+	if (out->err == -ECANCELED && sh->d->stopping && w->journaled) {
+		log_info("dataset %s: s3://%s/%s%s: upload stopped by the "
+			 "shutdown, uploaded at the next start", c->name,
+			 c->bucket, c->prefix, w->key);
+		return;
+	}
 	sh->m.wb_failed++;
 	if (for_good)
 		sh->m.wb_rejected++;
@@ -344,6 +350,8 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 	struct wobject *w = ctx;
 	struct shard *sh = w->sh;
 	w->up = NULL;
+	if (w->restart && out->err == -ECANCELED && sh->d->stopping)
+		w->restart = false; /* the drain's cancel: the journal has it */
 	if (w->restart) { /* renamed while uploading: again, new key */
 		w->restart = false;
 		if (out->err == 0) /* it landed under the old name first */
