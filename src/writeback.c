@@ -302,19 +302,21 @@ static void flushed_nothing(void *ctx, int res)
 	(void)res;
 }
 
-/* S3 refused the object for good (a 4xx other than for credentials, an
- * overwrite refused, a request that cannot be made): uploading again at the
- * next start would fail the same way while its records kept the journal
- * from rewinding, so it is dropped from the journal. Other failures (S3
- * down past the retries, a cancel at shutdown) leave the bytes journaled:
- * uploaded again at the next start. With memory durability the bytes are
- * lost either way, which that level accepts. */
+/* S3 refused the object for good (a 4xx, an overwrite refused, a request
+ * that cannot be made): uploading again at the next start would fail the
+ * same way while its records kept the journal from rewinding, so it is
+ * dropped from the journal. Not so for credentials (a refresh may cure
+ * them) and BadDigest (bytes damaged on the way; the journal's are
+ * checked). Other failures (S3 down past the retries, a cancel at
+ * shutdown) leave the bytes journaled: uploaded again at the next start.
+ * With memory durability the bytes are lost either way, which that level
+ * accepts. */
 static bool failed_for_good(const struct upload_outcome *out)
 {
 	if (out->err == -EEXIST || out->err == -EINVAL)
 		return true;
 	return out->http_status >= 400 && out->http_status < 500 &&
-	       out->err != -EKEYREJECTED;
+	       out->err != -EKEYREJECTED && out->err != -EBADMSG;
 }
 
 static void upload_failed(struct shard *sh, struct wobject *w,

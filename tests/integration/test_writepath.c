@@ -465,3 +465,66 @@ Test(writepath, overwrite_false_never_replaces_an_object, .fini = teardown,
 	for (size_t i = 0; i < 5; i++)
 		free((void *)objs[i].data);
 }
+
+/* ---- an upload S3 refuses for good --------------------------------------- */
+
+/* "gone" writes to a bucket that does not exist: every upload is a 404
+ * (NoSuchBucket) from the real server. Twice the 16 MiB journal of such
+ * objects, then "ck" still takes and uploads a checkpoint. */
+Test(writepath, a_4xx_upload_is_dropped_from_the_journal_and_reported,
+     .fini = teardown, .timeout = 300)
+{
+	char sub[128], gone[600], bucket[96];
+	fx_unique(sub, sizeof(sub), "wp-4xx");
+	fx_unique(bucket, sizeof(bucket), "no-such-bucket");
+	for (char *p = bucket; *p; p++)
+		*p = *p == '_' ? '-' : *p;
+	snprintf(gone, sizeof(gone),
+		 "\n[dataset gone]\nuri = s3://%s/x/\nallow_uids = *\n"
+		 "writable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = " PART "\n", bucket);
+	start(sub, gone, 16);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "gone");
+	cr_assert_geq(ds, 0);
+	void *mem;
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	for (int i = 0; i < 32; i++) {
+		int h = rc_write_open(&c, ds, "lost");
+		cr_assert_geq(h, 0, "attempt %d: %s", i, rc_strerror(h));
+		cr_assert_eq(rc_write(&c, (uint32_t)h, 0, MiB, (uint32_t)buf, 0),
+			     MiB, "attempt %d", i);
+		cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+		int r = rc_sync(&c, (uint32_t)h);
+		cr_assert_eq(r, -ENOENT, "attempt %d: sync: %s", i,
+			     rc_strerror(r));
+		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
+	}
+	cr_assert_eq(commit_and_sync(&c, "kept", 3 * MiB, 7), 0);
+	rc_detach(&c);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_rejected_total"), 32);
+	char line[300];
+	snprintf(line, sizeof(line), "dataset gone: upload of s3://%s/x/lost "
+		 "failed for good, dropped from the journal: HTTP 404 "
+		 "NoSuchBucket", bucket);
+	cr_assert(fx_daemon_log_contains(&D, line), "no log line '%s'", line);
+	char out[4096];
+	char *argv[] = {RC_BUILD_DIR "/ringcache", "-s", D.socket_path,
+			"status", NULL};
+	cr_assert_eq(fx_run(argv, out, sizeof(out), 10000), 0, "%s", out);
+	cr_assert(strstr(out, "1 uploaded, 32 failed (32 refused by S3 for "
+			      "good)"), "ringcache status: %s", out);
+	fx_daemon_stop(&D);
+	restart(); /* nothing of them left to replay */
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 0);
+	fx_daemon_stop(&D);
+	char kept[400];
+	snprintf(kept, sizeof(kept), "%skept", scratch_prefix());
+	struct fx_s3_object objs[] = {{kept, fx_pattern(3 * MiB, 7), 3 * MiB}};
+	fx_aws_assert_objects(scratch_prefix(), objs, 1, PART_BYTES);
+	free((void *)objs[0].data);
+}
