@@ -562,9 +562,6 @@ int rc_abort(struct rc_client *c, uint32_t handle);
 int rc_rename(struct rc_client *c, uint32_t handle, const char *key);
 /* handle, or RC_SYNC_ALL */
 int rc_sync(struct rc_client *c, uint32_t handle);
-/* Every committed object of this shard in dataset whose key starts with
- * prefix (relative to the dataset). */
-int rc_sync_prefix(struct rc_client *c, int dataset, const char *prefix);
 
 /* Hand over the order of future reads: n entries of rc_plan_entry at
  * buf_offset in a registered buffer. Returns entries accepted. */

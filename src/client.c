@@ -703,20 +703,6 @@ int rc_sync(struct rc_client *c, uint32_t handle)
 	return simple_call(c, RC_OP_SYNC, handle);
 }
 
-int rc_sync_prefix(struct rc_client *c, int dataset, const char *prefix)
-{
-	struct rc_sqe *sqe;
-	int slot;
-	int r = key_call(c, RC_OP_SYNC, dataset, prefix, &sqe, &slot);
-	if (r < 0)
-		return r;
-	sqe->handle = RC_SYNC_PREFIX;
-	struct rc_cqe cqe;
-	r = sync_one(c, &cqe);
-	rc_arg_put(c, slot);
-	return r < 0 ? r : cqe.res;
-}
-
 ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
 		 uint64_t len, uint32_t buf_index, uint64_t buf_offset)
 {
