@@ -132,6 +132,8 @@ extern "C" {
  * ABORT      handle                     drops an uncommitted object
  * RENAME     handle, arg, arg_len       new key: free before the upload
  *                                       ends, a server-side copy after
+ *            (durability local: ABORT and RENAME complete once their
+ *            journal record is on disk; a restart never undoes them)
  * SYNC       handle                     completes when S3 has the object;
  *            or handle RC_SYNC_ALL      ... every object of this shard;
  *            or RC_SYNC_PREFIX +        ... those under a prefix
@@ -233,7 +235,15 @@ struct rc_cqe {
  *   EROFS    dataset not writable
  *   EAGAIN   write-back staging memory full (SYNC, then write again)
  *   ENOSPC   the write-back journal is full
- *   EFBIG    past S3's largest object
+ *   EFBIG    WRITE past the dataset's max_object_size (or past what
+ *            part_size x 10000 parts can upload)
+ *   ENAMETOOLONG  WRITE_OPEN or RENAME: the key with the dataset's prefix
+ *            is longer than 1024 bytes (S3's limit)
+ *   EEXIST   SYNC (COMMIT at durability s3): the dataset has
+ *            overwrite = false and S3 already has an object at the key
+ *            (the object is dropped, not uploaded)
+ * SYNC reports an upload S3 refused for good (a 4xx) with its error
+ * (EACCES, EINVAL, ...): that object is dropped from the journal.
  */
 
 /* LIST output record, 8-byte aligned, followed by the name bytes (zero

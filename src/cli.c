@@ -40,7 +40,8 @@ static void usage(FILE *f)
 		"\n"
 		"Commands:\n"
 		"  status                    daemon health: sessions, leases, cache,\n"
-		"                            hit ratio, S3 requests, uptime\n"
+		"                            hit ratio, S3 requests, write-back,\n"
+		"                            uptime\n"
 		"  stats [--prometheus]      all counters (name value), or the raw\n"
 		"                            Prometheus text exposition\n"
 		"  ls DATASET [PREFIX]       one directory level: size and name,\n"
@@ -242,6 +243,17 @@ static int cmd_status(void)
 	       counter(t, "ringcache_s3_errors_total"),
 	       counter(t, "ringcache_s3_retries_total"),
 	       counter(t, "ringcache_s3_inflight"));
+	printf("  write-back  %" PRIu64 " committed, %" PRIu64 " uploaded, %"
+	       PRIu64 " failed (%" PRIu64 " refused by S3 for good), journal "
+	       "%s used of %s\n",
+	       counter(t, "ringcache_writeback_committed_total"),
+	       counter(t, "ringcache_writeback_uploaded_total"),
+	       counter(t, "ringcache_writeback_failed_total"),
+	       counter(t, "ringcache_writeback_rejected_total"),
+	       human_bytes(counter(t, "ringcache_writeback_journal_used_bytes"),
+			   a, sizeof(a)),
+	       human_bytes(counter(t, "ringcache_writeback_journal_bytes"), b,
+			   sizeof(b)));
 	print_config_state(t);
 	free(t);
 	return 0;

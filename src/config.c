@@ -820,6 +820,15 @@ static int key_max_object_size(struct parser *p, const char *key,
 	return 1;
 }
 
+static int key_overwrite(struct parser *p, const char *key, const char *value)
+{
+	bool overwrite;
+	if (parse_bool(value, &overwrite) < 0)
+		return fail_value(p, key, value, "must be true or false");
+	current_dataset(p)->no_overwrite = !overwrite;
+	return 1;
+}
+
 static int key_upload_concurrency(struct parser *p, const char *key,
 				  const char *value)
 {
@@ -999,6 +1008,7 @@ static const struct key_spec dataset_keys[] = {
 	FN("part_size", key_part_size),
 	FN("upload_concurrency", key_upload_concurrency),
 	FN("max_object_size", key_max_object_size),
+	FN("overwrite", key_overwrite),
 	{0},
 };
 

@@ -34,6 +34,9 @@ struct rc_dataset_config {
 	/* max_object_size = 5T (S3's largest object): a HEAD or LIST size
 	 * above it is a protocol error, a WRITE past it -EFBIG. */
 	uint64_t max_object_size;
+	/* overwrite = true; false: an upload never replaces an object
+	 * already at its key (SYNC then fails with -EEXIST). */
+	bool no_overwrite;
 };
 
 struct rc_config {

@@ -181,6 +181,7 @@ struct metrics {
 	uint64_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
 	uint64_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
 	uint64_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
+	uint64_t wb_rejected; /* failed for good: dropped from the journal */
 	uint64_t wb_written_bytes, wb_replayed, wb_write_waits;
 };
 struct wtimer;

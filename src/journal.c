@@ -160,6 +160,36 @@ static void object_free(struct journal_object *o)
 	free(o->dataset);
 	free(o->key);
 	free(o->extents);
+	for (size_t i = 0; i < o->n_old_keys; i++)
+		free(o->old_keys[i]);
+	free(o->old_keys);
+}
+
+/* Replay keeps every key an object had: the daemon cleans up what an
+ * upload under an older one may have left in S3. */
+static int push_old_key(struct journal_object *o, char *key)
+{
+	char **n = realloc(o->old_keys, (o->n_old_keys + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	o->old_keys = n;
+	o->old_keys[o->n_old_keys++] = key;
+	return 0;
+}
+
+static int copy_old_keys(struct journal_object *dst,
+			 const struct journal_object *src)
+{
+	dst->old_keys = NULL;
+	dst->n_old_keys = 0;
+	for (size_t i = 0; i < src->n_old_keys; i++) {
+		char *k = strdup(src->old_keys[i]);
+		if (!k || push_old_key(dst, k) < 0) {
+			free(k);
+			return -ENOMEM;
+		}
+	}
+	return 0;
 }
 
 static struct jobj *obj_add(struct journal *j, uint64_t id,
@@ -342,11 +372,11 @@ static void replay_apply(struct journal *j, const struct rec_hdr *h,
 			memcpy(ob->o.md5, pl, 16);
 	} else if (ok && h->type == REC_RENAME) {
 		char *k = strndup((const char *)pl, h->len);
-		ok = k != NULL;
-		if (k) {
-			free(ob->o.key);
+		ok = k != NULL && push_old_key(&ob->o, ob->o.key) == 0;
+		if (ok)
 			ob->o.key = k;
-		}
+		else
+			free(k);
 	} else if (ok && (h->type == REC_DONE || h->type == REC_ABORT)) {
 		obj_remove(j, ob);
 	} else {
@@ -400,7 +430,8 @@ static int sort_replayed(struct journal *j)
 		c.dataset = strdup(ob->o.dataset);
 		c.key = strdup(ob->o.key);
 		c.extents = malloc((ob->o.n_extents + 1) * sizeof(*c.extents));
-		if (!c.dataset || !c.key || !c.extents) {
+		int keys = copy_old_keys(&c, &ob->o);
+		if (!c.dataset || !c.key || !c.extents || keys < 0) {
 			object_free(&c);
 			return -ENOMEM;
 		}

@@ -18,8 +18,9 @@
  *
  * Restart. journal_open() replays the file: journal_replayed() lists every
  * object COMMITTED and not DONE or ABORTED (dataset, final key after
- * renames, size, optional MD5, and the extents that hold its bytes in the
- * journal file; journal_read() reads them back, checked). Objects opened
+ * renames, the keys it had before them, size, optional MD5, and the extents
+ * that hold its bytes in the journal file; journal_read() reads them back,
+ * checked). Objects opened
  * but never committed are listed by journal_discarded() and forgotten
  * (ABORT records are appended for them). Replayed objects stay live in the
  * journal under their ids: the caller appends DONE (or ABORT) for them once
@@ -31,7 +32,19 @@
  * and its payload, 8-byte aligned; a record never starts in the last 40
  * bytes of a 4 KiB block. Writes are whole 4 KiB blocks (O_DIRECT where the
  * file system takes it, buffered I/O otherwise; an fdatasync through the
- * ring either way). Replay stops at the first record that is torn, fails a
+ * ring either way). Records by type (the argument is the header's):
+ *   OPEN    u16 dataset length, u16 key length, dataset, key
+ *   DATA    argument = offset in the object; the bytes
+ *   COMMIT  argument = size; flag 1: the object's MD5 (16 bytes)
+ *   RENAME  the new key (replay keeps the old ones: old_keys)
+ *   DONE    the ETag S3 gave
+ *   ABORT   empty (also for an upload S3 refused for good)
+ * Version 1 (unchanged by the write-path work: RENAME and ABORT were
+ * already records; what changed is that the daemon flushes them before it
+ * acknowledges). A file of another version is refused at open with a
+ * clear error, never reformatted: move it aside (its objects are then
+ * lost) or start the version that wrote it to drain it.
+ * Replay stops at the first record that is torn, fails a
  * checksum, or carries an epoch older than the one before it (left over
  * from an earlier pass over the same space): nothing after it is trusted.
  *
@@ -74,6 +87,9 @@ struct journal_object {
 	uint64_t id;
 	char *dataset;
 	char *key;       /* after every RENAME */
+	char **old_keys; /* replayed: the keys it had before, oldest first
+			    (uploads under them may have reached S3) */
+	size_t n_old_keys;
 	uint64_t size;   /* from COMMIT; 0 for a discarded object */
 	bool has_md5;
 	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */

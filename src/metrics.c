@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "journal.h"
 
 struct out {
 	char *buf;
@@ -99,6 +100,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
 	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
 	uint64_t tier_used = 0, tier_total = 0, staged = 0;
+	uint64_t journal_used = 0, journal_size = 0;
 	if (len)
 		buf[0] = 0;
 	for (uint32_t i = 0; i < d->n_shards; i++) {
@@ -127,6 +129,13 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.wb_uploaded += s->wb_uploaded;
 		m.wb_uploaded_bytes += s->wb_uploaded_bytes;
 		m.wb_failed += s->wb_failed;
+		m.wb_rejected += s->wb_rejected;
+		if (sh->journal) {
+			struct journal_stats js;
+			journal_get_stats(sh->journal, &js);
+			journal_used += js.used_bytes;
+			journal_size += js.size_limit;
+		}
 		m.wb_written_bytes += s->wb_written_bytes;
 		m.wb_replayed += s->wb_replayed;
 		m.wb_write_waits += s->wb_write_waits;
@@ -187,6 +196,9 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_writeback_uploaded_total", "counter", "Checkpoint objects in S3.", m.wb_uploaded);
 	emit(&o, "ringcache_writeback_uploaded_bytes_total", "counter", "Checkpoint bytes in S3.", m.wb_uploaded_bytes);
 	emit(&o, "ringcache_writeback_failed_total", "counter", "Checkpoint uploads that failed after retries.", m.wb_failed);
+	emit(&o, "ringcache_writeback_rejected_total", "counter", "Checkpoint uploads S3 refused for good (4xx, overwrite = false): dropped from the journal.", m.wb_rejected);
+	emit(&o, "ringcache_writeback_journal_used_bytes", "gauge", "Write-back journal bytes from its first live record to its tail.", journal_used);
+	emit(&o, "ringcache_writeback_journal_bytes", "gauge", "Write-back journal size limit.", journal_size);
 	emit(&o, "ringcache_writeback_replayed_total", "counter", "Acknowledged objects uploaded again after a restart.", m.wb_replayed);
 	emit(&o, "ringcache_writeback_journal_waits_total", "counter", "Writes that waited for the journal's disk.", m.wb_write_waits);
 	emit(&o, "ringcache_writeback_staged_bytes", "gauge", "Checkpoint bytes held in staging memory.", staged);

@@ -867,6 +867,9 @@ static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 	    (p->op == S3_PUT_OBJECT || p->op == S3_CREATE_MULTIPART))
 		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-meta-ringcache-daemon",
 							p->meta_daemon };
+	if (p->if_none_match &&
+	    (p->op == S3_PUT_OBJECT || p->op == S3_COMPLETE_MULTIPART))
+		sh->h[sh->n++] = (struct sigv4_header){ "If-None-Match", "*" };
 	if (p->op == S3_COPY_OBJECT) {
 		r->copy_source = uri_encode(p->copy_source, 1);
 		if (!r->copy_source)

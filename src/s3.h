@@ -104,6 +104,10 @@ struct s3_req_params {
 	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
 	 * says which daemon wrote it. NULL: not sent. */
 	const char *meta_daemon;
+	/* PUT and CompleteMultipartUpload: sends If-None-Match: *, so the
+	 * server refuses (412, -ESTALE) to replace an existing object. Not
+	 * every server honours it on Complete (Ceph RGW 16 ignores it). */
+	bool if_none_match;
 	/* ListMultipartUploads (prefix above): pagination markers */
 	const char *key_marker, *upload_id_marker;
 	unsigned max_uploads;         /* 0: server default (1000) */

@@ -1280,22 +1280,34 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 	return r;
 }
 
-static int submit_rename(struct session *s, const struct rc_sqe *e)
+static int writeback_op(struct session *s, const struct rc_sqe *e,
+			struct dataset *ds, const char *key, struct op *op)
 {
-	char key[RC_MAX_KEY + 1];
-	int err = copy_key(s, e, key, false);
-	return err ? err : writeback_rename(s, e->handle, key);
+	switch (e->opcode) {
+	case RC_OP_COMMIT:
+		return writeback_commit(s, e->handle, op);
+	case RC_OP_ABORT:
+		return writeback_abort(s, e->handle, op);
+	case RC_OP_RENAME:
+		return writeback_rename(s, e->handle, key, op);
+	default:
+		return writeback_sync(s, e->handle, ds, key, op);
+	}
 }
 
-/* COMMIT and SYNC may complete later: they get an op. */
+/* COMMIT, SYNC, ABORT and RENAME may complete later (the journal's disk,
+ * S3): they get an op. */
 static int submit_wait_op(struct session *s, const struct rc_sqe *e)
 {
 	struct dataset *ds = NULL;
-	char prefix[RC_MAX_KEY + 1] = "";
+	char key[RC_MAX_KEY + 1] = ""; /* RENAME's new key, SYNC's prefix */
 	int err;
 	if (e->opcode == RC_OP_SYNC && e->handle == RC_SYNC_PREFIX) {
 		if (!(ds = writable_dataset(s, e->dataset, &err)) ||
-		    (err = copy_key(s, e, prefix, true)))
+		    (err = copy_key(s, e, key, true)))
+			return err;
+	} else if (e->opcode == RC_OP_RENAME) {
+		if ((err = copy_key(s, e, key, false)))
 			return err;
 	} else if (e->dataset || e->arg || e->arg_len) {
 		return -EINVAL;
@@ -1303,9 +1315,7 @@ static int submit_wait_op(struct session *s, const struct rc_sqe *e)
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
-	int r = e->opcode == RC_OP_COMMIT
-			? writeback_commit(s, e->handle, op)
-			: writeback_sync(s, e->handle, ds, prefix, op);
+	int r = writeback_op(s, e, ds, key, op);
 	if (r != WB_DEFERRED) {
 		op->opcode = RC_OP_NOP; /* completed here, not by the op */
 		free(op);
@@ -1359,11 +1369,9 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 		return submit_write(s, e);
 	case RC_OP_COMMIT:
 	case RC_OP_SYNC:
-		return submit_wait_op(s, e);
 	case RC_OP_ABORT:
-		return writeback_abort(s, e->handle);
 	case RC_OP_RENAME:
-		return submit_rename(s, e);
+		return submit_wait_op(s, e);
 	}
 	return -EINVAL;
 }

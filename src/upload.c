@@ -22,7 +22,11 @@
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
-enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY };
+/* X_EXISTS: HEAD of the key for no_overwrite, before a Complete (a server
+ * may ignore If-None-Match there) or after a 412 (our own earlier attempt,
+ * or another writer's object?). */
+enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY,
+		 X_EXISTS };
 
 struct xfer {
 	uint32_t magic;          /* first: upload_is_engine_req reads it */
@@ -53,6 +57,9 @@ struct upload {
 	enum upload_state state;
 	bool cancelled;
 	bool completing;         /* Complete (or its verification) started */
+	bool refused;            /* a 412 to no_overwrite: X_EXISTS decides */
+	bool landed;             /* the key holds these bytes already: the
+				    upload ends in success once aborted */
 	unsigned busy;           /* engine frames using it: not freed under them */
 	char upload_id[256];
 	unsigned n_parts, next_part, parts_done, parts_inflight;
@@ -264,6 +271,7 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 	case X_PUT:
 		p->op = S3_PUT_OBJECT;
 		p->content_md5 = true;
+		p->if_none_match = u->p.no_overwrite;
 		p->meta_daemon = u->e->daemon_id;
 		break;
 	case X_CREATE:
@@ -278,12 +286,14 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 	case X_COMPLETE:
 		p->op = S3_COMPLETE_MULTIPART;
 		p->upload_id = u->upload_id;
+		p->if_none_match = u->p.no_overwrite;
 		break;
 	case X_ABORT:
 		p->op = S3_ABORT_MULTIPART;
 		p->upload_id = u->upload_id;
 		break;
 	case X_VERIFY:
+	case X_EXISTS:
 		p->op = S3_HEAD_OBJECT;
 		break;
 	}
@@ -519,6 +529,11 @@ static void report_done(struct upload *u)
 		return;
 	u->state = U_DONE;
 	e->active--;
+	if (u->landed) {
+		u->out.err = 0;
+		u->out.http_status = 0;
+		u->out.code[0] = u->out.message[0] = '\0';
+	}
 	if (u->out.err)
 		u->out.etag[0] = '\0';
 	u->out.parts = u->n_parts;
@@ -559,7 +574,8 @@ static void upload_advance(struct upload *u)
 	if (u->state == U_STOPPING) {
 		drop_parts(u);
 		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
-		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY))
+		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY) ||
+		    has_kind(u, X_EXISTS))
 			return; /* its answer decides what there is to abort */
 		if (any_hashing(u))
 			return; /* a worker still reads a body */
@@ -586,15 +602,72 @@ static void upload_advance(struct upload *u)
 		u->completing = true;
 		upload_multipart_etag((const unsigned char (*)[16])u->md5s,
 				      u->n_parts, u->out.etag, sizeof(u->out.etag));
-		start_simple(u, X_COMPLETE);
+		start_simple(u, u->p.no_overwrite ? X_EXISTS : X_COMPLETE);
 		if (u->out.err)
 			upload_advance(u);
 	}
 }
 
+/* 412 to If-None-Match: X_EXISTS tells our own bytes from another's. */
+static bool refused_overwrite(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	if (!u->p.no_overwrite || r->err != -ESTALE)
+		return false;
+	u->refused = true;
+	xfer_free(x);
+	start_simple(u, X_EXISTS);
+	upload_advance(u);
+	return true;
+}
+
+/* The key exists with other bytes: the upload fails with -EEXIST. */
+static void set_exists(struct upload *u, const struct s3_result *r)
+{
+	struct s3_result ex = *r;
+	ex.err = -EEXIST;
+	ex.http_status = 412; /* what a server honouring If-None-Match says */
+	snprintf(ex.code, sizeof(ex.code), "PreconditionFailed");
+	snprintf(ex.message, sizeof(ex.message),
+		 "the key holds another object (%s, ETag %.60s) and "
+		 "overwrite = false", u->refused ? "If-None-Match refused"
+						 : "HEAD before Complete",
+		 r->etag);
+	set_failure(u, -EEXIST, &ex);
+}
+
+static void on_exists_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	bool ours = r->err == 0 && strcmp(r->etag, u->out.etag) == 0;
+	xfer_free(x);
+	if (r->err && r->err != -ENOENT) {
+		set_failure(u, r->err, r);
+	} else if (u->refused) {
+		if (!ours) {
+			set_exists(u, r);
+		} else if (u->upload_id[0]) {
+			u->landed = true; /* abort ours, then success */
+			u->state = U_STOPPING;
+		} else {
+			report_done(u);
+			return;
+		}
+	} else if (r->err == 0 && !ours) {
+		set_exists(u, r);
+	} else if (u->state == U_RUNNING) {
+		/* Absent, or these very bytes: complete (a server that
+		 * ignores If-None-Match leaves a race until the Complete). */
+		start_simple(u, X_COMPLETE);
+	}
+	upload_advance(u);
+}
+
 static void on_put_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
+	if (refused_overwrite(x, r))
+		return;
 	xfer_free(x);
 	if (r->err)
 		set_failure(u, r->err, r);
@@ -647,6 +720,8 @@ static void on_complete_done(struct xfer *x, const struct s3_result *r)
 	const char *body = s3_req_body(x->req, &len);
 	bool retried = x->attempt > 0;
 
+	if (refused_overwrite(x, r))
+		return;
 	if (r->err == 0 && s3_parse_complete(body, len, etag, sizeof(etag),
 					     err, sizeof(err)) < 0) {
 		struct s3_result bad = { .err = -EPROTO };
@@ -737,6 +812,7 @@ void upload_transfer_done(struct s3_req *req, CURLcode code)
 	case X_COMPLETE: on_complete_done(x, &r); break;
 	case X_VERIFY: on_verify_done(x, &r); break;
 	case X_ABORT: on_abort_done(x, &r); break;
+	case X_EXISTS: on_exists_done(x, &r); break;
 	}
 	upload_release(u);
 }

@@ -51,7 +51,8 @@ typedef int (*upload_read_fn)(void *ctx, uint64_t off, void *dst, size_t len);
  * multipart upload the md5-of-md5s "-N" form, computed locally when the
  * server's Complete answer has none). Else a negated errno as s3.h
  * classifies it, -ECANCELED after upload_cancel, with the S3 code and
- * message of the request that failed. */
+ * message of the request that failed; -EEXIST when no_overwrite found the
+ * key taken. */
 struct upload_outcome {
 	int err;
 	long http_status;
@@ -74,6 +75,13 @@ struct upload_params {
 	upload_done_fn done;          /* called exactly once, never from inside
 					 upload_start (upload_cancel may) */
 	void *done_ctx;
+	/* Never replace an object already at key: If-None-Match: * on the
+	 * PUT and the Complete, and a HEAD before the Complete (a server may
+	 * ignore the header there: Ceph RGW 16 does; a writer that creates
+	 * the key between that HEAD and the Complete is then overwritten).
+	 * A 412 is checked with a HEAD: the same ETag is this upload's own
+	 * earlier attempt (success), another is -EEXIST. */
+	bool no_overwrite;
 };
 
 struct upload_engine;

@@ -171,6 +171,7 @@ static void wobject_put(struct shard *sh, struct wobject *w)
 	if (w->next)
 		w->next->prev = w->prev;
 	free(w->key);
+	free(w->up_key);
 	free(w);
 }
 
@@ -193,15 +194,41 @@ static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 	return w;
 }
 
-static char *bucket_key(const struct wobject *w)
+static char *bucket_key_of(const struct dataset *ds, const char *key)
 {
-	size_t pl = strlen(w->ds->cfg->prefix), kl = strlen(w->key);
+	size_t pl = strlen(ds->cfg->prefix), kl = strlen(key);
 	char *k = malloc(pl + kl + 1);
 	if (k) {
-		memcpy(k, w->ds->cfg->prefix, pl);
-		memcpy(k + pl, w->key, kl + 1);
+		memcpy(k, ds->cfg->prefix, pl);
+		memcpy(k + pl, key, kl + 1);
 	}
 	return k;
+}
+
+static char *bucket_key(const struct wobject *w)
+{
+	return bucket_key_of(w->ds, w->key);
+}
+
+/* S3 keys are at most 1024 bytes: a longer one is refused when named
+ * (WRITE_OPEN, RENAME), never acknowledged and then failed. */
+static bool key_fits(const struct dataset *ds, const char *key)
+{
+	return strlen(ds->cfg->prefix) + strlen(key) <= RC_MAX_KEY;
+}
+
+/* Blocking DeleteObject of an object an upload left under a name the
+ * object no longer has (a RENAME overtook it). */
+static void delete_old_name(struct shard *sh, const struct dataset *ds,
+			    const char *bkey)
+{
+	struct s3_req_params p = {.op = S3_DELETE_OBJECT,
+				  .bucket = ds->cfg->bucket, .key = bkey};
+	struct s3_result r;
+	if (s3_perform(sh->d->s3, &p, &r, NULL, NULL) < 0 && r.err != -ENOENT)
+		log_warn("dataset %s: s3://%s/%s (renamed) left behind: %s %s",
+			 ds->cfg->name, ds->cfg->bucket, bkey, r.code,
+			 r.message);
 }
 
 /* ---- completion of waiters ---------------------------------------------- */
@@ -275,31 +302,64 @@ static void flushed_nothing(void *ctx, int res)
 	(void)res;
 }
 
-/* A shutdown's cancel is no failure where the journal keeps the bytes;
- * the rest is an error naming dataset, bucket, key and S3's reason. */
-static void log_upload_failure(const struct wobject *w,
-			       const struct upload_outcome *out)
+/* S3 refused the object for good (a 4xx, an overwrite refused, a request
+ * that cannot be made): uploading again at the next start would fail the
+ * same way while its records kept the journal from rewinding, so it is
+ * dropped from the journal. Not so for credentials (a refresh may cure
+ * them) and BadDigest (bytes damaged on the way; the journal's are
+ * checked). Other failures (S3 down past the retries, a cancel at
+ * shutdown) leave the bytes journaled: uploaded again at the next start.
+ * With memory durability the bytes are lost either way, which that level
+ * accepts. */
+static bool failed_for_good(const struct upload_outcome *out)
+{
+	if (out->err == -EEXIST || out->err == -EINVAL)
+		return true;
+	return out->http_status >= 400 && out->http_status < 500 &&
+	       out->err != -EKEYREJECTED && out->err != -EBADMSG;
+}
+
+static void upload_failed(struct shard *sh, struct wobject *w,
+			  const struct upload_outcome *out)
 {
 	const struct rc_dataset_config *c = w->ds->cfg;
+	bool for_good = failed_for_good(out);
 	char *key = bucket_key(w);
 	const char *shown = rc_esc(key ? key : w->key);
-	if (out->err == -ECANCELED) {
-		bool kept = w->journaled;
-		rc_log(kept ? RC_LOG_INFO : RC_LOG_WARN,
+	w->state = W_FAILED;
+	if (out->err == -ECANCELED && sh->d->stopping) {
+		/* A shutdown's cancel is no failure where the journal keeps
+		 * the bytes. */
+		rc_log(w->journaled ? RC_LOG_INFO : RC_LOG_WARN,
 		       "dataset %s: upload of bucket %s key %s stopped by "
-		       "shutdown: %s", c->name, c->bucket, shown, kept ?
+		       "shutdown: %s", c->name, c->bucket, shown, w->journaled ?
 		       "journaled, uploaded again at the next start" :
 		       "not journaled (durability is not local): not in S3");
-	} else {
-		struct s3_result r = {.http_status = out->http_status};
-		snprintf(r.code, sizeof(r.code), "%s", out->code);
-		snprintf(r.message, sizeof(r.message), "%s", out->message);
-		char reason[512];
-		log_error("dataset %s: upload of bucket %s key %s failed: %s",
-			  c->name, c->bucket, shown,
-			  s3_result_reason(&r, reason, sizeof(reason)));
+		free(key);
+		if (w->journaled)
+			return;
+		sh->m.wb_failed++;
+		return;
 	}
+	sh->m.wb_failed++;
+	if (for_good)
+		sh->m.wb_rejected++;
+	struct s3_result r = {.http_status = out->http_status};
+	snprintf(r.code, sizeof(r.code), "%s", out->code);
+	snprintf(r.message, sizeof(r.message), "%s", out->message);
+	char reason[512];
+	log_error("dataset %s: upload of bucket %s key %s failed%s: %s",
+		  c->name, c->bucket, shown,
+		  for_good ? " for good, dropped from the journal" : "",
+		  s3_result_reason(&r, reason, sizeof(reason)));
 	free(key);
+	if (for_good && w->journaled && sh->journal) {
+		journal_append_abort(sh->journal, w->id);
+		journal_flush(sh->journal, flushed_nothing, NULL);
+		w->journaled = false;
+	}
+	if (for_good)
+		staging_free(sh, w);
 }
 
 static void upload_done(void *ctx, const struct upload_outcome *out)
@@ -307,8 +367,12 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 	struct wobject *w = ctx;
 	struct shard *sh = w->sh;
 	w->up = NULL;
+	if (w->restart && out->err == -ECANCELED && sh->d->stopping)
+		w->restart = false; /* the drain's cancel: the journal has it */
 	if (w->restart) { /* renamed while uploading: again, new key */
 		w->restart = false;
+		if (out->err == 0) /* it landed under the old name first */
+			delete_old_name(sh, w->ds, w->up_key);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
 		return;
@@ -325,12 +389,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		}
 		staging_free(sh, w);
 	} else {
-		/* Acknowledged bytes stay journaled (uploaded again at the
-		 * next start); with memory durability they are lost, which
-		 * that level accepts. */
-		w->state = W_FAILED;
-		sh->m.wb_failed++;
-		log_upload_failure(w, out);
+		upload_failed(sh, w, out);
 	}
 	if (w->ds->cfg->durability == DURABILITY_S3)
 		ack_commit(w, out->err);
@@ -351,11 +410,13 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.concurrency = w->ds->cfg->upload_concurrency,
 		.done = upload_done,
 		.done_ctx = w,
+		.no_overwrite = w->ds->cfg->no_overwrite,
 	};
 	int err = key ? 0 : -ENOMEM;
 	if (!err)
 		w->up = upload_start(sh->uploads, &p, &err);
-	free(key);
+	free(w->up_key);
+	w->up_key = key;
 	if (!w->up) {
 		struct upload_outcome out = {.err = err};
 		snprintf(out.message, sizeof(out.message), "%s", strerror(-err));
@@ -415,6 +476,8 @@ int writeback_open(struct session *s, struct dataset *ds, const char *key,
 		return -EROFS;
 	if (!(s->access[ds->id] & RC_ACCESS_WRITE))
 		return -EACCES;
+	if (!key_fits(ds, key))
+		return -ENAMETOOLONG;
 	struct wobject *w = wobject_new(sh, ds, key);
 	if (!w)
 		return -ENOMEM;
@@ -472,6 +535,16 @@ static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 	return 0;
 }
 
+/* The dataset's max_object_size, and what its part size can upload: a
+ * sparse WRITE far out would otherwise be acknowledged and upload that
+ * many zeros, or never upload at all. */
+static uint64_t largest_object(const struct dataset *ds)
+{
+	const struct rc_dataset_config *c = ds->cfg;
+	uint64_t parts = c->part_size * UPLOAD_MAX_PARTS;
+	return c->max_object_size < parts ? c->max_object_size : parts;
+}
+
 /* The journal first: a failed append stages nothing. */
 static int try_write(struct shard *sh, struct wobject *w, uint64_t off,
 		     const uint8_t *src, uint64_t len)
@@ -522,8 +595,8 @@ int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 	int revoked = write_revoked(s, w);
 	if (revoked)
 		return revoked;
-	if (off + len < off || off + len > RC_S3_MAX_OBJECT)
-		return -EFBIG; /* S3's largest object */
+	if (off + len < off || off + len > largest_object(w->ds))
+		return -EFBIG;
 	if (len == 0)
 		return 0;
 	int err = try_write(sh, w, off, src, len);
@@ -588,7 +661,31 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
 
-int writeback_abort(struct session *s, uint32_t handle)
+/* An acknowledged RENAME or ABORT of a journaled object completes once its
+ * record is on disk: a crash after the CQE cannot undo it. */
+static void op_flushed(void *ctx, int res)
+{
+	struct op *op = ctx;
+	if (res < 0 && !op->err)
+		op->err = -EIO;
+	op_complete(op);
+}
+
+static int ack_when_durable(struct shard *sh, struct op *op)
+{
+	int err = journal_flush(sh->journal, op_flushed, op);
+	return err ? err : WB_DEFERRED;
+}
+
+static void abort_object(struct shard *sh, struct wobject *w)
+{
+	w->state = W_ABORTED;
+	if (w->journaled)
+		journal_append_abort(sh->journal, w->id);
+	staging_free(sh, w);
+}
+
+int writeback_abort(struct session *s, uint32_t handle, struct op *op)
 {
 	struct shard *sh = s->sh;
 	struct wobject *w = whandle(s, handle);
@@ -596,14 +693,66 @@ int writeback_abort(struct session *s, uint32_t handle)
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EBUSY; /* acknowledged: it will reach S3 */
-	w->state = W_ABORTED;
-	if (w->journaled)
-		journal_append_abort(sh->journal, w->id);
-	staging_free(sh, w);
+	abort_object(sh, w);
+	return w->journaled ? ack_when_durable(sh, op) : 0;
+}
+
+/* In S3 already: a server-side copy, then the old name's delete
+ * (blocking, see upload_rename_completed). */
+static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key)
+{
+	char *from = bucket_key(w);
+	char *nk = strdup(key);
+	if (!from || !nk) {
+		free(from);
+		free(nk);
+		return -ENOMEM;
+	}
+	free(w->key);
+	w->key = nk;
+	char *to = bucket_key(w);
+	struct s3_result r;
+	int err = to ? upload_rename_completed(sh->d->s3, w->ds->cfg->bucket,
+					       from, to, w->etag,
+					       sizeof(w->etag), &r)
+		     : -ENOMEM;
+	free(from);
+	free(to);
+	return err;
+}
+
+/* Not in S3 yet: the new name is the one the upload uses (again, if one
+ * is running: it is cancelled and restarted under the new name). */
+static int rename_pending(struct shard *sh, struct wobject *w,
+			  const char *key)
+{
+	if (w->journaled) {
+		int err = journal_append_rename(sh->journal, w->id, key);
+		if (err)
+			return err;
+	}
+	char *nk = strdup(key);
+	if (!nk)
+		return -ENOMEM;
+	free(w->key);
+	w->key = nk;
+	if (w->up) {
+		w->restart = true;
+		/* A multipart upload stops at once (its Complete, if sent,
+		 * wins and upload_done removes the old name). A single PUT
+		 * taken back mid-flight may still land under the old name
+		 * after the cancel reported: it finishes, then goes. */
+		if (w->size > w->ds->cfg->part_size)
+			upload_cancel(w->up);
+	}
 	return 0;
 }
 
-int writeback_rename(struct session *s, uint32_t handle, const char *key)
+/* Journaled: acknowledged once the RENAME record (or, for an object in S3
+ * already, its DONE record) is on disk, so a restart never uploads it under
+ * an older name. */
+int writeback_rename(struct session *s, uint32_t handle, const char *key,
+		     struct op *op)
 {
 	struct shard *sh = s->sh;
 	struct wobject *w = whandle(s, handle);
@@ -611,43 +760,13 @@ int writeback_rename(struct session *s, uint32_t handle, const char *key)
 		return -EBADF;
 	if (w->state == W_ABORTED || w->state == W_FAILED)
 		return -EINVAL;
-	if (w->journaled && w->state != W_DONE) {
-		int err = journal_append_rename(sh->journal, w->id, key);
-		if (err)
-			return err;
-	}
-	if (w->state == W_DONE) {
-		/* In S3 already: a server-side copy (blocking, see notes). */
-		char *from = bucket_key(w);
-		char *nk = strdup(key);
-		if (!from || !nk) {
-			free(from);
-			free(nk);
-			return -ENOMEM;
-		}
-		free(w->key);
-		w->key = nk;
-		char *to = bucket_key(w);
-		struct s3_result r;
-		int err = to ? upload_rename_completed(sh->d->s3,
-						      w->ds->cfg->bucket, from,
-						      to, w->etag,
-						      sizeof(w->etag), &r)
-			     : -ENOMEM;
-		free(from);
-		free(to);
+	if (!key_fits(w->ds, key))
+		return -ENAMETOOLONG;
+	int err = w->state == W_DONE ? rename_in_s3(sh, w, key)
+				     : rename_pending(sh, w, key);
+	if (err)
 		return err;
-	}
-	char *nk = strdup(key);
-	if (!nk)
-		return -ENOMEM;
-	free(w->key);
-	w->key = nk;
-	if (w->up) { /* committed, uploading: again under the new name */
-		w->restart = true;
-		upload_cancel(w->up);
-	}
-	return 0;
+	return w->journaled ? ack_when_durable(sh, op) : 0;
 }
 
 static bool sync_matches(const struct wobject *w, const struct dataset *ds,
@@ -703,7 +822,7 @@ int writeback_close(struct session *s, uint32_t handle)
 	if (!w)
 		return -EBADF;
 	if (w->state == W_OPEN) /* never committed: nothing acknowledged */
-		writeback_abort(s, handle);
+		abort_object(sh, w);
 	s->whandles[handle & ~RC_WRITE_HANDLE] = NULL;
 	wobject_put(sh, w);
 	return 0;
@@ -760,20 +879,59 @@ static bool other_key(void *ctx, const char *key, const char *upload_id)
  * abandoned, and this daemon's, since the journal says it was uploading
  * that key. Abort it now rather than after ABANDONED_AGE_S (at start,
  * before the new upload exists, so no age is needed; blocking). */
-static void abort_stale_uploads(struct shard *sh, struct wobject *w)
+static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
+				const char *rel_key)
 {
-	char *key = bucket_key(w);
+	char *key = bucket_key_of(ds, rel_key);
 	struct s3_result r;
 	char reason[512];
 	if (!key)
 		return;
-	int n = upload_cleanup_abandoned(sh->d->s3, w->ds->cfg->bucket, key, 0,
+	int n = upload_cleanup_abandoned(sh->d->s3, ds->cfg->bucket, key, 0,
 					 other_key, key, &r);
 	if (n < 0)
 		log_warn("journal: %s/%s: listing its old uploads: %s",
-			 w->ds->cfg->name, rc_esc(w->key),
+			 ds->cfg->name, rc_esc(rel_key),
 			 s3_result_reason(&r, reason, sizeof(reason)));
 	free(key);
+}
+
+/* An upload under a name the object had before an acknowledged RENAME may
+ * have reached S3 before the crash (a PUT or Complete in flight). It goes
+ * if it has the object's size: the name was this object's (a writer that
+ * put other bytes of that same size under that temporary name between the
+ * crash and this start would lose them; see docs/SECURITY.md). */
+static void delete_if_ours(struct shard *sh, const struct dataset *ds,
+			   const char *rel_key, uint64_t size)
+{
+	char *key = bucket_key_of(ds, rel_key);
+	if (!key)
+		return;
+	struct s3_req_params p = {.op = S3_HEAD_OBJECT,
+				  .bucket = ds->cfg->bucket, .key = key};
+	struct s3_result r;
+	if (s3_perform(sh->d->s3, &p, &r, NULL, NULL) == 0 &&
+	    r.object_size == size) {
+		log_info("journal: %s/%s: removing the copy under its old name "
+			 "s3://%s/%s", ds->cfg->name, rel_key, ds->cfg->bucket,
+			 key);
+		delete_old_name(sh, ds, key);
+	}
+	free(key);
+}
+
+/* Every name the object had: no multipart upload stays under any, and no
+ * copy under an old one. */
+static void clean_old_names(struct shard *sh, const struct dataset *ds,
+			    const struct journal_object *o)
+{
+	for (size_t i = 0; i < o->n_old_keys; i++) {
+		if (strcmp(o->old_keys[i], o->key) == 0)
+			continue;
+		abort_stale_uploads(sh, ds, o->old_keys[i]);
+		delete_if_ours(sh, ds, o->old_keys[i], o->size);
+	}
+	abort_stale_uploads(sh, ds, o->key);
 }
 
 static void replay(struct shard *sh)
@@ -797,6 +955,13 @@ static void replay(struct shard *sh)
 				  "the journal", o->dataset, rc_esc(o->key));
 			continue;
 		}
+		if (!key_fits(ds, o->key)) { /* the prefix grew since */
+			log_error("journal: %s/%s: the key with the prefix %s is "
+				  "longer than 1024 bytes: dropped", o->dataset,
+				  o->key, ds->cfg->prefix);
+			journal_append_abort(j, o->id);
+			continue;
+		}
 		struct wobject *w = calloc(1, sizeof(*w));
 		if (!w || !(w->key = strdup(o->key))) {
 			free(w);
@@ -818,7 +983,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
-		abort_stale_uploads(sh, w);
+		clean_old_names(sh, ds, o);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
 	}
@@ -913,11 +1078,13 @@ void writeback_drain(struct shard *sh)
 	while (must_wait(sh) && now_ns() < until)
 		reactor_poll_once(sh);
 	/* Journaled objects are uploaded again at the next start. A cancel
-	 * may drop the last reference to w (upload_done): step first. */
+	 * may report at once and drop the object's last reference: held. */
 	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
-		next = w->next;
+		w->refs++;
 		if (w->up)
 			upload_cancel(w->up);
+		next = w->next;
+		wobject_put(sh, w);
 	}
 	until = now_ns() + 10ull * 1000000000ull;
 	while ((upload_engine_pending(sh->uploads) ||

@@ -34,6 +34,7 @@ struct wobject {
 	bool replayed;            /* bytes come from the journal file */
 	uint64_t replay_index;    /* journal_replayed(j, index) */
 	struct upload *up;
+	char *up_key;             /* bucket key of the last upload started */
 	bool restart;             /* upload cancelled for a rename: again */
 	struct op *commit_op;     /* COMMIT waiting for its durability */
 	struct waiter *syncs;     /* SYNCs waiting for S3 */
@@ -66,8 +67,9 @@ int writeback_open(struct session *s, struct dataset *ds, const char *key,
 int writeback_write(struct session *s, uint32_t handle, uint64_t off,
 		    const uint8_t *src, uint64_t len, struct op *op);
 int writeback_commit(struct session *s, uint32_t handle, struct op *op);
-int writeback_abort(struct session *s, uint32_t handle);
-int writeback_rename(struct session *s, uint32_t handle, const char *key);
+int writeback_abort(struct session *s, uint32_t handle, struct op *op);
+int writeback_rename(struct session *s, uint32_t handle, const char *key,
+		     struct op *op);
 int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
 		   const char *prefix, struct op *op);
 int writeback_close(struct session *s, uint32_t handle);

@@ -773,3 +773,16 @@ Test(config, disjoint_or_equally_guarded_datasets_load)
 	cr_assert_eq(c.n_datasets, 6);
 	config_free(&c);
 }
+
+Test(config, overwrite_key_of_a_dataset)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET "overwrite = false\n", &cfg), 0, "%s", err);
+	cr_assert(cfg.datasets[0].no_overwrite);
+	config_free(&cfg);
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert(!cfg.datasets[0].no_overwrite, "the default overwrites");
+	config_free(&cfg);
+	expect_error(DATASET "overwrite = maybe\n",
+		     "[dataset d] overwrite: must be true or false (got 'maybe')");
+}

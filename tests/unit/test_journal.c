@@ -236,6 +236,32 @@ Test(journal, objects_survive_reopen)
 	close_journal(j);
 }
 
+/* A rename chain replays as its last key, with every earlier key in order
+ * (the daemon cleans up uploads under them), also after a second restart
+ * that leaves the object live. */
+Test(journal, rename_chain_replays_final_key_and_old_keys)
+{
+	struct journal *j = open_at(path, 64ull * MIB);
+	put_object(j, 1, "a.tmp", 100 * KIB, 9 * KIB);
+	cr_assert_eq(journal_append_rename(j, 1, "b.mid"), 0);
+	cr_assert_eq(journal_append_rename(j, 1, "c"), 0);
+	put_object(j, 2, "plain", 10, 10);
+	flush(j);
+	close_journal(j);
+	for (int pass = 0; pass < 2; pass++) {
+		j = open_at(path, 64ull * MIB);
+		const struct journal_object *o = find_replayed(j, 1);
+		cr_assert_not_null(o);
+		cr_assert_str_eq(o->key, "c");
+		cr_assert_eq(o->n_old_keys, 2, "pass %d", pass);
+		cr_assert_str_eq(o->old_keys[0], "a.tmp");
+		cr_assert_str_eq(o->old_keys[1], "b.mid");
+		cr_assert(bytes_match(j, o));
+		cr_assert_eq(find_replayed(j, 2)->n_old_keys, 0);
+		close_journal(j);
+	}
+}
+
 /* Completes one CQE of the journal's; false when none is in flight. */
 static bool complete_one(struct journal *j)
 {

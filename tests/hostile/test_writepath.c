@@ -1,0 +1,192 @@
+/* test_writepath.c - the write path under attack by an unprivileged uid
+ * (nobody) that may write a dataset (write_uids = *): keys that are too
+ * long only with the dataset's prefix are refused at WRITE_OPEN and RENAME
+ * (-ENAMETOOLONG) instead of being acknowledged and never uploading; a
+ * sparse WRITE far out is refused (-EFBIG) instead of uploading that many
+ * zeros; and after a journal's worth of such attempts the journal still
+ * rewinds: another writer commits and its bytes reach S3 (read back with
+ * awscli). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fixture/fixture.h"
+#include "ringcache.h"
+
+#define MiB (1024u * 1024u)
+#define JOURNAL_MIB 16u
+/* Twice the journal: it must have rewound at least once. */
+#define ATTEMPTS (2u * JOURNAL_MIB)
+
+static struct fx_daemon D;
+static char scratch[128];
+
+static void teardown(void)
+{
+	fx_daemon_kill(&D);
+}
+
+/* PREFIX/scratch/SUB: a dataset's bucket prefix. */
+static const char *bucket_prefix(const char *sub)
+{
+	static char p[2][400];
+	static int i;
+	i ^= 1;
+	snprintf(p[i], sizeof(p[i]), "%s%s/%s", fx_env()->prefix, scratch, sub);
+	return p[i];
+}
+
+/* "ck": writable by everyone, durability local, 5 MiB parts (so at most
+ * 50 GB per object); "tiny": the same with max_object_size = 1M. */
+static void start(void)
+{
+	static char sections[2048], extra[512], sockdir[64];
+	char sub[200], ck[600], tiny[600];
+	fx_unique(scratch, sizeof(scratch), "hwp");
+	snprintf(sub, sizeof(sub), "%s/ck/", scratch);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	snprintf(sub, sizeof(sub), "%s/tiny/", scratch);
+	fx_dataset_section(tiny, sizeof(tiny), "tiny", sub, "allow_uids = *");
+	snprintf(sections, sizeof(sections),
+		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
+		 "part_size = 5M\n"
+		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
+		 "part_size = 5M\nmax_object_size = 1M\n", ck, tiny);
+	snprintf(extra, sizeof(extra), "journal = %s/journal\n"
+		 "journal_size = %uM\n", fx_tmpdir(), JOURNAL_MIB);
+	fx_daemon_init(&D);
+	D.daemon_extra = extra;
+	snprintf(sockdir, sizeof(sockdir), "/tmp/rc-hwp-XXXXXX");
+	cr_assert_not_null(mkdtemp(sockdir));
+	chmod(sockdir, 0755);
+	D.socket_dir = sockdir;
+	fx_daemon_start(&D, sections);
+}
+
+/* A key of n 'k's. */
+static char *key_of(size_t n)
+{
+	char *k = malloc(n + 1);
+	if (k) {
+		memset(k, 'k', n);
+		k[n] = 0;
+	}
+	return k;
+}
+
+struct attack {
+	const char *socket;
+	size_t fit;       /* the longest key that fits under ck's prefix */
+	unsigned seed;    /* of the last object the attacker renames to "evil" */
+};
+
+/* Exit codes say which step went wrong (0: every attack refused). */
+static int attack(void *arg)
+{
+	const struct attack *a = arg;
+	struct rc_client c;
+	void *mem;
+	if (rc_attach(&c, a->socket, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "ck"), tiny = rc_dataset(&c, "tiny");
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	char *too_long = key_of(a->fit + 1), *fits = key_of(a->fit);
+	if (ds < 0 || tiny < 0 || buf < 0 || !too_long || !fits)
+		return 3;
+	if (rc_write_open(&c, ds, too_long) != -ENAMETOOLONG)
+		return 4;
+	int h = rc_write_open(&c, ds, fits);
+	if (h < 0 || rc_abort(&c, (uint32_t)h) != 0)
+		return 5;
+	for (unsigned i = 0; i < ATTEMPTS; i++) {
+		char tmp[32];
+		snprintf(tmp, sizeof(tmp), "evil.tmp-%u", i);
+		if ((h = rc_write_open(&c, ds, tmp)) < 0)
+			return 6;
+		fx_fill_pattern(mem, MiB, i);
+		if (rc_write(&c, (uint32_t)h, 0, MiB, (uint32_t)buf, 0) != MiB)
+			return 7;
+		if (rc_rename(&c, (uint32_t)h, too_long) != -ENAMETOOLONG)
+			return 8;
+		/* 5 bytes at 1 TiB: past what 10000 parts of 5 MiB hold. */
+		if (rc_write(&c, (uint32_t)h, 1ull << 40, 5, (uint32_t)buf, 0) !=
+		    -EFBIG)
+			return 9;
+		if (rc_commit(&c, (uint32_t)h) != 0)
+			return 10;
+		if (rc_rename(&c, (uint32_t)h, "evil") != 0)
+			return 11;
+		if (rc_rename(&c, (uint32_t)h, too_long) != -ENAMETOOLONG)
+			return 12;
+		if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+			return 13;
+	}
+	/* tiny: max_object_size = 1M, a sparse write just past it. */
+	if ((h = rc_write_open(&c, tiny, "sparse")) < 0)
+		return 14;
+	if (rc_write(&c, (uint32_t)h, MiB - 2, 5, (uint32_t)buf, 0) != -EFBIG)
+		return 15;
+	if (rc_write(&c, (uint32_t)h, UINT64_MAX - 2, 5, (uint32_t)buf, 0) !=
+	    -EFBIG)
+		return 16;
+	if (rc_abort(&c, (uint32_t)h) != 0)
+		return 17;
+	free(too_long);
+	free(fits);
+	rc_detach(&c);
+	return 0;
+}
+
+Test(writepath, long_keys_and_far_writes_refused_the_journal_goes_on,
+     .fini = teardown, .timeout = 300)
+{
+	start();
+	struct attack a = {.socket = D.socket_path,
+			   .fit = RC_MAX_KEY - strlen(bucket_prefix("ck/")),
+			   .seed = ATTEMPTS - 1};
+	int st = fx_as_nobody(attack, &a);
+	cr_assert_eq(st, 0, "the attack was not refused at step %d", st);
+
+	/* Another writer: the journal took twice its size from the attacker
+	 * and still takes this. */
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, 4 * MiB, &mem);
+	cr_assert_geq(buf, 0);
+	const size_t vsize = 3 * MiB + 5;
+	unsigned char *victim = fx_pattern(vsize, 4242);
+	memcpy(mem, victim, vsize);
+	int h = rc_write_open(&c, ds, "victim.tmp");
+	cr_assert_geq(h, 0, "write_open: %s", rc_strerror(h));
+	cr_assert_eq(rc_write(&c, (uint32_t)h, 0, vsize, (uint32_t)buf, 0),
+		     (ssize_t)vsize);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_rename(&c, (uint32_t)h, "victim"), 0);
+	int r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "sync: %s", rc_strerror(r));
+	rc_detach(&c);
+
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_rejected_total"), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_uploaded_total"),
+		     ATTEMPTS + 1);
+	char evil[400], vkey[400];
+	unsigned char *last = fx_pattern(MiB, a.seed);
+	snprintf(evil, sizeof(evil), "%sevil", bucket_prefix("ck/"));
+	snprintf(vkey, sizeof(vkey), "%svictim", bucket_prefix("ck/"));
+	/* Exactly these: no temporary name, no over-long key, nothing of
+	 * the sparse writes, no multipart upload. */
+	struct fx_s3_object objs[] = {{evil, last, MiB},
+				      {vkey, victim, vsize}};
+	fx_aws_assert_objects(bucket_prefix(""), objs, 2, 5 * MiB);
+	free(last);
+	free(victim);
+	fx_daemon_stop(&D);
+}
