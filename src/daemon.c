@@ -1087,6 +1087,16 @@ static const struct {
 } live_keys[] = {
 	{"daemon", "log_level"},    {"daemon", "metadata_ttl"},
 	{"daemon", "max_sessions"}, {"daemon", "open_fetch"},
+	{"daemon", "root_reserved_sessions"},
+	{"daemon", "max_sessions_per_uid"},
+	{"daemon", "max_leased_per_session"},
+	{"daemon", "max_leased_per_uid"},
+	{"daemon", "max_pinned_per_uid"},
+	{"daemon", "max_inflight_per_session"},
+	{"daemon", "max_inflight_per_uid"},
+	{"daemon", "max_plan_entries"},
+	{"daemon", "max_plan_entries_per_uid"},
+	{"daemon", "max_handles"},         {"daemon", "max_registered"},
 	{"s3", "credentials"},      {"s3", "access_key"},
 	{"s3", "secret_key"},       {"s3", "session_token"},
 	{"s3", "profile"},          {"s3", "credentials_file"},
@@ -1247,6 +1257,18 @@ static void apply_live_keys(struct daemon *d, struct rc_config *nc)
 	d->cfg.metadata_ttl_s = nc->metadata_ttl_s;
 	d->cfg.max_sessions = nc->max_sessions;
 	d->cfg.open_fetches_block = nc->open_fetches_block;
+	d->cfg.root_reserved_sessions = nc->root_reserved_sessions;
+	d->cfg.max_sessions_per_uid = nc->max_sessions_per_uid;
+	d->cfg.max_leased_per_session = nc->max_leased_per_session;
+	d->cfg.max_leased_per_uid = nc->max_leased_per_uid;
+	d->cfg.max_pinned_per_uid = nc->max_pinned_per_uid;
+	d->cfg.max_inflight_per_session = nc->max_inflight_per_session;
+	d->cfg.max_inflight_per_uid = nc->max_inflight_per_uid;
+	d->cfg.max_plan_entries = nc->max_plan_entries;
+	d->cfg.max_plan_entries_per_uid = nc->max_plan_entries_per_uid;
+	d->cfg.max_handles = nc->max_handles;
+	d->cfg.max_registered = nc->max_registered;
+	quota_set_limits(&d->quota, &d->cfg);
 	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
 		if (config_adopt_value(&d->cfg, nc, live_keys[i].section,
 				       live_keys[i].key) < 0)

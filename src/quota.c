@@ -38,34 +38,42 @@ void quota_init(struct quota *l, const struct rc_config *cfg)
 	pthread_mutex_init(&l->lock, NULL);
 	l->uids = NULL;
 	l->sessions = 0;
-	struct limit_values *v = &l->v;
-	v->max_sessions = cfg->max_sessions;
-	/* The reserve leaves at least one slot to everyone else. */
-	v->root_reserved = cfg->root_reserved_sessions < cfg->max_sessions
-				   ? cfg->root_reserved_sessions
-				   : cfg->max_sessions - 1;
-	v->sessions_per_uid = cfg->max_sessions_per_uid;
-	if (v->sessions_per_uid > v->max_sessions - v->root_reserved)
-		v->sessions_per_uid = v->max_sessions - v->root_reserved;
-	/* Room for STATS and reconnects beside the sessions, no more: a
-	 * connection costs the daemon a file descriptor. */
-	v->connections_per_uid = 2 * v->sessions_per_uid + 16;
-	v->leased_per_session = or_default(cfg->max_leased_per_session,
-					   cfg->memory_bytes / 4);
-	v->leased_per_uid = or_default(cfg->max_leased_per_uid,
-				       cfg->memory_bytes / 2);
-	v->inflight_per_session = or_default(cfg->max_inflight_per_session,
-					     cfg->memory_bytes / 4);
-	v->inflight_per_uid = or_default(cfg->max_inflight_per_uid,
-					 cfg->memory_bytes / 2);
-	v->pinned_per_uid = or_default(cfg->max_pinned_per_uid,
-				       cfg->memory_bytes / 4);
-	v->plan_entries = cfg->max_plan_entries;
-	v->plan_entries_per_uid = cfg->max_plan_entries_per_uid;
-	v->handles = cfg->max_handles;
-	v->registered = cfg->max_registered;
+	quota_set_limits(l, cfg);
 	for (unsigned i = 0; i < REFUSED__COUNT; i++)
 		atomic_init(&l->refused[i], 0);
+}
+
+void quota_set_limits(struct quota *l, const struct rc_config *cfg)
+{
+	struct limit_values v;
+	v.max_sessions = cfg->max_sessions;
+	/* The reserve leaves at least one slot to everyone else. */
+	v.root_reserved = cfg->root_reserved_sessions < cfg->max_sessions
+				  ? cfg->root_reserved_sessions
+				  : cfg->max_sessions - 1;
+	v.sessions_per_uid = cfg->max_sessions_per_uid;
+	if (v.sessions_per_uid > v.max_sessions - v.root_reserved)
+		v.sessions_per_uid = v.max_sessions - v.root_reserved;
+	/* Room for STATS and reconnects beside the sessions, no more: a
+	 * connection costs the daemon a file descriptor. */
+	v.connections_per_uid = 2 * v.sessions_per_uid + 16;
+	v.leased_per_session = or_default(cfg->max_leased_per_session,
+					  cfg->memory_bytes / 4);
+	v.leased_per_uid = or_default(cfg->max_leased_per_uid,
+				      cfg->memory_bytes / 2);
+	v.inflight_per_session = or_default(cfg->max_inflight_per_session,
+					    cfg->memory_bytes / 4);
+	v.inflight_per_uid = or_default(cfg->max_inflight_per_uid,
+					cfg->memory_bytes / 2);
+	v.pinned_per_uid = or_default(cfg->max_pinned_per_uid,
+				      cfg->memory_bytes / 4);
+	v.plan_entries = cfg->max_plan_entries;
+	v.plan_entries_per_uid = cfg->max_plan_entries_per_uid;
+	v.handles = cfg->max_handles;
+	v.registered = cfg->max_registered;
+	pthread_mutex_lock(&l->lock);
+	l->v = v;
+	pthread_mutex_unlock(&l->lock);
 }
 
 void quota_destroy(struct quota *l)

@@ -69,6 +69,9 @@ struct quota {
 };
 
 void quota_init(struct quota *l, const struct rc_config *cfg);
+/* The limits from cfg (start, and a reload: what a session or uid holds
+ * already stays; a lowered limit refuses its next request). */
+void quota_set_limits(struct quota *l, const struct rc_config *cfg);
 void quota_destroy(struct quota *l);
 
 void quota_refused(struct quota *l, enum refusal r);

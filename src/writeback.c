@@ -331,7 +331,7 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 		/* A shutdown's cancel is no failure where the journal keeps
 		 * the bytes. */
 		rc_log(w->journaled ? RC_LOG_INFO : RC_LOG_WARN,
-		       "dataset %s: upload of bucket %s key %s stopped by "
+		       "dataset %s: upload of s3://%s/%s stopped by "
 		       "shutdown: %s", c->name, c->bucket, shown, w->journaled ?
 		       "journaled, uploaded again at the next start" :
 		       "not journaled (durability is not local): not in S3");
@@ -348,7 +348,7 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 	snprintf(r.code, sizeof(r.code), "%s", out->code);
 	snprintf(r.message, sizeof(r.message), "%s", out->message);
 	char reason[512];
-	log_error("dataset %s: upload of bucket %s key %s failed%s: %s",
+	log_error("dataset %s: upload of s3://%s/%s failed%s: %s",
 		  c->name, c->bucket, shown,
 		  for_good ? " for good, dropped from the journal" : "",
 		  s3_result_reason(&r, reason, sizeof(reason)));

@@ -480,11 +480,13 @@ Test(cli, reload_applies_live_keys_and_names_those_needing_a_restart)
 					 "with 128M"));
 	cr_assert(fx_daemon_log_contains(&D, "1 keys applied, 1 need a restart: "
 					 "daemon.memory"));
-	/* max_sessions = 1 holds now. */
+	/* max_sessions = 1 holds now. One uid's own cap is clamped to it
+	 * (max_sessions_per_uid never lets one uid fill the daemon), and that
+	 * cap is the refusal it meets first. */
 	struct rc_client cs[2];
 	cr_assert_eq(attach_count(1, cs), 0);
 	struct rc_client extra_client;
-	cr_assert_eq(rc_attach(&extra_client, D.socket_path, NULL), -EUSERS);
+	cr_assert_eq(rc_attach(&extra_client, D.socket_path, NULL), -EDQUOT);
 	rc_detach(&cs[0]);
 
 	rc = cli("status", NULL, NULL);

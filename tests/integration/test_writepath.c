@@ -533,8 +533,8 @@ Test(writepath, a_4xx_upload_is_dropped_from_the_journal_and_reported,
 				   "ringcache_writeback_rejected_total"), 32);
 	char line[300];
 	snprintf(line, sizeof(line), "dataset gone: upload of s3://%s/x/lost "
-		 "failed for good, dropped from the journal: HTTP 404 "
-		 "NoSuchBucket", bucket);
+		 "failed for good, dropped from the journal: NoSuchBucket "
+		 "(HTTP 404)", bucket);
 	cr_assert(fx_daemon_log_contains(&D, line), "no log line '%s'", line);
 	char out[4096];
 	char *argv[] = {RC_BUILD_DIR "/ringcache", "-s", D.socket_path,

@@ -235,7 +235,7 @@ refused() { # refused DATASET: nobody's new session is refused it (ACL)
 	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
 		"$BUILD/ringcache" -s "$D/state/rc.sock" ls "$1" 2>&1)
 	echo "  nobody: ringcache ls $1: $out"
-	grep -q "not readable by this user" <<<"$out"
+	grep -q "not allowed by the dataset's ACL for this user" <<<"$out"
 }
 check "before the job nobody is refused dataset ds" refused ds
 # Nothing of the job exists in S3 yet.
