@@ -1,4 +1,5 @@
 /* fuzz_daemon.c - the in-process daemon fuzz_daemon.h describes. */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -167,7 +168,7 @@ void fuzz_turn(struct daemon *d, unsigned n)
 	}
 }
 
-void fuzz_session_end(struct daemon *d, int client)
+bool fuzz_session_end(struct daemon *d, int client)
 {
 	struct shard *sh = &d->shards[0];
 	uint64_t until = now_ns() + 2000000000ull;
@@ -175,4 +176,17 @@ void fuzz_session_end(struct daemon *d, int client)
 	while ((sh->sessions || sh->n_zombies || sh->fetches) &&
 	       now_ns() < until)
 		reactor_poll_once(sh);
+	return !sh->sessions && !sh->n_zombies && !sh->fetches;
+}
+
+int fuzz_open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	int n = 0;
+	if (!dir)
+		abort();
+	while (readdir(dir))
+		n++;
+	closedir(dir);
+	return n;
 }

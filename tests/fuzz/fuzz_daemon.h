@@ -28,8 +28,12 @@ long fuzz_reply(struct daemon *d, int client, void *reply, size_t cap);
 
 /* Closes client and turns the loop until the shard has no session, no
  * closed one waiting for its I/O and no fetch (bounded: what is left is
- * the next input's to meet). */
-void fuzz_session_end(struct daemon *d, int client);
+ * the next input's to meet). True when the shard got there. */
+bool fuzz_session_end(struct daemon *d, int client);
+
+/* File descriptors this process holds: a session that ended must leave
+ * as many as there were before it began. */
+int fuzz_open_fds(void);
 
 /* Turns the shard's loop n times without waiting for anything. */
 void fuzz_turn(struct daemon *d, unsigned n);

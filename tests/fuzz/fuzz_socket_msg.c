@@ -9,7 +9,8 @@
  *   ctl & 4: raw: the bytes go as they are; otherwise a valid header is
  *            written over them (magic, version, type ctl >> 4, length)
  * A message with a valid header is always answered, with a reply of its
- * type; only a foreign header makes the daemon hang up. */
+ * type; only a foreign header makes the daemon hang up. Once the client
+ * has gone, every fd the daemon received or made for it is closed. */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -56,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct daemon *d = fuzz_daemon();
 	static uint8_t msg[MAX_LEN];
-	int client;
+	int client, fds_before = fuzz_open_fds();
 	fuzz_session_new(d, &client);
 	size_t i = 0;
 	for (int m = 0; m < MAX_MSGS && i + 3 <= size; m++) {
@@ -97,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!raw)
 			FUZZ_CHECK(reply.type == ((ctl >> 4) | RC_MSG_REPLY));
 	}
-	fuzz_session_end(d, client);
+	if (fuzz_session_end(d, client))
+		FUZZ_CHECK(fuzz_open_fds() == fds_before);
 	return 0;
 }
