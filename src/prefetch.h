@@ -61,7 +61,7 @@ struct plan {
 				first samples are not shared out among a full
 				window of transfers */
 	uint64_t generation;
-	uint64_t prefetched_bytes; /* stats: GETs this plan started */
+	_Atomic uint64_t prefetched_bytes; /* stats (other shards read it) */
 };
 
 struct pqueue {
