@@ -867,10 +867,16 @@ void writeback_drain(struct shard *sh)
 	uint64_t until = now_ns() + DRAIN_NS;
 	while (must_wait(sh) && now_ns() < until)
 		reactor_poll_once(sh);
-	/* Journaled objects are uploaded again at the next start. */
-	for (struct wobject *w = sh->wobjects; w; w = w->next)
+	/* Journaled objects are uploaded again at the next start. A cancel
+	 * reports the upload done, which may drop the object's last
+	 * reference: ours keeps it (and its next) readable until then. */
+	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
+		w->refs++;
 		if (w->up)
 			upload_cancel(w->up);
+		next = w->next;
+		wobject_put(sh, w);
+	}
 	until = now_ns() + 10ull * 1000000000ull;
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&
