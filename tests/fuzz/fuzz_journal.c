@@ -44,19 +44,26 @@ struct rec_hdr {
 	uint32_t data_crc, hdr_crc;
 };
 
+static char dir[] = "/dev/shm/rc-fuzz-journal.XXXXXX";
 static char path[256];
 static struct io_uring ring;
 static uint8_t *file;
 static uint8_t *readbuf;
+
+static void remove_files(void)
+{
+	unlink(path);
+	rmdir(dir);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
 	rc_log_level = -1;
-	char dir[] = "/dev/shm/rc-fuzz-journal.XXXXXX";
 	if (!mkdtemp(dir) || io_uring_queue_init(64, &ring, 0) < 0)
 		abort();
+	atexit(remove_files);
 	snprintf(path, sizeof(path), "%s/journal", dir);
 	file = calloc(1, FILE_MAX);
 	readbuf = malloc(READ_MAX);
