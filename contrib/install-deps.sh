@@ -19,6 +19,7 @@ packages=(
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc
 	awscli # the tests read S3 back with an independent client
+	clang libclang-rt-14-dev # tests/run's libFuzzer build (tests/fuzz)
 )
 perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec

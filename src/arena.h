@@ -23,7 +23,7 @@
 
 struct arena_budget {
 	uint64_t sb_total; /* superblocks the memory size allows */
-	uint64_t sb_used;
+	_Atomic uint64_t sb_used; /* atomic: other shards read it for STATS */
 	uint64_t sb_bytes;
 	uint32_t block_bytes;
 	uint32_t n_classes;

@@ -54,9 +54,11 @@ struct cache_arena {
 	struct cache_pool pools[ARENA_MAX_CLASSES];
 };
 
+/* Atomic: another shard's thread reads them for STATS. */
 struct cache_stats {
-	uint64_t hits, misses, evictions, reclaims, entries, leases, pins;
-	uint64_t bytes_cached;
+	_Atomic uint64_t hits, misses, evictions, reclaims, entries, leases,
+		pins;
+	_Atomic uint64_t bytes_cached;
 };
 
 struct cache {

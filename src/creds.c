@@ -1370,3 +1370,10 @@ const char *creds_source_name(const struct creds_provider *p)
 		return "none";
 	return source_names[p->used];
 }
+
+int creds_parse_json(const char *doc, size_t len, struct rc_creds *out,
+		     char *err, size_t errlen)
+{
+	return creds_from_json(doc, len, "credentials document", out, err,
+			       errlen);
+}

@@ -156,7 +156,8 @@ struct session {
 	uint32_t access[RC_MAX_DATASETS]; /* RC_ACCESS_* by dataset id */
 	uint64_t acl_gen;          /* the daemon's when access[] was computed */
 	struct object **handles;
-	uint32_t n_handles, cap_handles;
+	_Atomic uint32_t n_handles; /* read by another shard's metrics */
+	uint32_t cap_handles;
 	uint32_t *handles_free;    /* stack of free handles */
 	uint32_t n_handles_free;
 	struct lease_table leases;
@@ -173,16 +174,19 @@ struct session {
 
 struct curl_sock;
 
+/* A shard's counters: written by its thread, summed by whichever shard
+ * renders STATS, hence atomic (each update is one atomic add). */
+typedef _Atomic uint64_t counter_t;
 struct metrics {
-	uint64_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
-	uint64_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
-	uint64_t ops, bad_entries, sessions_total, sessions_refused;
-	uint64_t stale;
-	uint64_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
-	uint64_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
-	uint64_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
-	uint64_t wb_rejected; /* failed for good: dropped from the journal */
-	uint64_t wb_written_bytes, wb_replayed, wb_write_waits;
+	counter_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
+	counter_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
+	counter_t ops, bad_entries, sessions_total, sessions_refused;
+	counter_t stale;
+	counter_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
+	counter_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
+	counter_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
+	counter_t wb_rejected; /* failed for good: dropped from the journal */
+	counter_t wb_written_bytes, wb_replayed, wb_write_waits;
 };
 struct wtimer;
 struct journal;
@@ -212,26 +216,29 @@ struct shard {
 	struct arena_budget budget;
 	struct cache cache;
 	struct session *sessions;
-	uint32_t n_sessions;
+	/* Atomic, like struct metrics: other shards render them too. */
+	_Atomic uint32_t n_sessions;
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
 	struct listing_cache listings; /* LIST continuations */
 	struct fetch *retries;     /* sorted by due_ns */
 	struct fetch *fetches;     /* all live fetches, for shutdown */
 	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
 	int64_t curl_due_ns;       /* -1: no curl timer */
-	uint32_t s3_inflight;
+	_Atomic uint32_t s3_inflight;
 	struct pqueue *pqueues;
 	uint32_t n_planned;        /* queues with a plan */
 	uint32_t pq_next_id;
 	uint32_t pf_inflight, pf_rr;
-	uint64_t pf_pinned_bytes, pf_generation;
+	_Atomic uint64_t pf_pinned_bytes;
+	uint64_t pf_generation;
 	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
 	uint64_t plan_mask;
 	struct journal *journal;   /* write-back, durability local */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
-	uint64_t wb_staged, wb_next_id;
+	_Atomic uint64_t wb_staged;
+	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
 	struct workers *workers;   /* upload digests off this thread */
 	struct ev workers_ev;

@@ -145,10 +145,10 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.tier_admitted += s->tier_admitted;
 		m.tier_skipped += s->tier_skipped;
 		if (sh->tier) {
-			struct tier_stats ts;
-			tier_get_stats(sh->tier, &ts);
-			tier_used += ts.n_used * ts.block_bytes;
-			tier_total += ts.n_slots * ts.block_bytes;
+			uint64_t u, t;
+			tier_bytes_used(sh->tier, &u, &t);
+			tier_used += u;
+			tier_total += t;
 		}
 		sessions += sh->n_sessions;
 		pthread_mutex_lock((pthread_mutex_t *)&sh->lock);

@@ -62,7 +62,7 @@ struct plan {
 				first samples are not shared out among a full
 				window of transfers */
 	uint64_t generation;
-	uint64_t prefetched_bytes; /* stats: GETs this plan started */
+	_Atomic uint64_t prefetched_bytes; /* stats (other shards read it) */
 	uint64_t blocks;     /* block uses of entries base .. n-1 */
 	struct uid_usage *usage; /* its uid's: blocks and pins charged */
 	uint64_t charged;    /* blocks charged to usage */

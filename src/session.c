@@ -594,8 +594,8 @@ static int read_message(struct session *s)
 	ssize_t n = recvmsg(s->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? MSG_OK : MSG_GONE;
-	if (n == 0)
-		return MSG_GONE;
+	/* n == 0 (an empty message, or the peer gone) may still carry fds:
+	 * the header check below closes them and drops the peer. */
 	int fd = -1;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
 	     cm = CMSG_NXTHDR(&mh, cm)) {

@@ -81,7 +81,8 @@ struct tier {
 	unsigned n_iovs;
 	uint32_t block_bytes;
 	uint64_t size_bytes, data_off;
-	uint32_t n_slots, n_used;
+	uint32_t n_slots;
+	_Atomic uint32_t n_used; /* tier_bytes_used() reads it from any thread */
 	struct slot *slots;
 	uint32_t *buckets, bucket_mask;
 	uint32_t *free_stack, n_free;
@@ -783,4 +784,10 @@ void tier_get_stats(const struct tier *t, struct tier_stats *st)
 	st->direct = t->direct;
 	st->fixed_files = t->fixed_file;
 	st->fixed_bufs = t->fixed_bufs;
+}
+
+void tier_bytes_used(const struct tier *t, uint64_t *used, uint64_t *total)
+{
+	*used = (uint64_t)t->n_used * t->block_bytes;
+	*total = (uint64_t)t->n_slots * t->block_bytes;
 }

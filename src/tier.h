@@ -114,5 +114,8 @@ struct tier_stats {
 	bool direct, fixed_files, fixed_bufs;
 };
 void tier_get_stats(const struct tier *t, struct tier_stats *st);
+/* Bytes in used slots and in all slots; unlike tier_get_stats, safe from
+ * a thread other than the owner's (STATS rendered on another shard). */
+void tier_bytes_used(const struct tier *t, uint64_t *used, uint64_t *total);
 
 #endif

@@ -1078,7 +1078,8 @@ void writeback_drain(struct shard *sh)
 	while (must_wait(sh) && now_ns() < until)
 		reactor_poll_once(sh);
 	/* Journaled objects are uploaded again at the next start. A cancel
-	 * may report at once and drop the object's last reference: held. */
+	 * reports the upload done, which may drop the object's last
+	 * reference: ours keeps it (and its next) readable until then. */
 	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
 		w->refs++;
 		if (w->up)
