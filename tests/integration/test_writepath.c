@@ -142,63 +142,18 @@ static void proxy_set(const char *cmds)
 	cr_assert_null(strstr(reply, "error"), "proxy: %s", reply);
 }
 
-static struct s3_client *s3(struct creds_provider **cp)
-{
-	const struct fx_env *e = fx_env();
-	struct creds_config cc = {.source = CREDS_CONFIG,
-				  .access_key = e->access_key,
-				  .secret_key = e->secret_key};
-	char err[256];
-	*cp = creds_provider_new(&cc, err, sizeof(err));
-	cr_assert_not_null(*cp, "%s", err);
-	struct s3_config sc = {.endpoint = e->endpoint, .region = e->region,
-			       .addressing = S3_PATH_STYLE,
-			       .connect_timeout_ms = 3000,
-			       .request_timeout_ms = 30000, .max_retries = 3,
-			       .backoff_base_ms = 20, .backoff_cap_ms = 200,
-			       .creds = *cp};
-	struct s3_client *c = s3_client_new(&sc, err, sizeof(err));
-	cr_assert_not_null(c, "%s", err);
-	return c;
-}
-
 /* HEAD of PREFIX/scratch/key straight at S3: 0 or -ENOENT. */
 static int head_in_s3(const char *key)
 {
-	struct creds_provider *cp;
-	struct s3_client *c = s3(&cp);
 	char full[600];
 	snprintf(full, sizeof(full), "%s%s", scratch_prefix(), key);
-	struct s3_req_params p = {.op = S3_HEAD_OBJECT,
-				  .bucket = fx_env()->bucket, .key = full};
-	struct s3_result r;
-	int err = s3_perform(c, &p, &r, NULL, NULL);
-	s3_client_free(c);
-	creds_provider_free(cp);
-	return err;
+	return fx_head_object(full);
 }
 
 /* Multipart uploads in progress under PREFIX/scratch/. */
 static size_t uploads_in_progress(void)
 {
-	struct creds_provider *cp;
-	struct s3_client *c = s3(&cp);
-	struct s3_req_params p = {.op = S3_LIST_MULTIPART,
-				  .bucket = fx_env()->bucket,
-				  .prefix = scratch_prefix()};
-	struct s3_result r;
-	struct s3_upload_page pg;
-	char *body = NULL, err[256] = "";
-	size_t len = 0;
-	cr_assert_eq(s3_perform(c, &p, &r, &body, &len), 0, "%s", r.code);
-	cr_assert_eq(s3_parse_uploads(body, len, &pg, err, sizeof(err)), 0,
-		     "%s", err);
-	size_t n = pg.n_uploads;
-	s3_upload_page_free(&pg);
-	free(body);
-	s3_client_free(c);
-	creds_provider_free(cp);
-	return n;
+	return fx_uploads_in_progress(scratch_prefix());
 }
 
 /* ---- renames acknowledged, then kill -9 -------------------------------- */
