@@ -1424,16 +1424,7 @@ static int signals_init(struct daemon *d)
 static int s3_init(struct daemon *d, char *err, size_t errlen)
 {
 	const struct rc_config *c = &d->cfg;
-	struct creds_config cc = {
-		.source = c->creds_source,
-		.access_key = c->access_key,
-		.secret_key = c->secret_key,
-		.session_token = c->session_token,
-		.profile = c->profile,
-		.credentials_file = c->credentials_file,
-		.timeout_ms = 2000,
-	};
-	d->creds = creds_provider_new(&cc, err, errlen);
+	d->creds = creds_for(c, err, errlen);
 	if (!d->creds)
 		return -1;
 	log_info("credentials from %s", creds_source_name(d->creds));
