@@ -52,4 +52,10 @@ void creds_wait_refresh(struct creds_provider *p);
 /* Which source supplied the credentials ("config", "env", ...). */
 const char *creds_source_name(const struct creds_provider *p);
 
+/* Parses a container or IMDS credentials document (the JSON both HTTP
+ * sources answer) into out: 0, or a negated errno with err saying why.
+ * Exposed for the fuzzer (tests/fuzz/fuzz_creds_json.c). */
+int creds_parse_json(const char *doc, size_t len, struct rc_creds *out,
+		     char *err, size_t errlen);
+
 #endif
