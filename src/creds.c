@@ -21,9 +21,9 @@
 #include <string.h>
 
 #include <curl/curl.h>
-#include <ini.h>
 #include <jansson.h>
 
+#include "inifile.h"
 #include "log.h"
 #include "workers.h"
 
@@ -180,23 +180,19 @@ static int from_env(struct rc_creds *out, char *err, size_t errlen)
 
 /* ---- shared credentials file ---- */
 
-/* Marks a value that was too long for libinih's line buffer (200 bytes in
- * distribution builds; session tokens are ~1 KiB): the reader hands inih
- * "name=\x01" and keeps the real value for the handler. */
-#define LONG_VALUE_MARK "\x01"
+/* Session tokens are ~1 KiB; anything near this is not a credentials file. */
+#define CREDS_FILE_MAX_LINE 65536
 
 struct ini_ctx {
-	FILE *f;
-	char *line;          /* getline buffer */
-	size_t linecap;
-	char *long_value;    /* the value the mark stands for */
 	const char *profile;
-	int found;           /* the profile's section was seen */
-	int bad_line;        /* an over-long line without '=' */
+	bool in_profile;     /* the last header named the profile */
+	bool found;          /* the profile's section was seen */
+	bool too_long;       /* a field did not fit */
+	int bad_line;        /* the first line the reader refused, or 0 */
+	char bad_what[96];
 	char access_key[sizeof(((struct rc_creds *)0)->access_key)];
 	char secret_key[sizeof(((struct rc_creds *)0)->secret_key)];
 	char token[sizeof(((struct rc_creds *)0)->session_token)];
-	int too_long;        /* a field did not fit */
 };
 
 static char *trim(char *s)
@@ -211,71 +207,62 @@ static char *trim(char *s)
 	return s;
 }
 
-static char *creds_ini_reader(char *str, int num, void *stream)
+static void profile_copy(struct ini_ctx *c, char *dst, size_t cap,
+			 const char *value)
 {
-	struct ini_ctx *c = stream;
-	ssize_t n = getline(&c->line, &c->linecap, c->f);
-	char *eq, *value;
-	size_t klen;
-
-	if (n < 0)
-		return NULL;
-	if (n < num - 1) {
-		memcpy(str, c->line, (size_t)n + 1);
-		return str;
-	}
-	eq = strpbrk(c->line, "=:");
-	klen = eq ? (size_t)(eq - c->line) : 0;
-	if (!eq || klen + 3 > (size_t)num) {
-		/* Long comments are harmless; anything else is reported. */
-		value = trim(c->line);
-		if (*value != ';' && *value != '#')
-			c->bad_line = 1;
-		str[0] = '\0';
-		return str;
-	}
-	value = trim(eq + 1);
-	free_secret(c->long_value);
-	c->long_value = strdup(value);
-	if (!c->long_value) {
-		c->too_long = 1;
-		str[0] = '\0';
-		return str;
-	}
-	memcpy(str, c->line, klen);
-	memcpy(str + klen, "=" LONG_VALUE_MARK, 3);
-	return str;
-}
-
-static void ini_copy(struct ini_ctx *c, char *dst, size_t cap,
-		     const char *value)
-{
-	if (!strcmp(value, LONG_VALUE_MARK) && c->long_value)
-		value = c->long_value;
 	if (strlen(value) >= cap) {
-		c->too_long = 1;
+		c->too_long = true;
 		return;
 	}
 	strcpy(dst, value);
 }
 
-static int creds_ini_handler(void *user, const char *section,
-			     const char *name, const char *value)
+static void on_profile_section(void *user, int line, const char *name)
 {
 	struct ini_ctx *c = user;
 
-	if (strcmp(section, c->profile))
-		return 1;
-	c->found = 1;
-	if (!strcmp(name, "aws_access_key_id"))
-		ini_copy(c, c->access_key, sizeof(c->access_key), value);
-	else if (!strcmp(name, "aws_secret_access_key"))
-		ini_copy(c, c->secret_key, sizeof(c->secret_key), value);
-	else if (!strcmp(name, "aws_session_token"))
-		ini_copy(c, c->token, sizeof(c->token), value);
-	/* Other keys (region, role_arn, ...) are not ours: never an error. */
-	return 1;
+	(void)line;
+	c->in_profile = !strcmp(name, c->profile);
+	c->found |= c->in_profile;
 }
+
+static void on_profile_key(void *user, int line, const char *name,
+			   const char *value)
+{
+	struct ini_ctx *c = user;
+
+	(void)line;
+	if (!c->in_profile)
+		return;
+	if (!strcmp(name, "aws_access_key_id"))
+		profile_copy(c, c->access_key, sizeof(c->access_key), value);
+	else if (!strcmp(name, "aws_secret_access_key"))
+		profile_copy(c, c->secret_key, sizeof(c->secret_key), value);
+	else if (!strcmp(name, "aws_session_token"))
+		profile_copy(c, c->token, sizeof(c->token), value);
+	/* Other keys (region, role_arn, ...) are not ours: never an error. */
+}
+
+static void on_profile_error(void *user, int line, enum ini_fault fault,
+			     const char *header, const char *what)
+{
+	struct ini_ctx *c = user;
+
+	(void)header;
+	if (fault == INI_FAULT_HEADER)
+		c->in_profile = false;
+	if (!c->bad_line) {
+		c->bad_line = line;
+		snprintf(c->bad_what, sizeof(c->bad_what), "%s", what);
+	}
+}
+
+static const struct ini_reader profile_reader = {
+	.max_line = CREDS_FILE_MAX_LINE,
+	.section = on_profile_section,
+	.key = on_profile_key,
+	.error = on_profile_error,
+};
 
 /* Fills path with the credentials file's name; returns whether the user
  * named it (then a missing file is an error, not an absent source). */
@@ -297,20 +284,17 @@ static int credentials_path(const struct creds_provider *p, char *path,
 	return 0;
 }
 
-static int parse_profile(struct ini_ctx *c, const char *path, char *err,
-			 size_t errlen)
+static int parse_profile(struct ini_ctx *c, FILE *f, const char *path,
+			 char *err, size_t errlen)
 {
-	int line;
+	int rc = ini_read(f, &profile_reader, c);
 
-	line = ini_parse_stream(creds_ini_reader, c, creds_ini_handler, c);
-	if (line < 0)
-		return fail(err, errlen, -ENOMEM, "%s: cannot parse", path);
-	if (line > 0)
-		return fail(err, errlen, -EINVAL, "%s: syntax error on line %d",
-			    path, line);
+	if (rc < 0)
+		return fail(err, errlen, rc, "%s: cannot read: %s", path,
+			    strerror(-rc));
 	if (c->bad_line)
-		return fail(err, errlen, -EINVAL,
-			    "%s: over-long line without '='", path);
+		return fail(err, errlen, -EINVAL, "%s: line %d: %s", path,
+			    c->bad_line, c->bad_what);
 	if (c->too_long)
 		return fail(err, errlen, -E2BIG,
 			    "%s: profile '%s' has a value too long", path,
@@ -322,6 +306,7 @@ static int from_file(const struct creds_provider *p, int required,
 		     struct rc_creds *out, char *err, size_t errlen)
 {
 	struct ini_ctx *c;
+	FILE *f;
 	char path[4096];
 	int named_file = credentials_path(p, path, sizeof(path));
 	const char *profile = p->profile ? p->profile
@@ -331,21 +316,23 @@ static int from_file(const struct creds_provider *p, int required,
 
 	if (!profile)
 		profile = "default";
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return fail(err, errlen, -ENOMEM, "out of memory");
-	c->profile = profile;
-	c->f = fopen(path, "r");
-	if (!c->f) {
+	f = fopen(path, "re");
+	if (!f) {
 		int e = errno;
 
-		free(c);
 		rc = e == ENOENT && !named_file && !named_profile && !required
 			     ? SOURCE_ABSENT : -e;
 		return fail(err, errlen, rc, "credentials file %s: %s", path,
 			    strerror(e));
 	}
-	rc = parse_profile(c, path, err, errlen);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		fclose(f);
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	}
+	c->profile = profile;
+	rc = parse_profile(c, f, path, err, errlen);
+	fclose(f);
 	if (!rc && !c->found)
 		rc = fail(err, errlen,
 			  named_profile || required ? -ENOENT : SOURCE_ABSENT,
@@ -362,11 +349,6 @@ static int from_file(const struct creds_provider *p, int required,
 		rc = fill_creds(out, c->access_key, c->secret_key, c->token,
 				where, err, errlen);
 	}
-	fclose(c->f);
-	if (c->line)
-		explicit_bzero(c->line, c->linecap);
-	free(c->line);
-	free_secret(c->long_value);
 	explicit_bzero(c, sizeof(*c));
 	free(c);
 	return rc;
