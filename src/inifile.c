@@ -93,7 +93,7 @@ static void read_one(const struct ini_reader *r, void *user, int line,
 		r->error(user, line, INI_FAULT_LINE, NULL, what);
 		return;
 	}
-	if (*s == ';' || *s == '#')
+	if (!*s || *s == ';' || *s == '#')
 		return;
 	strip_inline_comment(s);
 	trim_end(s);
