@@ -14,7 +14,7 @@ set -euo pipefail
 packages=(
 	build-essential meson ninja-build pkgconf
 	liburing-dev libcurl4-openssl-dev libssl-dev libnuma-dev
-	libjemalloc-dev libcriterion-dev libinih-dev libexpat1-dev
+	libjemalloc-dev libcriterion-dev libexpat1-dev libjansson-dev
 	libfuse3-dev fuse3 # `ringcache mount` (optional in meson, on in tests/run)
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc

@@ -1,4 +1,4 @@
-/* config.c - owns the daemon's configuration file: reading it with libinih,
+/* config.c - owns the daemon's configuration file: reading it (inifile.h),
  * validating every key of [daemon], [s3] and [dataset NAME], the defaults,
  * and the dataset access rule (config_dataset_allows).
  *
@@ -6,20 +6,13 @@
  * 'value')", and every error of the file is reported, in one run (up to
  * MAX_ERRORS): a config either loads whole or not at all. Secret values
  * are never echoed. Comments are whole lines starting with ';' or '#', or
- * the end of a line from a ';' or '#' that follows a blank (inih alone
- * would strip ' ;' but keep ' #' in the value: the reader strips both).
- *
- * libinih hands us neither line numbers (built without INI_HANDLER_LINENO)
- * nor section headers of empty sections, and it truncates section names
- * longer than 50 bytes. So our own line reader sits under it: it counts
- * lines, parses section headers itself and rejects over-long lines instead
- * of letting inih split them. inih still parses the key = value lines. */
+ * the end of a line from a ';' or '#' that follows a blank. Lines longer
+ * than CONFIG_MAX_LINE are refused, not split. */
 #include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
-#include <ini.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -32,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "inifile.h"
 #include "log.h"
 #include "prefetch.h"
 
@@ -41,14 +35,13 @@
 #define DATASET_NAME_MAX 63
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define MAX_ERRORS 50
+#define CONFIG_MAX_LINE 200 /* characters, blanks at either end aside */
 
 enum section_kind { SEC_NONE, SEC_DAEMON, SEC_S3, SEC_DATASET, SEC_INVALID };
 
 struct parser {
 	struct rc_config *cfg;
 	FILE *fp;
-	char *linebuf; /* getline's buffer, owned */
-	size_t linecap;
 	int line;
 
 	enum section_kind sec;
@@ -117,7 +110,7 @@ static unsigned errors_shown(const struct parser *p)
 	return p->err_used ? n + 1 : 0;
 }
 
-/* Returns 0 so that handlers can `return fail(...)` to inih. */
+/* Returns 0 so that key handlers can `return fail(...)`. */
 __attribute__((format(printf, 5, 6)))
 static int fail_at(struct parser *p, int line, const char *label,
 		   const char *key, const char *fmt, ...)
@@ -1073,12 +1066,9 @@ static int record_value(struct parser *p, const char *section,
 	return 1;
 }
 
-/* inih's callback for each key = value line. */
-static int on_key(void *user, const char *section, const char *name,
-		  const char *value)
+/* Checks and applies one key = value line of the current section. */
+static int apply_line(struct parser *p, const char *name, const char *value)
 {
-	(void)section; /* inih truncates long names: the reader tracks it */
-	struct parser *p = user;
 	const struct key_spec *keys;
 	switch (p->sec) {
 	case SEC_DAEMON: keys = daemon_keys; break;
@@ -1179,32 +1169,21 @@ static void open_single(struct parser *p, int *first_line,
 	p->sec = kind;
 }
 
-/* Parses "[name]" (leading blanks already skipped). */
-static void open_section(struct parser *p, const char *line)
+static void begin_section(struct parser *p, const char *name)
 {
 	memset(p->seen_line, 0, sizeof(p->seen_line));
 	p->section_failed = false;
 	p->sec = SEC_INVALID; /* until proven otherwise */
-	const char *close = strchr(line, ']');
-	if (!close) {
-		snprintf(p->label, sizeof(p->label), "%s", "");
-		fail(p, NULL, "section header is missing its closing ']'");
-		return;
-	}
-	const char *after = close + 1;
-	after += strspn(after, " \t\r\n");
-	char name[80];
-	const char *start = line + 1;
-	start += strspn(start, " \t");
-	size_t len = (size_t)(close - start);
-	while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\t'))
-		len--;
-	snprintf(name, sizeof(name), "%.*s", (int)len, start);
 	snprintf(p->label, sizeof(p->label), "%s", name);
-	if (*after != '\0' && *after != ';' && *after != '#') {
-		fail(p, NULL, "unexpected text after ']'");
-		return;
-	}
+}
+
+/* The reader's callbacks. */
+static void on_section(void *user, int line, const char *name)
+{
+	struct parser *p = user;
+
+	p->line = line;
+	begin_section(p, name);
 	if (strcmp(name, "daemon") == 0) {
 		open_single(p, &p->daemon_line, SEC_DAEMON);
 	} else if (strcmp(name, "s3") == 0) {
@@ -1220,59 +1199,33 @@ static void open_section(struct parser *p, const char *line)
 	}
 }
 
-/* Cuts s at a ';' or '#' that follows a blank: the rest is a comment. */
-static void strip_inline_comment(char *s)
+static void on_key(void *user, int line, const char *name, const char *value)
 {
-	for (char *c = s + 1; *c; c++) {
-		if ((*c == ';' || *c == '#') && (c[-1] == ' ' || c[-1] == '\t')) {
-			*c = '\0';
-			return;
-		}
-	}
+	struct parser *p = user;
+
+	p->line = line;
+	apply_line(p, name, value);
 }
 
-/* inih's line reader: counts lines, handles section headers, and strips
- * leading blanks so that inih never joins lines as multi-line values. */
-static char *read_line(char *str, int num, void *stream)
+static void on_error(void *user, int line, enum ini_fault fault,
+		     const char *header, const char *what)
 {
-	struct parser *p = stream;
-	ssize_t n = getline(&p->linebuf, &p->linecap, p->fp);
-	if (n < 0)
-		return NULL;
-	p->line++;
-	char *s = p->linebuf;
-	if (p->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
-		s += 3; /* UTF-8 byte order mark */
-	if ((size_t)n != strlen(p->linebuf)) {
-		fail_at(p, p->line, p->label, NULL, "line holds a NUL byte");
-		str[0] = '\0';
-		return str;
-	}
-	s += strspn(s, " \t");
-	size_t len = strlen(s);
-	if (num < 4 || len + 1 > (size_t)num) {
-		fail_at(p, p->line, p->label, NULL,
-			"line is longer than %d characters", num - 3);
-		str[0] = '\0';
-		return str;
-	}
-	if (*s == ';' || *s == '#') {
-		str[0] = '\0';
-		return str;
-	}
-	strip_inline_comment(s);
-	len = strlen(s);
-	if (*s == '[') {
-		open_section(p, s);
-	} else if (s[strspn(s, " \t\r\n")] && !strpbrk(s, "=:")) {
-		/* inih would report only the first such line. */
-		fail_at(p, p->line, "", NULL, "syntax error: expected '[section]', 'key = value' or a comment");
-		str[0] = '\0';
-		return str;
-	}
-	memcpy(str, s, len + 1);
-	return str;
+	struct parser *p = user;
+
+	p->line = line;
+	if (fault == INI_FAULT_HEADER)
+		begin_section(p, header);
+	/* A syntax error is not about the section it happens to be in. */
+	fail_at(p, line, fault == INI_FAULT_SYNTAX ? "" : p->label, NULL,
+		"%s", what);
 }
+
+static const struct ini_reader config_reader = {
+	.max_line = CONFIG_MAX_LINE,
+	.section = on_section,
+	.key = on_key,
+	.error = on_error,
+};
 
 /* ---- whole-file checks ------------------------------------------------- */
 
@@ -1486,8 +1439,8 @@ static int parse_file(struct parser *p)
 			 cfg->path);
 		return -1;
 	}
-	int rc = ini_parse_stream(read_line, p, on_key, p);
-	if (ferror(p->fp)) {
+	int rc = ini_read(p->fp, &config_reader, p);
+	if (rc == -EIO) {
 		snprintf(p->err, p->errlen, "%s: read error after line %d",
 			 cfg->path, p->line);
 		return -1;
@@ -1496,11 +1449,7 @@ static int parse_file(struct parser *p)
 		snprintf(p->err, p->errlen, "%s: out of memory", cfg->path);
 		return -1;
 	}
-	/* The reader reports syntax errors and handlers their own: an inih
-	 * error with neither is one they missed. */
-	if (rc > 0 && !p->failed)
-		fail_at(p, rc, "", NULL,
-			"syntax error: expected '[section]', 'key = value' or a comment");
+	p->line = rc;
 	check_whole(p);
 	if (p->failed) {
 		unsigned shown = errors_shown(p);
@@ -1549,7 +1498,6 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	}
 	int rc = parse_file(&p);
 	fclose(p.fp);
-	free(p.linebuf);
 	free(p.ds_failed);
 	if (rc < 0)
 		config_free(cfg);

@@ -1,4 +1,4 @@
-/* config.h - the daemon's INI configuration (libinih). */
+/* config.h - the daemon's INI configuration (read by inifile.h). */
 #ifndef RC_CONFIG_H
 #define RC_CONFIG_H
 

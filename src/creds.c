@@ -1,7 +1,7 @@
 /* creds.c - the AWS credential chain and the provider that caches its
  * result. Owns: reading each source (config, environment, shared
- * credentials file, container endpoint, IMDSv2), the small JSON reader for
- * the two HTTP sources' flat documents, and refreshing expiring
+ * credentials file, container endpoint, IMDSv2), picking the two HTTP
+ * sources' documents apart (JSON by jansson), and refreshing expiring
  * credentials: the HTTP sources on a helper thread (workers.h), so a
  * reactor that signs a request never waits for IMDS or a container
  * endpoint; it signs with the old credentials until the new ones are
@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,8 +21,9 @@
 #include <string.h>
 
 #include <curl/curl.h>
-#include <ini.h>
+#include <jansson.h>
 
+#include "inifile.h"
 #include "log.h"
 #include "workers.h"
 
@@ -178,23 +180,19 @@ static int from_env(struct rc_creds *out, char *err, size_t errlen)
 
 /* ---- shared credentials file ---- */
 
-/* Marks a value that was too long for libinih's line buffer (200 bytes in
- * distribution builds; session tokens are ~1 KiB): the reader hands inih
- * "name=\x01" and keeps the real value for the handler. */
-#define LONG_VALUE_MARK "\x01"
+/* Session tokens are ~1 KiB; anything near this is not a credentials file. */
+#define CREDS_FILE_MAX_LINE 65536
 
 struct ini_ctx {
-	FILE *f;
-	char *line;          /* getline buffer */
-	size_t linecap;
-	char *long_value;    /* the value the mark stands for */
 	const char *profile;
-	int found;           /* the profile's section was seen */
-	int bad_line;        /* an over-long line without '=' */
+	bool in_profile;     /* the last header named the profile */
+	bool found;          /* the profile's section was seen */
+	bool too_long;       /* a field did not fit */
+	int bad_line;        /* the first line the reader refused, or 0 */
+	char bad_what[96];
 	char access_key[sizeof(((struct rc_creds *)0)->access_key)];
 	char secret_key[sizeof(((struct rc_creds *)0)->secret_key)];
 	char token[sizeof(((struct rc_creds *)0)->session_token)];
-	int too_long;        /* a field did not fit */
 };
 
 static char *trim(char *s)
@@ -209,71 +207,62 @@ static char *trim(char *s)
 	return s;
 }
 
-static char *creds_ini_reader(char *str, int num, void *stream)
+static void profile_copy(struct ini_ctx *c, char *dst, size_t cap,
+			 const char *value)
 {
-	struct ini_ctx *c = stream;
-	ssize_t n = getline(&c->line, &c->linecap, c->f);
-	char *eq, *value;
-	size_t klen;
-
-	if (n < 0)
-		return NULL;
-	if (n < num - 1) {
-		memcpy(str, c->line, (size_t)n + 1);
-		return str;
-	}
-	eq = strpbrk(c->line, "=:");
-	klen = eq ? (size_t)(eq - c->line) : 0;
-	if (!eq || klen + 3 > (size_t)num) {
-		/* Long comments are harmless; anything else is reported. */
-		value = trim(c->line);
-		if (*value != ';' && *value != '#')
-			c->bad_line = 1;
-		str[0] = '\0';
-		return str;
-	}
-	value = trim(eq + 1);
-	free_secret(c->long_value);
-	c->long_value = strdup(value);
-	if (!c->long_value) {
-		c->too_long = 1;
-		str[0] = '\0';
-		return str;
-	}
-	memcpy(str, c->line, klen);
-	memcpy(str + klen, "=" LONG_VALUE_MARK, 3);
-	return str;
-}
-
-static void ini_copy(struct ini_ctx *c, char *dst, size_t cap,
-		     const char *value)
-{
-	if (!strcmp(value, LONG_VALUE_MARK) && c->long_value)
-		value = c->long_value;
 	if (strlen(value) >= cap) {
-		c->too_long = 1;
+		c->too_long = true;
 		return;
 	}
 	strcpy(dst, value);
 }
 
-static int creds_ini_handler(void *user, const char *section,
-			     const char *name, const char *value)
+static void on_profile_section(void *user, int line, const char *name)
 {
 	struct ini_ctx *c = user;
 
-	if (strcmp(section, c->profile))
-		return 1;
-	c->found = 1;
-	if (!strcmp(name, "aws_access_key_id"))
-		ini_copy(c, c->access_key, sizeof(c->access_key), value);
-	else if (!strcmp(name, "aws_secret_access_key"))
-		ini_copy(c, c->secret_key, sizeof(c->secret_key), value);
-	else if (!strcmp(name, "aws_session_token"))
-		ini_copy(c, c->token, sizeof(c->token), value);
-	/* Other keys (region, role_arn, ...) are not ours: never an error. */
-	return 1;
+	(void)line;
+	c->in_profile = !strcmp(name, c->profile);
+	c->found |= c->in_profile;
 }
+
+static void on_profile_key(void *user, int line, const char *name,
+			   const char *value)
+{
+	struct ini_ctx *c = user;
+
+	(void)line;
+	if (!c->in_profile)
+		return;
+	if (!strcmp(name, "aws_access_key_id"))
+		profile_copy(c, c->access_key, sizeof(c->access_key), value);
+	else if (!strcmp(name, "aws_secret_access_key"))
+		profile_copy(c, c->secret_key, sizeof(c->secret_key), value);
+	else if (!strcmp(name, "aws_session_token"))
+		profile_copy(c, c->token, sizeof(c->token), value);
+	/* Other keys (region, role_arn, ...) are not ours: never an error. */
+}
+
+static void on_profile_error(void *user, int line, enum ini_fault fault,
+			     const char *header, const char *what)
+{
+	struct ini_ctx *c = user;
+
+	(void)header;
+	if (fault == INI_FAULT_HEADER)
+		c->in_profile = false;
+	if (!c->bad_line) {
+		c->bad_line = line;
+		snprintf(c->bad_what, sizeof(c->bad_what), "%s", what);
+	}
+}
+
+static const struct ini_reader profile_reader = {
+	.max_line = CREDS_FILE_MAX_LINE,
+	.section = on_profile_section,
+	.key = on_profile_key,
+	.error = on_profile_error,
+};
 
 /* Fills path with the credentials file's name; returns whether the user
  * named it (then a missing file is an error, not an absent source). */
@@ -295,20 +284,17 @@ static int credentials_path(const struct creds_provider *p, char *path,
 	return 0;
 }
 
-static int parse_profile(struct ini_ctx *c, const char *path, char *err,
-			 size_t errlen)
+static int parse_profile(struct ini_ctx *c, FILE *f, const char *path,
+			 char *err, size_t errlen)
 {
-	int line;
+	int rc = ini_read(f, &profile_reader, c);
 
-	line = ini_parse_stream(creds_ini_reader, c, creds_ini_handler, c);
-	if (line < 0)
-		return fail(err, errlen, -ENOMEM, "%s: cannot parse", path);
-	if (line > 0)
-		return fail(err, errlen, -EINVAL, "%s: syntax error on line %d",
-			    path, line);
+	if (rc < 0)
+		return fail(err, errlen, rc, "%s: cannot read: %s", path,
+			    strerror(-rc));
 	if (c->bad_line)
-		return fail(err, errlen, -EINVAL,
-			    "%s: over-long line without '='", path);
+		return fail(err, errlen, -EINVAL, "%s: line %d: %s", path,
+			    c->bad_line, c->bad_what);
 	if (c->too_long)
 		return fail(err, errlen, -E2BIG,
 			    "%s: profile '%s' has a value too long", path,
@@ -320,6 +306,7 @@ static int from_file(const struct creds_provider *p, int required,
 		     struct rc_creds *out, char *err, size_t errlen)
 {
 	struct ini_ctx *c;
+	FILE *f;
 	char path[4096];
 	int named_file = credentials_path(p, path, sizeof(path));
 	const char *profile = p->profile ? p->profile
@@ -329,21 +316,23 @@ static int from_file(const struct creds_provider *p, int required,
 
 	if (!profile)
 		profile = "default";
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return fail(err, errlen, -ENOMEM, "out of memory");
-	c->profile = profile;
-	c->f = fopen(path, "r");
-	if (!c->f) {
+	f = fopen(path, "re");
+	if (!f) {
 		int e = errno;
 
-		free(c);
 		rc = e == ENOENT && !named_file && !named_profile && !required
 			     ? SOURCE_ABSENT : -e;
 		return fail(err, errlen, rc, "credentials file %s: %s", path,
 			    strerror(e));
 	}
-	rc = parse_profile(c, path, err, errlen);
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		fclose(f);
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	}
+	c->profile = profile;
+	rc = parse_profile(c, f, path, err, errlen);
+	fclose(f);
 	if (!rc && !c->found)
 		rc = fail(err, errlen,
 			  named_profile || required ? -ENOENT : SOURCE_ABSENT,
@@ -360,299 +349,65 @@ static int from_file(const struct creds_provider *p, int required,
 		rc = fill_creds(out, c->access_key, c->secret_key, c->token,
 				where, err, errlen);
 	}
-	fclose(c->f);
-	if (c->line)
-		explicit_bzero(c->line, c->linecap);
-	free(c->line);
-	free_secret(c->long_value);
 	explicit_bzero(c, sizeof(*c));
 	free(c);
 	return rc;
 }
 
-/* ---- a JSON reader for flat credential documents ---- */
+/* ---- the two HTTP sources' credential document (jansson) ---- */
 
-struct json_field {
-	const char *key;
-	char *out;
-	size_t cap;
-	int found;
+/* jansson's allocations hold the decoded secrets: a size header lets the
+ * free hook wipe them before they go back to the heap. creds.c is the
+ * only user of jansson in the process, so the hooks are set once here. */
+struct secret_block {
+	size_t size;
+	max_align_t data[];
 };
 
-struct json_in {
-	const char *p, *end;
-	int too_long; /* a wanted string did not fit its buffer */
-};
-
-#define JSON_MAX_DEPTH 16
-
-static void json_ws(struct json_in *in)
+static void *secret_malloc(size_t size)
 {
-	while (in->p < in->end && (*in->p == ' ' || *in->p == '\t' ||
-				   *in->p == '\n' || *in->p == '\r'))
-		in->p++;
+	struct secret_block *b;
+
+	if (size > SIZE_MAX - sizeof(*b))
+		return NULL;
+	b = malloc(sizeof(*b) + size);
+	if (!b)
+		return NULL;
+	b->size = size;
+	return b->data;
 }
 
-static int json_hex4(struct json_in *in, unsigned *cp)
+static void secret_free(void *ptr)
 {
-	*cp = 0;
-	if (in->end - in->p < 4)
-		return -EINVAL;
-	for (int i = 0; i < 4; i++) {
-		char c = *in->p++;
-		int v = isdigit((unsigned char)c) ? c - '0'
-			: (c >= 'a' && c <= 'f') ? c - 'a' + 10
-			: (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+	struct secret_block *b;
 
-		if (v < 0)
-			return -EINVAL;
-		*cp = *cp * 16 + (unsigned)v;
-	}
-	return 0;
-}
-
-/* Reads \uXXXX (after the 'u'), joining surrogate pairs; refuses NUL and
- * unpaired surrogates. */
-static int json_unicode(struct json_in *in, unsigned *cp)
-{
-	unsigned lo;
-
-	if (json_hex4(in, cp) || *cp == 0 || (*cp >= 0xDC00 && *cp <= 0xDFFF))
-		return -EINVAL;
-	if (*cp < 0xD800 || *cp > 0xDBFF)
-		return 0;
-	if (in->end - in->p < 2 || in->p[0] != '\\' || in->p[1] != 'u')
-		return -EINVAL;
-	in->p += 2;
-	if (json_hex4(in, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-		return -EINVAL;
-	*cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
-	return 0;
-}
-
-static void json_put(struct json_in *in, char *out, size_t cap, size_t *len,
-		     const char *bytes, size_t n)
-{
-	if (!out)
+	if (!ptr)
 		return;
-	if (*len + n >= cap) {
-		in->too_long = 1;
-		return;
-	}
-	memcpy(out + *len, bytes, n);
-	*len += n;
-	out[*len] = '\0';
+	b = (struct secret_block *)((char *)ptr - offsetof(struct secret_block,
+							   data));
+	explicit_bzero(b, sizeof(*b) + b->size);
+	free(b);
 }
 
-static size_t utf8_encode(unsigned cp, char *b)
+static void set_json_allocator(void)
 {
-	if (cp < 0x80) {
-		b[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		b[0] = (char)(0xC0 | (cp >> 6));
-		b[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		b[0] = (char)(0xE0 | (cp >> 12));
-		b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		b[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	b[0] = (char)(0xF0 | (cp >> 18));
-	b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	b[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
+	json_set_alloc_funcs(secret_malloc, secret_free);
 }
 
-static int json_escape(struct json_in *in, char *out, size_t cap,
-		       size_t *len)
+/* Copies member key of obj into dst when it is a string. Returns 1 if
+ * it was, 0 if absent or not a string (as if absent), -E2BIG if it does
+ * not fit. jansson refuses \u0000, so the length is strlen's. */
+static int json_member(const json_t *obj, const char *key, char *dst,
+		       size_t cap)
 {
-	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-	const char *hit;
-	char utf8[4];
-	unsigned cp;
-	char c;
+	const json_t *v = json_object_get(obj, key);
 
-	if (in->p >= in->end)
-		return -EINVAL;
-	c = *in->p++;
-	if (c == 'u') {
-		if (json_unicode(in, &cp))
-			return -EINVAL;
-		json_put(in, out, cap, len, utf8, utf8_encode(cp, utf8));
+	if (!json_is_string(v))
 		return 0;
-	}
-	hit = c ? strchr(from, c) : NULL;
-	if (!hit)
-		return -EINVAL;
-	json_put(in, out, cap, len, &to[hit - from], 1);
-	return 0;
-}
-
-/* Reads a string at in->p into out (NULL: validate and skip). */
-static int json_string(struct json_in *in, char *out, size_t cap)
-{
-	size_t len = 0;
-
-	if (out && cap)
-		out[0] = '\0';
-	if (in->p >= in->end || *in->p != '"')
-		return -EINVAL;
-	in->p++;
-	while (in->p < in->end) {
-		unsigned char c = (unsigned char)*in->p++;
-
-		if (c == '"')
-			return 0;
-		if (c < 0x20)
-			return -EINVAL;
-		if (c == '\\') {
-			if (json_escape(in, out, cap, &len))
-				return -EINVAL;
-			continue;
-		}
-		json_put(in, out, cap, &len, (const char *)&c, 1);
-	}
-	return -EINVAL;
-}
-
-static int json_skip_value(struct json_in *in, int depth);
-
-static int json_skip_container(struct json_in *in, int depth, char close)
-{
-	int is_object = close == '}';
-
-	in->p++;
-	json_ws(in);
-	if (in->p < in->end && *in->p == close) {
-		in->p++;
-		return 0;
-	}
-	for (;;) {
-		if (is_object) {
-			if (json_string(in, NULL, 0))
-				return -EINVAL;
-			json_ws(in);
-			if (in->p >= in->end || *in->p++ != ':')
-				return -EINVAL;
-		}
-		if (json_skip_value(in, depth + 1))
-			return -EINVAL;
-		json_ws(in);
-		if (in->p >= in->end)
-			return -EINVAL;
-		if (*in->p == close) {
-			in->p++;
-			return 0;
-		}
-		if (*in->p++ != ',')
-			return -EINVAL;
-		json_ws(in);
-	}
-}
-
-static int json_literal(struct json_in *in, const char *word)
-{
-	size_t n = strlen(word);
-
-	if ((size_t)(in->end - in->p) < n || memcmp(in->p, word, n))
-		return -EINVAL;
-	in->p += n;
-	return 0;
-}
-
-static int json_skip_value(struct json_in *in, int depth)
-{
-	const char *start;
-
-	if (depth > JSON_MAX_DEPTH)
-		return -EINVAL;
-	json_ws(in);
-	if (in->p >= in->end)
-		return -EINVAL;
-	switch (*in->p) {
-	case '"':
-		return json_string(in, NULL, 0);
-	case '{':
-		return json_skip_container(in, depth, '}');
-	case '[':
-		return json_skip_container(in, depth, ']');
-	case 't':
-		return json_literal(in, "true");
-	case 'f':
-		return json_literal(in, "false");
-	case 'n':
-		return json_literal(in, "null");
-	}
-	start = in->p;
-	while (in->p < in->end && strchr("+-.eE0123456789", *in->p) &&
-	       *in->p)
-		in->p++;
-	return in->p > start ? 0 : -EINVAL;
-}
-
-static struct json_field *json_find(struct json_field *f, size_t n,
-				    const char *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(f[i].key, key))
-			return &f[i];
-	return NULL;
-}
-
-/* Parses a whole object, copying the wanted string members. Returns 0,
- * -EINVAL if the document is not valid JSON object, -E2BIG if a wanted
- * string does not fit its buffer. */
-static int json_extract(const char *doc, size_t len, struct json_field *f,
-			size_t n)
-{
-	struct json_in in = { doc, doc + len, 0 };
-	char key[64];
-
-	json_ws(&in);
-	if (in.p >= in.end || *in.p++ != '{')
-		return -EINVAL;
-	json_ws(&in);
-	if (in.p < in.end && *in.p == '}')
-		in.p++;
-	else
-		for (;;) {
-			struct json_field *want;
-
-			in.too_long = 0;
-			if (json_string(&in, key, sizeof(key)))
-				return -EINVAL;
-			want = in.too_long ? NULL : json_find(f, n, key);
-			json_ws(&in);
-			if (in.p >= in.end || *in.p++ != ':')
-				return -EINVAL;
-			json_ws(&in);
-			if (want && in.p < in.end && *in.p == '"') {
-				if (json_string(&in, want->out, want->cap))
-					return -EINVAL;
-				if (in.too_long)
-					return -E2BIG;
-				want->found = 1;
-			} else if (json_skip_value(&in, 1)) {
-				return -EINVAL;
-			}
-			json_ws(&in);
-			if (in.p >= in.end)
-				return -EINVAL;
-			if (*in.p == '}') {
-				in.p++;
-				break;
-			}
-			if (*in.p++ != ',')
-				return -EINVAL;
-			json_ws(&in);
-		}
-	json_ws(&in);
-	return in.p == in.end ? 0 : -EINVAL;
+	if (json_string_length(v) >= cap)
+		return -E2BIG;
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	return 1;
 }
 
 static int parse_digits(const char **s, int n, int *out)
@@ -674,7 +429,8 @@ static int parse_char(const char **s, const char *allowed)
 	return 0;
 }
 
-/* "2024-01-02T03:04:05Z", optional fraction, 'Z' or +hh:mm / -hh:mm. */
+/* "2024-01-02T03:04:05Z", optional fraction, 'Z' or +hh:mm / -hh:mm.
+ * (strptime has no fractions or numeric offsets with a colon.) */
 static int parse_iso8601(const char *s, time_t *out)
 {
 	struct tm tm = { 0 };
@@ -717,39 +473,67 @@ static int parse_iso8601(const char *s, time_t *out)
 	return 0;
 }
 
-/* The document both HTTP sources return. */
+/* The wanted members of a parsed document; has_* is 1 when present. */
+struct creds_doc {
+	char code[64], expiration[64];
+	int has_ak, has_sk, has_code, has_expiration;
+};
+
+static int doc_members(const json_t *root, struct rc_creds *out,
+		       struct creds_doc *d)
+{
+	int token;
+
+	d->has_ak = json_member(root, "AccessKeyId", out->access_key,
+				sizeof(out->access_key));
+	d->has_sk = json_member(root, "SecretAccessKey", out->secret_key,
+				sizeof(out->secret_key));
+	token = json_member(root, "Token", out->session_token,
+			    sizeof(out->session_token));
+	d->has_expiration = json_member(root, "Expiration", d->expiration,
+					sizeof(d->expiration));
+	d->has_code = json_member(root, "Code", d->code, sizeof(d->code));
+	if (d->has_ak < 0 || d->has_sk < 0 || token < 0 ||
+	    d->has_expiration < 0 || d->has_code < 0)
+		return -E2BIG;
+	return 0;
+}
+
+/* The document both HTTP sources return: one JSON object, nothing after
+ * it; members other than the five wanted ones are ignored. */
 static int creds_from_json(const char *doc, size_t len, const char *where,
 			   struct rc_creds *out, char *err, size_t errlen)
 {
-	char code[64], expiration[64];
-	struct json_field f[] = {
-		{ "AccessKeyId", out->access_key, sizeof(out->access_key), 0 },
-		{ "SecretAccessKey", out->secret_key, sizeof(out->secret_key),
-		  0 },
-		{ "Token", out->session_token, sizeof(out->session_token), 0 },
-		{ "Expiration", expiration, sizeof(expiration), 0 },
-		{ "Code", code, sizeof(code), 0 },
-	};
+	static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
+	struct creds_doc d = { 0 };
+	json_error_t jerr;
+	json_t *root;
 	int rc;
 
+	pthread_once(&allocator_once, set_json_allocator);
 	memset(out, 0, sizeof(*out));
-	rc = json_extract(doc, len, f, sizeof(f) / sizeof(f[0]));
-	if (rc == -E2BIG)
-		rc = fail(err, errlen, rc, "%s: a credential field is too long",
+	root = json_loadb(doc, len, 0, &jerr);
+	if (!json_is_object(root))
+		rc = fail(err, errlen, -EINVAL, "%s: malformed JSON response",
 			  where);
-	else if (rc)
-		rc = fail(err, errlen, rc, "%s: malformed JSON response", where);
-	else if (f[4].found && strcmp(code, "Success"))
+	else if (doc_members(root, out, &d))
+		rc = fail(err, errlen, -E2BIG,
+			  "%s: a credential field is too long", where);
+	else if (d.has_code && strcmp(d.code, "Success"))
 		rc = fail(err, errlen, -EACCES, "%s: Code is \"%.32s\"", where,
-			  code);
-	else if (!f[0].found || !f[1].found || !*out->access_key ||
+			  d.code);
+	else if (!d.has_ak || !d.has_sk || !*out->access_key ||
 		 !*out->secret_key)
 		rc = fail(err, errlen, -EINVAL,
 			  "%s: response lacks AccessKeyId or SecretAccessKey",
 			  where);
-	else if (f[3].found && parse_iso8601(expiration, &out->expires))
+	else if (d.has_expiration &&
+		 parse_iso8601(d.expiration, &out->expires))
 		rc = fail(err, errlen, -EINVAL, "%s: bad Expiration \"%.40s\"",
-			  where, expiration);
+			  where, d.expiration);
+	else
+		rc = 0;
+	json_decref(root);
 	if (rc)
 		explicit_bzero(out, sizeof(*out));
 	return rc;

@@ -284,7 +284,7 @@ Test(config, missing_uri_names_section_line)
 		     "uri = s3://bucket-a/\n\n[dataset second]\n"
 		     "allow_uids = 0\n",
 		     ":7: [dataset second] uri: missing required key");
-	/* an empty section: inih itself never reports it */
+	/* an empty section: its missing uri is still reported */
 	expect_error("[dataset empty]\n", ":1: [dataset empty] uri: missing");
 }
 
@@ -331,7 +331,7 @@ Test(config, bad_dataset_name)
 		     ":1: [dataset a/b]: bad dataset name");
 	expect_error("[dataset]\nuri = s3://bucket-a/\n",
 		     ":1: [dataset]: a dataset section needs a name");
-	/* 64 characters: one too many (and longer than inih's own limit) */
+	/* 64 characters: one too many */
 	expect_error("[dataset "
 		     "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij1234"
 		     "]\nuri = s3://bucket-a/\n", ":1: [dataset abcdefghij");

@@ -306,7 +306,7 @@ Test(chain, file_profile_selection)
 	char path[128], text[4096], token[1501], err[256];
 
 	clean_env();
-	/* A 1.5 KiB token: longer than libinih's line buffer. */
+	/* A 1.5 KiB token: longer than a config line may be. */
 	memset(token, 'Z', sizeof(token) - 1);
 	token[sizeof(token) - 1] = '\0';
 	snprintf(path, sizeof(path), "%s/creds", tmpdir);
@@ -718,4 +718,162 @@ Test(imds, disabled_by_env)
 	cfg.imds_endpoint = dead_imds;
 	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
 	cr_assert(strstr(err, "AWS_EC2_METADATA_DISABLED"), "%s", err);
+}
+
+/* ---- the credential document itself (creds_parse_json) ---- */
+
+static int parse_doc(const char *doc, struct rc_creds *c, char *err,
+		     size_t errlen)
+{
+	return creds_parse_json(doc, strlen(doc), c, err, errlen);
+}
+
+Test(document, members_other_than_the_wanted_are_skipped)
+{
+	struct rc_creds c;
+	char err[256] = "";
+
+	cr_assert_eq(parse_doc("{\"Nested\":{\"a\":[1,2,{\"b\":null}]},"
+			       "\"AccessKeyId\":\"AK\",\"Type\":true,"
+			       "\"SecretAccessKey\":\"S\\u00e9\","
+			       "\"Expiration\":\"2030-01-02T03:04:05.123+01:30\"}",
+			       &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.access_key, "AK");
+	cr_assert_str_eq(c.secret_key, "S\xc3\xa9");
+	cr_assert_str_eq(c.session_token, "");
+	/* 2030-01-02T01:34:05Z */
+	cr_assert_eq(c.expires, (time_t)1893548045);
+}
+
+/* Each is refused with its documented errno, and out is left all zero. */
+Test(document, refusals_have_their_errno_and_clear_out)
+{
+	static const struct {
+		const char *doc;
+		int rc;
+		const char *says;
+	} cases[] = {
+		{ "[\"AccessKeyId\",\"AK\"]", -EINVAL, "malformed" },
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\"} x",
+		  -EINVAL, "malformed" },
+		{ "{\"AccessKeyId\":\"A\\u0000K\",\"SecretAccessKey\":\"S\"}",
+		  -EINVAL, "malformed" },
+		{ "{\"AccessKeyId\":\"\\ud800\",\"SecretAccessKey\":\"S\"}",
+		  -EINVAL, "malformed" },
+		{ "{\"AccessKeyId\":7,\"SecretAccessKey\":\"S\"}", -EINVAL,
+		  "lacks AccessKeyId" },
+		{ "{\"Code\":\"Denied\",\"AccessKeyId\":\"AK\","
+		  "\"SecretAccessKey\":\"S\"}", -EACCES, "Denied" },
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
+		  "\"Expiration\":\"2030-13-01T00:00:00Z\"}", -EINVAL,
+		  "bad Expiration" },
+	};
+	static const struct rc_creds zero;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rc_creds c;
+		char err[256] = "";
+
+		memset(&c, 0xa5, sizeof(c));
+		cr_assert_eq(parse_doc(cases[i].doc, &c, err, sizeof(err)),
+			     cases[i].rc, "%zu: %s", i, err);
+		cr_assert(strstr(err, cases[i].says), "%zu: %s", i, err);
+		cr_assert(!memcmp(&c, &zero, sizeof(c)), "%zu", i);
+	}
+}
+
+Test(document, a_field_longer_than_its_buffer_is_e2big)
+{
+	static const char head[] =
+		"{\"SecretAccessKey\":\"S\",\"AccessKeyId\":\"";
+	struct rc_creds c;
+	size_t cap = sizeof(c.access_key);
+	char *doc = calloc(1, sizeof(head) + cap + 2), err[256] = "";
+
+	cr_assert_not_null(doc);
+	memcpy(doc, head, sizeof(head) - 1);
+	memset(doc + sizeof(head) - 1, 'K', cap); /* no room for the NUL */
+	strcat(doc, "\"}");
+	cr_assert_eq(parse_doc(doc, &c, err, sizeof(err)), -E2BIG, "%s", err);
+	cr_assert(strstr(err, "too long"), "%s", err);
+	/* One byte shorter fits. */
+	memmove(doc + sizeof(head) - 1, doc + sizeof(head),
+		strlen(doc + sizeof(head)) + 1);
+	cr_assert_eq(parse_doc(doc, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(strlen(c.access_key), cap - 1);
+	free(doc);
+}
+
+/* ---- the shared credentials file's syntax (inifile.h) ---- */
+
+static void creds_file(const char *text, char *path, size_t cap)
+{
+	clean_env();
+	snprintf(path, cap, "%s/creds", tmpdir);
+	write_file(path, text);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+}
+
+Test(file, comments_blanks_and_indented_lines)
+{
+	struct creds_config cfg = { .source = CREDS_FILE };
+	struct creds_provider *p;
+	char path[128], err[256] = "";
+
+	creds_file("\xEF\xBB\xBF; comment\r\n[ other ]\naws_access_key_id = NO\n"
+		   "[default] # ours\r\n"
+		   "  aws_access_key_id = AK ; inline comment\r\n"
+		   "\taws_secret_access_key: se;cret#1 # comment\n"
+		   "[other]\naws_session_token = NOT-OURS\n",
+		   path, sizeof(path));
+	p = creds_provider_new(&cfg, err, sizeof(err));
+	cr_assert_not_null(p, "%s", err);
+	/* An indented line is a key of its own, never a continuation; ';' or
+	 * '#' without a blank before it belongs to the value. */
+	expect_key(p, "AK", "se;cret#1", "");
+	creds_provider_free(p);
+}
+
+Test(file, a_bad_line_is_named_and_not_echoed)
+{
+	static const struct {
+		const char *text;
+		const char *says;
+	} cases[] = {
+		{ "[default]\naws_access_key_id = K\nhushhush\n",
+		  ": line 3: syntax error" },
+		{ "[default]\naws_access_key_id = K\n[default hushhush\n",
+		  ": line 3: section header is missing its closing ']'" },
+		{ "[default] hushhush\naws_access_key_id = K\n",
+		  ": line 1: unexpected text after ']'" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct creds_config cfg = { .source = CREDS_FILE };
+		char path[128], err[256] = "", want[256];
+
+		creds_file(cases[i].text, path, sizeof(path));
+		cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+		snprintf(want, sizeof(want), "%s%s", path, cases[i].says);
+		cr_assert(strstr(err, want), "%zu: %s", i, err);
+		cr_assert_null(strstr(err, "hushhush"), "%zu: %s", i, err);
+	}
+}
+
+Test(file, an_over_long_line_is_refused_not_split)
+{
+	struct creds_config cfg = { .source = CREDS_FILE };
+	static const char head[] = "[default]\naws_access_key_id = K\n"
+		"aws_secret_access_key = S\naws_session_token = ";
+	size_t n = 70000;
+	char *text = calloc(1, sizeof(head) + n + 2), path[128], err[256] = "";
+
+	cr_assert_not_null(text);
+	memcpy(text, head, sizeof(head) - 1);
+	memset(text + sizeof(head) - 1, 'T', n);
+	strcat(text, "\n");
+	creds_file(text, path, sizeof(path));
+	cr_assert_null(creds_provider_new(&cfg, err, sizeof(err)));
+	cr_assert(strstr(err, "line 4: line is longer than"), "%s", err);
+	free(text);
 }
