@@ -1,6 +1,6 @@
 /* test_upload.c - the upload engine (src/upload.c) against the real S3
  * server from the env, driven by a small poll loop over a curl multi handle
- * (the driver interface the reactor implements in the daemon): single PUTs
+ * (upload.h's upload_loop; the reactor is the daemon's driver): single PUTs
  * and multipart uploads read back byte for byte with their ETags checked,
  * eight at once, through injected faults (rc-proxy), failures and cancels
  * that leave no multipart upload behind, clean-up of an abandoned upload
@@ -21,91 +21,12 @@
 #include "upload.h"
 
 #define MiB (1024u * 1024u)
-#define MAX_TIMERS 4096
-
-/* ---- the test's driver: curl multi + a timer list, run by poll ---- */
-
-struct timer {
-	uint64_t due_ms;
-	void (*cb)(void *);
-	void *arg;
-};
-
-struct loop {
-	CURLM *multi;
-	struct timer timers[MAX_TIMERS];
-	size_t n_timers;
-	unsigned in_flight;
-};
-
+/* The driver is upload.h's upload_loop, the one upload_run uses. */
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int loop_add_transfer(void *ctx, struct s3_req *req)
-{
-	struct loop *l = ctx;
-	cr_assert(upload_is_engine_req(req));
-	if (curl_multi_add_handle(l->multi, s3_req_easy(req)) != CURLM_OK)
-		return -EIO;
-	l->in_flight++;
-	return 0;
-}
-
-static void loop_remove_transfer(void *ctx, struct s3_req *req)
-{
-	struct loop *l = ctx;
-	curl_multi_remove_handle(l->multi, s3_req_easy(req));
-	l->in_flight--;
-}
-
-static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
-			  void *arg)
-{
-	struct loop *l = ctx;
-	if (l->n_timers == MAX_TIMERS)
-		return -ENOSPC;
-	l->timers[l->n_timers++] = (struct timer){ now_ms() + delay_ms, cb, arg };
-	return 0;
-}
-
-static void loop_fire_timers(struct loop *l)
-{
-	uint64_t now = now_ms();
-	for (size_t i = 0; i < l->n_timers;) {
-		if (l->timers[i].due_ms > now) {
-			i++;
-			continue;
-		}
-		struct timer t = l->timers[i];
-		l->timers[i] = l->timers[--l->n_timers];
-		t.cb(t.arg); /* may add timers: the scan goes on over them */
-	}
-}
-
-/* One turn: due timers, curl progress, completions, then a short wait. */
-static void loop_turn(struct loop *l)
-{
-	int running, left;
-	CURLMsg *msg;
-
-	loop_fire_timers(l);
-	curl_multi_perform(l->multi, &running);
-	while ((msg = curl_multi_info_read(l->multi, &left))) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		struct s3_req *req = NULL;
-		CURLcode code = msg->data.result;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
-		curl_multi_remove_handle(l->multi, msg->easy_handle);
-		l->in_flight--;
-		upload_transfer_done(req, code);
-	}
-	int wait = l->n_timers ? 5 : 50;
-	curl_multi_poll(l->multi, NULL, 0, wait, NULL);
 }
 
 /* ---- clients and the engine ---- */
@@ -114,7 +35,7 @@ struct env {
 	struct creds_provider *creds;
 	struct s3_client *s3;        /* what the engine uses */
 	struct s3_client *direct;    /* checks, straight to S3 */
-	struct loop loop;
+	struct upload_loop *loop;
 	struct upload_engine *e;
 };
 
@@ -150,11 +71,10 @@ static void env_open(struct env *t, const char *endpoint, unsigned retries)
 	cr_assert_not_null(t->creds, "creds: %s", err);
 	t->s3 = client_new(t, endpoint, retries);
 	t->direct = client_new(t, NULL, 3);
-	t->loop.multi = curl_multi_init();
-	cr_assert_not_null(t->loop.multi);
-	struct upload_driver drv = { &t->loop, loop_add_transfer,
-				     loop_remove_transfer, loop_add_timer };
-	t->e = upload_engine_new(t->s3, &drv, "itest-upload");
+	t->loop = upload_loop_new();
+	cr_assert_not_null(t->loop);
+	t->e = upload_engine_new(t->s3, upload_loop_driver(t->loop),
+				 "itest-upload");
 	cr_assert_not_null(t->e);
 }
 
@@ -164,16 +84,16 @@ static void env_drain(struct env *t)
 	uint64_t end = now_ms() + 50000;
 	while (upload_engine_active(t->e) || upload_engine_pending(t->e)) {
 		cr_assert(now_ms() < end, "uploads still running after 50 s");
-		loop_turn(&t->loop);
+		upload_loop_turn(t->loop);
 	}
-	cr_assert_eq(t->loop.in_flight, 0);
+	cr_assert_eq(upload_loop_in_flight(t->loop), 0);
 }
 
 static void env_close(struct env *t)
 {
 	env_drain(t);
 	upload_engine_free(t->e);
-	curl_multi_cleanup(t->loop.multi);
+	upload_loop_free(t->loop);
 	if (t->s3 != t->direct)
 		s3_client_free(t->s3);
 	s3_client_free(t->direct);
@@ -445,7 +365,7 @@ Test(upload, failure_aborts_and_reports)
 	while (!j.done) {
 		if (!id[0] && upload_id(u)[0])
 			snprintf(id, sizeof(id), "%s", upload_id(u));
-		loop_turn(&t.loop);
+		upload_loop_turn(t.loop);
 	}
 	env_drain(&t);
 	cr_assert(id[0], "no multipart upload was created");
@@ -487,7 +407,7 @@ Test(upload, cancel_mid_upload_aborts)
 	/* Parts 1 and 2 go first; a read of part 3 means one part is in. */
 	uint64_t end = now_ms() + 30000;
 	while (j.max_read_off < 10 * MiB && !j.done && now_ms() < end)
-		loop_turn(&t.loop);
+		upload_loop_turn(t.loop);
 	cr_assert(!j.done, "finished before the cancel");
 	cr_assert(upload_id(u)[0]);
 	upload_cancel(u);
