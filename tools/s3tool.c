@@ -932,7 +932,7 @@ static int cmd_mpu_put(struct tool *t, const char *bucket, const char *key,
 	struct s3_result r = { .err = rc, .http_status = out.http_status };
 	snprintf(r.code, sizeof(r.code), "%s", out.code);
 	snprintf(r.message, sizeof(r.message), "%s", out.message);
-	report("mpu-put (upload aborted)", bucket, key, &r);
+	report("mpu-put", bucket, key, &r);
 	return 1;
 }
 

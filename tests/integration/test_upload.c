@@ -10,10 +10,12 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../fixture/fixture.h"
 #include "creds.h"
@@ -495,6 +497,134 @@ Test(upload, rename_completed)
 	cr_assert_eq(s3_perform(t.direct, &get, &res, &body, &len), 0);
 	cr_assert_eq(len, size);
 	cr_assert_eq(fx_mismatch(body, data, size), -1);
+	free(body);
+	free(data);
+	env_close(&t);
+}
+
+/* ---- upload_run, the blocking helper, and rc-s3 mpu-put on it ---- */
+
+static int failing_read(void *ctx, uint64_t off, void *dst, size_t len)
+{
+	if (off >= 5 * MiB)
+		return -EIO;
+	memcpy(dst, (const unsigned char *)ctx + off, len);
+	return 0;
+}
+
+/* rc-s3 mpu-put of size bytes to key; its stdout (the ETag) into etag. */
+static int mpu_put_tool(const char *key, const unsigned char *data,
+			size_t size, char *etag, size_t etaglen)
+{
+	char path[512], out[4096] = "";
+	snprintf(path, sizeof(path), "%s/mpu-put.bin", fx_tmpdir());
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(data, 1, size, f), size);
+	cr_assert_eq(fclose(f), 0);
+	char *argv[] = { RC_BUILD_DIR "/rc-s3", "mpu-put",
+			 (char *)fx_env()->bucket, (char *)key, path,
+			 "--part-size", "5M", "--jobs", "3", NULL };
+	int rc = fx_run(argv, out, sizeof(out), 60000);
+	unlink(path);
+	snprintf(etag, etaglen, "%.*s", (int)strcspn(out, "\n"), out);
+	return rc;
+}
+
+Test(upload, run_blocking_read_back_by_awscli)
+{
+	struct env t;
+	char prefix[512], keys[3][600], etag[128];
+	size_t sizes[3] = { 13 * MiB + 7, 11 * MiB, 12 * MiB + 3 };
+	unsigned char *data[3];
+	struct fx_s3_object objs[3];
+	struct upload_outcome out;
+
+	env_open(&t, NULL, 3);
+	ukey(prefix, sizeof(prefix), "run");
+	strcat(prefix, "/");
+	for (int i = 0; i < 3; i++) {
+		data[i] = fx_pattern(sizes[i], 40 + (unsigned)i);
+		snprintf(keys[i], sizeof(keys[i]), "%sobj%d", prefix, i);
+		objs[i] = (struct fx_s3_object){ keys[i], data[i], sizes[i] };
+	}
+	/* From a buffer, 3 parts at once; from a source, one at a time. */
+	for (int i = 0; i < 2; i++) {
+		struct upload_params p = {
+			.bucket = fx_env()->bucket, .key = keys[i],
+			.size = sizes[i], .data = i ? NULL : data[i],
+			.read = i ? job_read : NULL, .read_ctx = &(struct job){
+				.data = data[i], .size = sizes[i] },
+			.part_size = 5 * MiB, .concurrency = i ? 1 : 3,
+		};
+		cr_assert_eq(upload_run(t.s3, &p, "itest-upload", &out), 0,
+			     "%s: %s %s", keys[i], out.code, out.message);
+		fx_s3_etag(data[i], sizes[i], 5 * MiB, etag);
+		cr_assert_str_eq(out.etag, etag);
+		cr_assert_eq(out.parts, 3);
+	}
+	/* rc-s3 mpu-put prints the multipart ETag S3 gives the object. */
+	char tool_etag[128];
+	cr_assert_eq(mpu_put_tool(keys[2], data[2], sizes[2], tool_etag,
+				  sizeof(tool_etag)), 0, "rc-s3: %s", tool_etag);
+	fx_s3_etag(data[2], sizes[2], 5 * MiB, etag);
+	cr_assert_str_eq(tool_etag, etag);
+	fx_aws_assert_objects(prefix, objs, 3, 5 * MiB);
+	for (int i = 0; i < 3; i++)
+		free(data[i]);
+	env_close(&t);
+}
+
+/* S3's ETag of a one-part multipart upload: MD5 of the part's MD5, "-1". */
+static void one_part_etag(const void *data, size_t size, char out[64])
+{
+	unsigned char md5[16], top[16];
+	cr_assert_eq(EVP_Digest(data, size, md5, NULL, EVP_md5(), NULL), 1);
+	cr_assert_eq(EVP_Digest(md5, 16, top, NULL, EVP_md5(), NULL), 1);
+	out[0] = '"';
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", top[i]);
+	strcpy(out + 33, "-1\"");
+}
+
+Test(upload, run_failure_aborts_and_one_part_stays_multipart)
+{
+	struct env t;
+	char key[512], want[64];
+	size_t size = 12 * MiB;
+	unsigned char *data = fx_pattern(size, 50);
+	struct upload_outcome out;
+
+	env_open(&t, NULL, 3);
+	ukey(key, sizeof(key), "run-fails");
+	struct upload_params p = {
+		.bucket = fx_env()->bucket, .key = key, .size = size,
+		.read = failing_read, .read_ctx = data, .part_size = 5 * MiB,
+		.concurrency = 1,
+	};
+	cr_assert_eq(upload_run(t.s3, &p, NULL, &out), -EIO);
+	cr_assert_eq(out.err, -EIO);
+	cr_assert_eq(uploads_of(&t, key), 0, "the failed upload was not aborted");
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+
+	/* multipart: a body that fits one part is still one part, "-1". */
+	ukey(key, sizeof(key), "run-one-part");
+	p = (struct upload_params){ .bucket = fx_env()->bucket, .key = key,
+				    .size = MiB, .data = data,
+				    .part_size = 5 * MiB, .multipart = true };
+	cr_assert_eq(upload_run(t.s3, &p, NULL, &out), 0, "%s", out.message);
+	cr_assert_eq(out.parts, 1);
+	one_part_etag(data, MiB, want);
+	cr_assert_str_eq(out.etag, want);
+	struct s3_req_params get = { .op = S3_GET_OBJECT,
+				     .bucket = fx_env()->bucket, .key = key };
+	struct s3_result res;
+	char *body = NULL;
+	size_t len = 0;
+	cr_assert_eq(s3_perform(t.direct, &get, &res, &body, &len), 0);
+	cr_assert_eq(len, MiB);
+	cr_assert_eq(fx_mismatch(body, data, MiB), -1);
+	cr_assert_str_eq(res.etag, out.etag);
 	free(body);
 	free(data);
 	env_close(&t);
