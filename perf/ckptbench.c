@@ -8,7 +8,7 @@
  *   daemon  through include/ringcache.h: WRITE_OPEN, WRITEs from a
  *           registered buffer, COMMIT (the writer is blocked until here),
  *           then SYNC (the bytes are in S3)
- *   direct  a synchronous multipart upload straight to S3 (the FUSE
+ *   direct  a synchronous multipart upload straight to S3 (upload_run; the FUSE
  *           practice): CreateMultipartUpload, --jobs parts in flight from
  *           the buffer, CompleteMultipartUpload; blocked == total
  * With --verify every object is then read back with a GET straight from
