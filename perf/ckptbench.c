@@ -8,7 +8,7 @@
  *   daemon  through include/ringcache.h: WRITE_OPEN, WRITEs from a
  *           registered buffer, COMMIT (the writer is blocked until here),
  *           then SYNC (the bytes are in S3)
- *   direct  a synchronous multipart upload straight to S3 (the FUSE
+ *   direct  a synchronous multipart upload straight to S3 (upload_run; the FUSE
  *           practice): CreateMultipartUpload, --jobs parts in flight from
  *           the buffer, CompleteMultipartUpload; blocked == total
  * With --verify every object is then read back with a GET straight from
@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "creds.h"
 #include "ringcache.h"
 #include "s3.h"
+#include "upload.h"
 
 #define MAX_WRITERS 64
 #define MAX_JOBS 32
@@ -135,126 +135,23 @@ static struct s3_client *s3_open(const char *endpoint,
 
 /* ------------------------------------------------------ direct upload */
 
-/* One multipart upload shared by its part threads. */
-struct mpu {
-	struct s3_client *s3;
-	const char *bucket, *key, *upload_id;
-	const uint8_t *data;
-	uint64_t len, part_size;
-	unsigned n_parts, next;
-	char (*etags)[128];
-	pthread_mutex_t lock;
-	bool failed;
-	char error[160];
-};
-
-static bool mpu_take(struct mpu *m, unsigned *idx)
-{
-	pthread_mutex_lock(&m->lock);
-	bool ok = !m->failed && m->next < m->n_parts;
-	if (ok)
-		*idx = m->next++;
-	pthread_mutex_unlock(&m->lock);
-	return ok;
-}
-
-static void mpu_fail(struct mpu *m, const char *what, const struct s3_result *r)
-{
-	pthread_mutex_lock(&m->lock);
-	if (!m->failed)
-		snprintf(m->error, sizeof(m->error), "%s: HTTP %ld %.40s %.60s", what,
-			 r->http_status, r->code, r->message);
-	m->failed = true;
-	pthread_mutex_unlock(&m->lock);
-}
-
-static void *mpu_worker(void *arg)
-{
-	struct mpu *m = arg;
-	unsigned i;
-
-	while (mpu_take(m, &i)) {
-		uint64_t off = (uint64_t)i * m->part_size;
-		uint64_t n = m->len - off < m->part_size ? m->len - off : m->part_size;
-		struct s3_req_params p = { .op = S3_UPLOAD_PART, .bucket = m->bucket,
-					   .key = m->key, .upload_id = m->upload_id,
-					   .part_number = i + 1, .body = m->data + off,
-					   .body_len = n };
-		struct s3_result r;
-		if (s3_perform(m->s3, &p, &r, NULL, NULL) < 0 || !r.etag[0]) {
-			mpu_fail(m, "upload part", &r);
-			break;
-		}
-		snprintf(m->etags[i], sizeof(m->etags[i]), "%s", r.etag);
-	}
-	return NULL;
-}
-
-static int mpu_create(struct mpu *m, char *id, size_t idlen)
-{
-	struct s3_req_params p = { .op = S3_CREATE_MULTIPART, .bucket = m->bucket,
-				   .key = m->key };
-	struct s3_result r;
-	char *body = NULL, err[128];
-	size_t blen = 0;
-	int rc = s3_perform(m->s3, &p, &r, &body, &blen);
-	if (rc == 0)
-		rc = s3_parse_upload_id(body, blen, id, idlen, err, sizeof(err));
-	free(body);
-	if (rc < 0)
-		mpu_fail(m, "create multipart", &r);
-	return rc < 0 ? -1 : 0;
-}
-
-static int mpu_complete(struct mpu *m)
-{
-	struct s3_part *parts = calloc(m->n_parts, sizeof(*parts));
-	struct s3_result r;
-	if (!parts)
-		return -1;
-	for (unsigned i = 0; i < m->n_parts; i++)
-		parts[i] = (struct s3_part){ i + 1, m->etags[i], NULL };
-	struct s3_req_params p = { .op = S3_COMPLETE_MULTIPART, .bucket = m->bucket,
-				   .key = m->key, .upload_id = m->upload_id,
-				   .parts = parts, .n_parts = m->n_parts };
-	int rc = s3_perform(m->s3, &p, &r, NULL, NULL);
-	free(parts);
-	if (rc < 0)
-		mpu_fail(m, "complete multipart", &r);
-	return rc < 0 ? -1 : 0;
-}
-
-/* The synchronous save: returns when CompleteMultipartUpload answered. */
+/* The synchronous save: upload_run returns once Complete has answered
+ * (or the upload failed and was aborted). */
 static int direct_upload(const struct options *o, struct s3_client *s3,
 			 const char *key, const uint8_t *data, char *error,
 			 size_t errlen)
 {
-	char upload_id[256];
-	struct mpu m = { .s3 = s3, .bucket = o->bucket, .key = key, .data = data,
-			 .len = o->size, .part_size = o->part_size };
-	m.n_parts = (unsigned)((o->size + o->part_size - 1) / o->part_size);
-	m.etags = calloc(m.n_parts ? m.n_parts : 1, sizeof(*m.etags));
-	pthread_mutex_init(&m.lock, NULL);
-	int rc = -1;
-	if (m.etags && mpu_create(&m, upload_id, sizeof(upload_id)) == 0) {
-		pthread_t th[MAX_JOBS];
-		unsigned jobs = (unsigned)o->jobs < m.n_parts ? (unsigned)o->jobs : m.n_parts;
-		unsigned started = 0;
-		m.upload_id = upload_id;
-		for (; started < jobs; started++)
-			if (pthread_create(&th[started], NULL, mpu_worker, &m) != 0)
-				break;
-		if (started == 0)
-			mpu_worker(&m);
-		for (unsigned i = 0; i < started; i++)
-			pthread_join(th[i], NULL);
-		rc = m.failed ? -1 : mpu_complete(&m);
-	}
-	if (rc < 0)
-		snprintf(error, errlen, "%s", m.error[0] ? m.error : "out of memory");
-	pthread_mutex_destroy(&m.lock);
-	free(m.etags);
-	return rc;
+	struct upload_params p = {
+		.bucket = o->bucket, .key = key, .size = o->size, .data = data,
+		.part_size = o->part_size, .concurrency = (unsigned)o->jobs,
+		.multipart = true,
+	};
+	struct upload_outcome out;
+	if (upload_run(s3, &p, NULL, &out) == 0)
+		return 0;
+	snprintf(error, errlen, "multipart upload: %s: HTTP %ld %.40s %.60s",
+		 strerror(-out.err), out.http_status, out.code, out.message);
+	return -1;
 }
 
 /* ------------------------------------------------------ daemon writer */

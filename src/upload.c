@@ -876,8 +876,9 @@ static struct upload *upload_alloc(struct upload_engine *e,
 	u->p = *p;
 	u->bucket = strdup(p->bucket);
 	u->key = strdup(p->key);
-	if (p->size > p->part_size) {
+	if (p->size > p->part_size || p->multipart) {
 		u->n_parts = (unsigned)((p->size + p->part_size - 1) / p->part_size);
+		u->n_parts += u->n_parts == 0; /* one empty part */
 		u->md5s = calloc(u->n_parts, sizeof(*u->md5s));
 		u->etags = calloc(u->n_parts, sizeof(*u->etags));
 	}
@@ -1115,4 +1116,158 @@ int upload_rename_completed(struct s3_client *s3, const char *bucket,
 	};
 	rc = s3_perform(s3, &del, res, NULL, NULL);
 	return rc == -ENOENT ? 0 : rc;
+}
+
+/* ---- the blocking driver and upload_run ---------------------------------- */
+
+struct loop_timer {
+	uint64_t due_ms;
+	void (*cb)(void *);
+	void *arg;
+};
+
+struct upload_loop {
+	struct upload_driver drv;
+	CURLM *multi;
+	struct loop_timer *timers;
+	size_t n_timers, cap_timers;
+	unsigned in_flight;
+};
+
+static uint64_t loop_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int loop_add_transfer(void *ctx, struct s3_req *req)
+{
+	struct upload_loop *l = ctx;
+	if (curl_multi_add_handle(l->multi, s3_req_easy(req)) != CURLM_OK)
+		return -EIO;
+	l->in_flight++;
+	return 0;
+}
+
+static void loop_remove_transfer(void *ctx, struct s3_req *req)
+{
+	struct upload_loop *l = ctx;
+	curl_multi_remove_handle(l->multi, s3_req_easy(req));
+	l->in_flight--;
+}
+
+static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
+			  void *arg)
+{
+	struct upload_loop *l = ctx;
+	if (l->n_timers == l->cap_timers) {
+		size_t cap = l->cap_timers ? 2 * l->cap_timers : 16;
+		struct loop_timer *t = realloc(l->timers, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		l->timers = t;
+		l->cap_timers = cap;
+	}
+	l->timers[l->n_timers++] =
+		(struct loop_timer){ loop_now_ms() + delay_ms, cb, arg };
+	return 0;
+}
+
+static void loop_fire_timers(struct upload_loop *l)
+{
+	uint64_t now = loop_now_ms();
+	for (size_t i = 0; i < l->n_timers;) {
+		if (l->timers[i].due_ms > now) {
+			i++;
+			continue;
+		}
+		struct loop_timer t = l->timers[i];
+		l->timers[i] = l->timers[--l->n_timers];
+		t.cb(t.arg); /* may add timers: the scan goes on over them */
+	}
+}
+
+struct upload_loop *upload_loop_new(void)
+{
+	struct upload_loop *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->multi = curl_multi_init();
+	if (!l->multi) {
+		free(l);
+		return NULL;
+	}
+	l->drv = (struct upload_driver){ l, loop_add_transfer,
+					 loop_remove_transfer, loop_add_timer,
+					 NULL };
+	return l;
+}
+
+void upload_loop_free(struct upload_loop *l)
+{
+	if (!l)
+		return;
+	curl_multi_cleanup(l->multi);
+	free(l->timers);
+	free(l);
+}
+
+const struct upload_driver *upload_loop_driver(struct upload_loop *l)
+{
+	return &l->drv;
+}
+
+unsigned upload_loop_in_flight(const struct upload_loop *l)
+{
+	return l->in_flight;
+}
+
+void upload_loop_turn(struct upload_loop *l)
+{
+	int running, left;
+	CURLMsg *msg;
+
+	loop_fire_timers(l);
+	curl_multi_perform(l->multi, &running);
+	while ((msg = curl_multi_info_read(l->multi, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		struct s3_req *req = NULL;
+		CURLcode code = msg->data.result;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
+		curl_multi_remove_handle(l->multi, msg->easy_handle);
+		l->in_flight--;
+		upload_transfer_done(req, code);
+	}
+	/* Retry backoffs are short: wake for them rather than sleep 50 ms. */
+	curl_multi_poll(l->multi, NULL, 0, l->n_timers ? 5 : 50, NULL);
+}
+
+static void run_done(void *ctx, const struct upload_outcome *out)
+{
+	*(struct upload_outcome *)ctx = *out;
+}
+
+int upload_run(struct s3_client *s3, const struct upload_params *p,
+	       const char *daemon_id, struct upload_outcome *out)
+{
+	struct upload_params params = *p;
+	struct upload_loop *l = upload_loop_new();
+	struct upload_engine *e =
+		l ? upload_engine_new(s3, upload_loop_driver(l), daemon_id) : NULL;
+	int err = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	params.done = run_done;
+	params.done_ctx = out;
+	if (e && upload_start(e, &params, &err))
+		while (upload_engine_active(e) || upload_engine_pending(e))
+			upload_loop_turn(l);
+	else
+		out->err = err;
+	if (e)
+		upload_engine_free(e);
+	upload_loop_free(l);
+	return out->err;
 }

@@ -3,7 +3,9 @@
  * parallel parts, Content-MD5 on every request, retries with the S3
  * client's backoff, CompleteMultipartUpload when every part is in and
  * AbortMultipartUpload on failure or cancel. Also the blocking helpers
- * around it: clean-up of abandoned uploads and rename of a completed object.
+ * around it: one upload run to its end on a private poll loop (the tools'
+ * and benchmarks' multipart upload), clean-up of abandoned uploads and
+ * rename of a completed object.
  *
  * The engine owns no event loop. Its driver (the shard's reactor, or a
  * test's poll loop) runs the transfers and the timers:
@@ -82,6 +84,9 @@ struct upload_params {
 	 * A 412 is checked with a HEAD: the same ETag is this upload's own
 	 * earlier attempt (success), another is -EEXIST. */
 	bool no_overwrite;
+	/* A multipart upload even when size fits one part (rc-s3 mpu-put):
+	 * one part, possibly empty, and a "-1" ETag. */
+	bool multipart;
 };
 
 struct upload_engine;
@@ -126,6 +131,26 @@ void upload_transfer_done(struct s3_req *req, CURLcode code);
 /* True if key/upload_id is an upload of this engine still running: the
  * keep callback of upload_cleanup_abandoned. */
 bool upload_engine_owns(void *engine, const char *key, const char *upload_id);
+
+/* A driver of one thread and no other work: a curl multi handle and a
+ * timer list, run by curl_multi_poll. upload_run's loop, and a test's. */
+struct upload_loop;
+struct upload_loop *upload_loop_new(void);  /* NULL: out of memory */
+void upload_loop_free(struct upload_loop *l);
+const struct upload_driver *upload_loop_driver(struct upload_loop *l);
+/* One turn: due timers, curl progress, completions, then a wait of at most
+ * 50 ms for sockets. */
+void upload_loop_turn(struct upload_loop *l);
+/* Transfers added and not yet done or removed. */
+unsigned upload_loop_in_flight(const struct upload_loop *l);
+
+/* Blocking: one upload (p->done and p->done_ctx are ignored) on a private
+ * upload_loop, parts p->concurrency at a time, until it is done and every
+ * request and timer has ended. daemon_id as in upload_engine_new. Returns
+ * out->err (0 or a negated errno, out filled); -ENOMEM before anything
+ * was sent. */
+int upload_run(struct s3_client *s3, const struct upload_params *p,
+	       const char *daemon_id, struct upload_outcome *out);
 
 /* Blocking (s3_perform): aborts the multipart uploads under bucket/prefix
  * initiated more than older_than_s seconds ago, except those keep() claims

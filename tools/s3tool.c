@@ -8,8 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +17,14 @@
 
 #include "../src/creds.h"
 #include "../src/s3.h"
+#include "../src/upload.h"
 #include "dataset.h"
 
 #define MAX_ARGS 8
 #define DEFAULT_JOBS 16
 #define MAX_JOBS 256
 #define DEFAULT_MPU_JOBS 4
-#define MIN_PART_SIZE (5ull << 20)      /* S3's floor for all but the last */
 #define MAX_PART_SIZE (5ull << 30)
-#define MAX_PARTS 10000
 
 struct options {
 	const char *endpoint, *region, *access_key, *secret_key, *session_token;
@@ -884,228 +881,59 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* One multipart upload shared by the part workers. */
-struct mpu {
-	struct tool *t;
-	const char *bucket, *key, *upload_id;
-	const unsigned char *data;
-	size_t len, part_size;
-	unsigned n_parts;
-	char (*etags)[128];
-	pthread_mutex_t lock;
-	unsigned next;          /* next part index to hand out */
-	bool failed;
-};
-
-static bool mpu_take(struct mpu *m, unsigned *idx)
+/* The part size --part-size asks for, checked against S3's limits for a
+ * file of len bytes; 0 or -1 (said on stderr). */
+static int mpu_part_size(struct tool *t, size_t len, uint64_t *part)
 {
-	pthread_mutex_lock(&m->lock);
-	bool ok = !m->failed && m->next < m->n_parts;
-	if (ok)
-		*idx = m->next++;
-	pthread_mutex_unlock(&m->lock);
-	return ok;
-}
-
-/* Takes parts until none are left or one failed (s3_perform has already
- * retried it: the body is our buffer, so each retry sends the same bytes). */
-static void *mpu_worker(void *arg)
-{
-	struct mpu *m = arg;
-	unsigned i;
-
-	while (mpu_take(m, &i)) {
-		size_t off = (size_t)i * m->part_size;
-		size_t n = m->len - off < m->part_size ? m->len - off : m->part_size;
-		struct s3_req_params p = { .op = S3_UPLOAD_PART, .bucket = m->bucket,
-					   .key = m->key, .upload_id = m->upload_id,
-					   .part_number = i + 1, .body = m->data + off,
-					   .body_len = n };
-		struct s3_result r;
-
-		if (s3_perform(m->t->s3, &p, &r, NULL, NULL) < 0 || !r.etag[0]) {
-			report("upload part", m->bucket, m->key, &r);
-			pthread_mutex_lock(&m->lock);
-			m->failed = true;
-			pthread_mutex_unlock(&m->lock);
-			break;
-		}
-		snprintf(m->etags[i], sizeof(m->etags[i]), "%s", r.etag);
-	}
-	return NULL;
-}
-
-static int mpu_run_workers(struct mpu *m, unsigned jobs)
-{
-	pthread_t th[MAX_JOBS];
-	unsigned started = 0;
-
-	if (jobs > m->n_parts)
-		jobs = m->n_parts;
-	for (; started < jobs; started++)
-		if (pthread_create(&th[started], NULL, mpu_worker, m) != 0)
-			break;
-	if (started == 0)
-		mpu_worker(m);
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	return m->failed ? -1 : 0;
-}
-
-/* The ETag S3 gives a multipart object: MD5 of the parts' binary MD5s,
- * "-N". Only meaningful when part ETags are MD5s (no SSE-KMS). */
-static void mpu_expected_etag(const struct mpu *m, char *out, size_t outlen)
-{
-	unsigned char *cat = malloc(16 * (size_t)m->n_parts), md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	out[0] = '\0';
-	if (!cat)
-		return;
-	for (unsigned i = 0; i < m->n_parts; i++)
-		for (int b = 0; b < 16; b++)
-			if (sscanf(m->etags[i] + 1 + 2 * b, "%2hhx", &cat[16 * i + b]) != 1)
-				goto out;
-	if (EVP_Digest(cat, 16 * (size_t)m->n_parts, md, &mdlen, EVP_md5(), NULL) == 1 &&
-	    outlen > 2 * mdlen + 12) {
-		size_t pos = 0;
-		out[pos++] = '"';
-		for (unsigned int b = 0; b < mdlen; b++, pos += 2)
-			snprintf(out + pos, 3, "%02x", md[b]);
-		snprintf(out + pos, outlen - pos, "-%u\"", m->n_parts);
-	}
-out:
-	free(cat);
-}
-
-/* Completes; a Complete whose answer was lost after the server finished
- * is retried into NoSuchUpload: the object's ETag then says it is done. */
-static int mpu_complete(struct mpu *m)
-{
-	struct s3_part *parts = calloc(m->n_parts, sizeof(*parts));
-	struct s3_result r;
-	char want[64];
-
-	if (!parts) {
-		fprintf(stderr, "rc-s3: mpu-put: out of memory\n");
-		return -1;
-	}
-	for (unsigned i = 0; i < m->n_parts; i++)
-		parts[i] = (struct s3_part){ i + 1, m->etags[i], NULL };
-	struct s3_req_params p = { .op = S3_COMPLETE_MULTIPART, .bucket = m->bucket,
-				   .key = m->key, .upload_id = m->upload_id,
-				   .parts = parts, .n_parts = m->n_parts };
-	int rc = s3_perform(m->t->s3, &p, &r, NULL, NULL);
-	free(parts);
-	if (rc == 0)
-		return 0;
-	if (rc == -ENOENT) {
-		struct s3_req_params h = { .op = S3_HEAD_OBJECT, .bucket = m->bucket,
-					   .key = m->key };
-		struct s3_result hr;
-		mpu_expected_etag(m, want, sizeof(want));
-		if (s3_perform(m->t->s3, &h, &hr, NULL, NULL) == 0 && want[0] &&
-		    strcmp(hr.etag, want) == 0)
-			return 0;
-	}
-	report("complete", m->bucket, m->key, &r);
-	return -1;
-}
-
-static void mpu_abort_quietly(struct tool *t, const char *bucket,
-			      const char *key, const char *upload_id)
-{
-	struct s3_req_params p = { .op = S3_ABORT_MULTIPART, .bucket = bucket,
-				   .key = key, .upload_id = upload_id };
-	struct s3_result r;
-
-	if (s3_perform(t->s3, &p, &r, NULL, NULL) < 0)
-		report("abort (upload left behind)", bucket, key, &r);
-	else
-		fprintf(stderr, "rc-s3: aborted upload %s\n", upload_id);
-}
-
-static int mpu_create(struct tool *t, const char *bucket, const char *key,
-		      char *id, size_t idlen)
-{
-	struct s3_req_params p = { .op = S3_CREATE_MULTIPART, .bucket = bucket,
-				   .key = key };
-	struct s3_result r;
-	char *body = NULL, err[256] = "";
-	size_t len = 0;
-
-	if (s3_perform(t->s3, &p, &r, &body, &len) < 0) {
-		report("create upload", bucket, key, &r);
-		free(body);
-		return -1;
-	}
-	int rc = s3_parse_upload_id(body, len, id, idlen, err, sizeof(err));
-	free(body);
-	if (rc < 0)
-		fprintf(stderr, "rc-s3: create upload %s/%s: %s\n", bucket, key, err);
-	return rc;
-}
-
-static int mpu_geometry(struct tool *t, size_t len, struct mpu *m)
-{
-	uint64_t part = MIN_PART_SIZE;
-
-	if (t->opt.part_size && (parse_size(t->opt.part_size, &part) < 0 ||
-				 part < MIN_PART_SIZE || part > MAX_PART_SIZE)) {
+	*part = UPLOAD_MIN_PART;
+	if (t->opt.part_size && (parse_size(t->opt.part_size, part) < 0 ||
+				 *part < UPLOAD_MIN_PART || *part > MAX_PART_SIZE)) {
 		fprintf(stderr, "rc-s3: --part-size '%s': give 5M..5G\n",
 			t->opt.part_size);
 		return -1;
 	}
-	uint64_t n = len ? (len + part - 1) / part : 1;
-	if (n > MAX_PARTS) {
+	uint64_t n = len ? (len + *part - 1) / *part : 1;
+	if (n > UPLOAD_MAX_PARTS) {
 		fprintf(stderr, "rc-s3: %zu bytes need %" PRIu64 " parts of %" PRIu64
-			" bytes; S3 allows %d: raise --part-size\n", len, n, part,
-			MAX_PARTS);
+			" bytes; S3 allows %u: raise --part-size\n", len, n, *part,
+			UPLOAD_MAX_PARTS);
 		return -1;
 	}
-	m->part_size = (size_t)part;
-	m->n_parts = (unsigned)n;
 	return 0;
 }
 
+/* Parts --jobs at a time through upload_run (Content-MD5 on each, retried
+ * by the S3 client's policy, Complete, Abort on failure); prints the ETag. */
 static int cmd_mpu_put(struct tool *t, const char *bucket, const char *key,
 		       const char *file)
 {
-	struct mpu m = { .t = t, .bucket = bucket, .key = key };
-	char id[1024];
+	struct upload_outcome out;
 	unsigned char *data;
-	int rc = 1;
+	size_t len;
+	uint64_t part;
 
-	if (read_all(file, &data, &m.len) < 0)
+	if (read_all(file, &data, &len) < 0)
 		return 1;
-	m.data = data;
-	if (mpu_geometry(t, m.len, &m) < 0 || mpu_create(t, bucket, key, id, sizeof(id)) < 0) {
+	if (mpu_part_size(t, len, &part) < 0) {
 		free(data);
 		return 1;
 	}
-	m.upload_id = id;
-	m.etags = calloc(m.n_parts, sizeof(*m.etags));
-	pthread_mutex_init(&m.lock, NULL);
-	if (m.etags &&
-	    mpu_run_workers(&m, t->opt.jobs_given ? t->opt.jobs : DEFAULT_MPU_JOBS) == 0 &&
-	    mpu_complete(&m) == 0) {
-		struct s3_req_params h = { .op = S3_HEAD_OBJECT, .bucket = bucket, .key = key };
-		struct s3_result hr;
-		if (s3_perform(t->s3, &h, &hr, NULL, NULL) == 0) {
-			printf("%s\n", hr.etag); /* Complete's own ETag may be empty (RGW) */
-			rc = 0;
-		} else {
-			report("head", bucket, key, &hr);
-		}
-	} else {
-		if (!m.etags)
-			fprintf(stderr, "rc-s3: mpu-put: out of memory\n");
-		mpu_abort_quietly(t, bucket, key, id);
-	}
-	pthread_mutex_destroy(&m.lock);
-	free(m.etags);
+	struct upload_params p = {
+		.bucket = bucket, .key = key, .size = len, .data = data,
+		.part_size = part, .multipart = true,
+		.concurrency = t->opt.jobs_given ? t->opt.jobs : DEFAULT_MPU_JOBS,
+	};
+	int rc = upload_run(t->s3, &p, NULL, &out);
 	free(data);
-	return rc;
+	if (rc == 0) {
+		printf("%s\n", out.etag);
+		return 0;
+	}
+	struct s3_result r = { .err = rc, .http_status = out.http_status };
+	snprintf(r.code, sizeof(r.code), "%s", out.code);
+	snprintf(r.message, sizeof(r.message), "%s", out.message);
+	report("mpu-put", bucket, key, &r);
+	return 1;
 }
 
 static int cmd_mpu_ls(struct tool *t, const char *bucket, const char *prefix)

@@ -1,6 +1,6 @@
 /* test_upload.c - the upload engine (src/upload.c) against the real S3
  * server from the env, driven by a small poll loop over a curl multi handle
- * (the driver interface the reactor implements in the daemon): single PUTs
+ * (upload.h's upload_loop; the reactor is the daemon's driver): single PUTs
  * and multipart uploads read back byte for byte with their ETags checked,
  * eight at once, through injected faults (rc-proxy), failures and cancels
  * that leave no multipart upload behind, clean-up of an abandoned upload
@@ -10,10 +10,12 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../fixture/fixture.h"
 #include "creds.h"
@@ -21,91 +23,12 @@
 #include "upload.h"
 
 #define MiB (1024u * 1024u)
-#define MAX_TIMERS 4096
-
-/* ---- the test's driver: curl multi + a timer list, run by poll ---- */
-
-struct timer {
-	uint64_t due_ms;
-	void (*cb)(void *);
-	void *arg;
-};
-
-struct loop {
-	CURLM *multi;
-	struct timer timers[MAX_TIMERS];
-	size_t n_timers;
-	unsigned in_flight;
-};
-
+/* The driver is upload.h's upload_loop, the one upload_run uses. */
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int loop_add_transfer(void *ctx, struct s3_req *req)
-{
-	struct loop *l = ctx;
-	cr_assert(upload_is_engine_req(req));
-	if (curl_multi_add_handle(l->multi, s3_req_easy(req)) != CURLM_OK)
-		return -EIO;
-	l->in_flight++;
-	return 0;
-}
-
-static void loop_remove_transfer(void *ctx, struct s3_req *req)
-{
-	struct loop *l = ctx;
-	curl_multi_remove_handle(l->multi, s3_req_easy(req));
-	l->in_flight--;
-}
-
-static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
-			  void *arg)
-{
-	struct loop *l = ctx;
-	if (l->n_timers == MAX_TIMERS)
-		return -ENOSPC;
-	l->timers[l->n_timers++] = (struct timer){ now_ms() + delay_ms, cb, arg };
-	return 0;
-}
-
-static void loop_fire_timers(struct loop *l)
-{
-	uint64_t now = now_ms();
-	for (size_t i = 0; i < l->n_timers;) {
-		if (l->timers[i].due_ms > now) {
-			i++;
-			continue;
-		}
-		struct timer t = l->timers[i];
-		l->timers[i] = l->timers[--l->n_timers];
-		t.cb(t.arg); /* may add timers: the scan goes on over them */
-	}
-}
-
-/* One turn: due timers, curl progress, completions, then a short wait. */
-static void loop_turn(struct loop *l)
-{
-	int running, left;
-	CURLMsg *msg;
-
-	loop_fire_timers(l);
-	curl_multi_perform(l->multi, &running);
-	while ((msg = curl_multi_info_read(l->multi, &left))) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		struct s3_req *req = NULL;
-		CURLcode code = msg->data.result;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&req);
-		curl_multi_remove_handle(l->multi, msg->easy_handle);
-		l->in_flight--;
-		upload_transfer_done(req, code);
-	}
-	int wait = l->n_timers ? 5 : 50;
-	curl_multi_poll(l->multi, NULL, 0, wait, NULL);
 }
 
 /* ---- clients and the engine ---- */
@@ -114,7 +37,7 @@ struct env {
 	struct creds_provider *creds;
 	struct s3_client *s3;        /* what the engine uses */
 	struct s3_client *direct;    /* checks, straight to S3 */
-	struct loop loop;
+	struct upload_loop *loop;
 	struct upload_engine *e;
 };
 
@@ -150,11 +73,10 @@ static void env_open(struct env *t, const char *endpoint, unsigned retries)
 	cr_assert_not_null(t->creds, "creds: %s", err);
 	t->s3 = client_new(t, endpoint, retries);
 	t->direct = client_new(t, NULL, 3);
-	t->loop.multi = curl_multi_init();
-	cr_assert_not_null(t->loop.multi);
-	struct upload_driver drv = { &t->loop, loop_add_transfer,
-				     loop_remove_transfer, loop_add_timer };
-	t->e = upload_engine_new(t->s3, &drv, "itest-upload");
+	t->loop = upload_loop_new();
+	cr_assert_not_null(t->loop);
+	t->e = upload_engine_new(t->s3, upload_loop_driver(t->loop),
+				 "itest-upload");
 	cr_assert_not_null(t->e);
 }
 
@@ -164,16 +86,16 @@ static void env_drain(struct env *t)
 	uint64_t end = now_ms() + 50000;
 	while (upload_engine_active(t->e) || upload_engine_pending(t->e)) {
 		cr_assert(now_ms() < end, "uploads still running after 50 s");
-		loop_turn(&t->loop);
+		upload_loop_turn(t->loop);
 	}
-	cr_assert_eq(t->loop.in_flight, 0);
+	cr_assert_eq(upload_loop_in_flight(t->loop), 0);
 }
 
 static void env_close(struct env *t)
 {
 	env_drain(t);
 	upload_engine_free(t->e);
-	curl_multi_cleanup(t->loop.multi);
+	upload_loop_free(t->loop);
 	if (t->s3 != t->direct)
 		s3_client_free(t->s3);
 	s3_client_free(t->direct);
@@ -445,7 +367,7 @@ Test(upload, failure_aborts_and_reports)
 	while (!j.done) {
 		if (!id[0] && upload_id(u)[0])
 			snprintf(id, sizeof(id), "%s", upload_id(u));
-		loop_turn(&t.loop);
+		upload_loop_turn(t.loop);
 	}
 	env_drain(&t);
 	cr_assert(id[0], "no multipart upload was created");
@@ -487,7 +409,7 @@ Test(upload, cancel_mid_upload_aborts)
 	/* Parts 1 and 2 go first; a read of part 3 means one part is in. */
 	uint64_t end = now_ms() + 30000;
 	while (j.max_read_off < 10 * MiB && !j.done && now_ms() < end)
-		loop_turn(&t.loop);
+		upload_loop_turn(t.loop);
 	cr_assert(!j.done, "finished before the cancel");
 	cr_assert(upload_id(u)[0]);
 	upload_cancel(u);
@@ -575,6 +497,134 @@ Test(upload, rename_completed)
 	cr_assert_eq(s3_perform(t.direct, &get, &res, &body, &len), 0);
 	cr_assert_eq(len, size);
 	cr_assert_eq(fx_mismatch(body, data, size), -1);
+	free(body);
+	free(data);
+	env_close(&t);
+}
+
+/* ---- upload_run, the blocking helper, and rc-s3 mpu-put on it ---- */
+
+static int failing_read(void *ctx, uint64_t off, void *dst, size_t len)
+{
+	if (off >= 5 * MiB)
+		return -EIO;
+	memcpy(dst, (const unsigned char *)ctx + off, len);
+	return 0;
+}
+
+/* rc-s3 mpu-put of size bytes to key; its stdout (the ETag) into etag. */
+static int mpu_put_tool(const char *key, const unsigned char *data,
+			size_t size, char *etag, size_t etaglen)
+{
+	char path[512], out[4096] = "";
+	snprintf(path, sizeof(path), "%s/mpu-put.bin", fx_tmpdir());
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(data, 1, size, f), size);
+	cr_assert_eq(fclose(f), 0);
+	char *argv[] = { RC_BUILD_DIR "/rc-s3", "mpu-put",
+			 (char *)fx_env()->bucket, (char *)key, path,
+			 "--part-size", "5M", "--jobs", "3", NULL };
+	int rc = fx_run(argv, out, sizeof(out), 60000);
+	unlink(path);
+	snprintf(etag, etaglen, "%.*s", (int)strcspn(out, "\n"), out);
+	return rc;
+}
+
+Test(upload, run_blocking_read_back_by_awscli)
+{
+	struct env t;
+	char prefix[512], keys[3][600], etag[128];
+	size_t sizes[3] = { 13 * MiB + 7, 11 * MiB, 12 * MiB + 3 };
+	unsigned char *data[3];
+	struct fx_s3_object objs[3];
+	struct upload_outcome out;
+
+	env_open(&t, NULL, 3);
+	ukey(prefix, sizeof(prefix), "run");
+	strcat(prefix, "/");
+	for (int i = 0; i < 3; i++) {
+		data[i] = fx_pattern(sizes[i], 40 + (unsigned)i);
+		snprintf(keys[i], sizeof(keys[i]), "%sobj%d", prefix, i);
+		objs[i] = (struct fx_s3_object){ keys[i], data[i], sizes[i] };
+	}
+	/* From a buffer, 3 parts at once; from a source, one at a time. */
+	for (int i = 0; i < 2; i++) {
+		struct upload_params p = {
+			.bucket = fx_env()->bucket, .key = keys[i],
+			.size = sizes[i], .data = i ? NULL : data[i],
+			.read = i ? job_read : NULL, .read_ctx = &(struct job){
+				.data = data[i], .size = sizes[i] },
+			.part_size = 5 * MiB, .concurrency = i ? 1 : 3,
+		};
+		cr_assert_eq(upload_run(t.s3, &p, "itest-upload", &out), 0,
+			     "%s: %s %s", keys[i], out.code, out.message);
+		fx_s3_etag(data[i], sizes[i], 5 * MiB, etag);
+		cr_assert_str_eq(out.etag, etag);
+		cr_assert_eq(out.parts, 3);
+	}
+	/* rc-s3 mpu-put prints the multipart ETag S3 gives the object. */
+	char tool_etag[128];
+	cr_assert_eq(mpu_put_tool(keys[2], data[2], sizes[2], tool_etag,
+				  sizeof(tool_etag)), 0, "rc-s3: %s", tool_etag);
+	fx_s3_etag(data[2], sizes[2], 5 * MiB, etag);
+	cr_assert_str_eq(tool_etag, etag);
+	fx_aws_assert_objects(prefix, objs, 3, 5 * MiB);
+	for (int i = 0; i < 3; i++)
+		free(data[i]);
+	env_close(&t);
+}
+
+/* S3's ETag of a one-part multipart upload: MD5 of the part's MD5, "-1". */
+static void one_part_etag(const void *data, size_t size, char out[64])
+{
+	unsigned char md5[16], top[16];
+	cr_assert_eq(EVP_Digest(data, size, md5, NULL, EVP_md5(), NULL), 1);
+	cr_assert_eq(EVP_Digest(md5, 16, top, NULL, EVP_md5(), NULL), 1);
+	out[0] = '"';
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 1 + 2 * i, 3, "%02x", top[i]);
+	strcpy(out + 33, "-1\"");
+}
+
+Test(upload, run_failure_aborts_and_one_part_stays_multipart)
+{
+	struct env t;
+	char key[512], want[64];
+	size_t size = 12 * MiB;
+	unsigned char *data = fx_pattern(size, 50);
+	struct upload_outcome out;
+
+	env_open(&t, NULL, 3);
+	ukey(key, sizeof(key), "run-fails");
+	struct upload_params p = {
+		.bucket = fx_env()->bucket, .key = key, .size = size,
+		.read = failing_read, .read_ctx = data, .part_size = 5 * MiB,
+		.concurrency = 1,
+	};
+	cr_assert_eq(upload_run(t.s3, &p, NULL, &out), -EIO);
+	cr_assert_eq(out.err, -EIO);
+	cr_assert_eq(uploads_of(&t, key), 0, "the failed upload was not aborted");
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+
+	/* multipart: a body that fits one part is still one part, "-1". */
+	ukey(key, sizeof(key), "run-one-part");
+	p = (struct upload_params){ .bucket = fx_env()->bucket, .key = key,
+				    .size = MiB, .data = data,
+				    .part_size = 5 * MiB, .multipart = true };
+	cr_assert_eq(upload_run(t.s3, &p, NULL, &out), 0, "%s", out.message);
+	cr_assert_eq(out.parts, 1);
+	one_part_etag(data, MiB, want);
+	cr_assert_str_eq(out.etag, want);
+	struct s3_req_params get = { .op = S3_GET_OBJECT,
+				     .bucket = fx_env()->bucket, .key = key };
+	struct s3_result res;
+	char *body = NULL;
+	size_t len = 0;
+	cr_assert_eq(s3_perform(t.direct, &get, &res, &body, &len), 0);
+	cr_assert_eq(len, MiB);
+	cr_assert_eq(fx_mismatch(body, data, MiB), -1);
+	cr_assert_str_eq(res.etag, out.etag);
 	free(body);
 	free(data);
 	env_close(&t);
