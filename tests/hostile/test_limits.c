@@ -534,7 +534,7 @@ static int oversized_plans(struct attack *a)
 }
 
 struct stats_probe {
-	volatile bool stop;
+	_Atomic bool stop;
 	double worst;
 	int64_t answers;
 	pthread_t thread;
