@@ -662,6 +662,17 @@ class Lease:
             pass
 
 
+def _seek_position(pos, size, offset, whence):
+    """The position io's seek(offset, whence) gives a stream at pos of
+    size bytes (ValueError as io raises it)."""
+    base = {io.SEEK_SET: 0, io.SEEK_CUR: pos, io.SEEK_END: size}
+    if whence not in base:
+        raise ValueError(f"invalid whence {whence}")
+    new = base[whence] + offset
+    if new < 0:
+        raise ValueError("negative seek position")
+    return new
+
 
 class Writer(io.RawIOBase):
     """A checkpoint object being written through the daemon's write-back:
@@ -710,15 +721,10 @@ class Writer(io.RawIOBase):
 
     def seek(self, offset, whence=io.SEEK_SET):
         self._checkClosed()
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos,
-                io.SEEK_END: max(self._size, self._pending_end())}
-        if whence not in base:
-            raise ValueError(f"invalid whence {whence}")
-        pos = base[whence] + offset
-        if pos < 0:
-            raise ValueError("negative seek position")
-        self._pos = pos
-        return pos
+        self._pos = _seek_position(self._pos,
+                                   max(self._size, self._pending_end()),
+                                   offset, whence)
+        return self._pos
 
     def write(self, b):
         self._checkClosed()

@@ -21,7 +21,7 @@ import os
 import fsspec
 from fsspec.spec import AbstractFileSystem
 
-from . import Client, RingcacheError
+from . import Client, RingcacheError, _seek_position
 
 PROTOCOL = "ringcache"
 
@@ -49,15 +49,8 @@ class RingcacheReader(io.RawIOBase):
         return self._pos
 
     def seek(self, offset, whence=io.SEEK_SET):
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos,
-                io.SEEK_END: self.size}
-        if whence not in base:
-            raise ValueError(f"invalid whence {whence}")
-        pos = base[whence] + offset
-        if pos < 0:
-            raise ValueError("negative seek position")
-        self._pos = pos
-        return pos
+        self._pos = _seek_position(self._pos, self.size, offset, whence)
+        return self._pos
 
     def readinto(self, b):
         view = memoryview(b).cast("B")
