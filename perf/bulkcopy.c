@@ -4,7 +4,7 @@
  * It owns: listing a prefix (ListObjectsV2, every page), then downloading
  * every object with whole-object GETs, J at a time on one curl multi
  * handle, each straight into DIR/<key relative to the prefix>. Requests are
- * signed by the project's SigV4 code (src/s3.h), so the server checks them
+ * signed by the project's SigV4 code (src/s3/s3.h), so the server checks them
  * for real. A retryable failure is retried a few times, as s5cmd does.
  *
  * Output: one TSV line (columns in perf/README.md). Its secs column is the

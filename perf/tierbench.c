@@ -1,6 +1,6 @@
 /* tierbench.c - NVMe tier hit throughput and IOPS against fio.
  *
- * For 4 KiB, 128 KiB and 1 MiB blocks: fills a tier file (src/tier.c) on a
+ * For 4 KiB, 128 KiB and 1 MiB blocks: fills a tier file (src/store/tier.c) on a
  * real disk, then reads random resident blocks at queue depth 32 through
  * the tier (fixed file, fixed buffers, CRC32C check of every block), and
  * runs `fio --ioengine=io_uring --direct=1 --rw=randread --iodepth=32` over

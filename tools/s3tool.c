@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../src/creds.h"
-#include "../src/s3.h"
-#include "../src/upload.h"
+#include "creds.h"
+#include "s3.h"
+#include "upload.h"
 #include "dataset.h"
 
 #define MAX_ARGS 8

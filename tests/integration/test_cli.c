@@ -1,4 +1,4 @@
-/* test_cli.c - the `ringcache` CLI (src/cli.c) run as a user would run it,
+/* test_cli.c - the `ringcache` CLI (src/client/cli.c) run as a user would run it,
  * against a real ringcached in front of the real S3 server: what ls
  * prints, the bytes cat writes, what status reports, what prefetch warms,
  * and the exit codes and messages of the failures. */

@@ -1,4 +1,4 @@
-/* test_mount.c - `ringcache mount` (src/mount.c) with unmodified tools
+/* test_mount.c - `ringcache mount` (src/client/mount.c) with unmodified tools
  * against a real ringcached and the real S3 server: find lists every key,
  * md5sum of every file equals the MD5 of the deterministic dataset, tar of
  * a prefix extracts byte for byte, checkpoint code's tmp-then-rename lands

@@ -1,4 +1,4 @@
-/* test_s3.c - src/s3.c against a real S3-compatible server (the one named
+/* test_s3.c - src/s3/s3.c against a real S3-compatible server (the one named
  * by RINGCACHE_TEST_S3_*, started by tests/run): PUT/HEAD, ranged and
  * conditional GETs, error mapping, ListObjectsV2 paging and delimiters,
  * signature rejection, retries against a dead endpoint, awkward keys.

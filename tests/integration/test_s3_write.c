@@ -1,4 +1,4 @@
-/* test_s3_write.c - the write operations of src/s3.c (what checkpoint
+/* test_s3_write.c - the write operations of src/s3/s3.c (what checkpoint
  * write-back uploads with) against the real S3 server from the env:
  * PutObject with Content-MD5 and CRC-32C, the multipart API (create,
  * parts, complete, abort, list), CopyObject, the errors each refuses with,

@@ -1,4 +1,4 @@
-/* test_upload.c - the upload engine (src/upload.c) against the real S3
+/* test_upload.c - the upload engine (src/store/upload.c) against the real S3
  * server from the env, driven by a small poll loop over a curl multi handle
  * (upload.h's upload_loop; the reactor is the daemon's driver): single PUTs
  * and multipart uploads read back byte for byte with their ETags checked,

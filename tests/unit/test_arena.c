@@ -1,5 +1,5 @@
-/* test_arena.c - unit tests of the slot allocator (src/arena.c) and of the
- * block cache with its S3-FIFO eviction (src/cache.c). No server, no
+/* test_arena.c - unit tests of the slot allocator (src/store/arena.c) and of the
+ * block cache with its S3-FIFO eviction (src/store/cache.c). No server, no
  * daemon: arenas are real memfds, entries are written and read back
  * through the mapping, and the policy is driven key by key. Packing ratios
  * and scan survivors are printed to stderr as well as asserted. */

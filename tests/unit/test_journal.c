@@ -1,4 +1,4 @@
-/* test_journal.c - the write-back journal (src/journal.c) through a
+/* test_journal.c - the write-back journal (src/store/journal.c) through a
  * private io_uring: round trips of objects from 0 bytes to several MiB,
  * replay after reopen (commit, rename, done, abort, never committed), crash
  * cuts every 512 bytes and corrupted bytes, the size limit and the rewind,

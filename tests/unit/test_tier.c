@@ -1,4 +1,4 @@
-/* test_tier.c - the NVMe tier (src/tier.c) and CRC-32C (src/crc32c.c):
+/* test_tier.c - the NVMe tier (src/store/tier.c) and CRC-32C (src/common/crc32c.c):
  * round trips through a private io_uring with registered buffers, restart
  * with the persisted index, corrupted data and index, eviction when full,
  * file systems that refuse O_DIRECT and a missing directory. */

@@ -1,4 +1,4 @@
-/* test_topology.c - unit tests of src/topology.c: a fake sysfs tree of a
+/* test_topology.c - unit tests of src/engine/topology.c: a fake sysfs tree of a
  * 2-node, 8-GPU machine (built under a temp dir), the text description and
  * its errors, overrides, shard placement, and the real thread pinning and
  * mbind paths on this machine's own node(s). */

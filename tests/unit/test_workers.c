@@ -1,4 +1,4 @@
-/* test_workers.c - a shard's helper threads (src/workers.c): every job
+/* test_workers.c - a shard's helper threads (src/common/workers.c): every job
  * runs once on a worker thread and its done callback once on the caller's
  * thread after the eventfd says so; done may submit more; freeing with
  * jobs queued runs no callback and leaks nothing. */

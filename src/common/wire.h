@@ -1,6 +1,6 @@
 /* wire.h - the socket protocol between libringcache and ringcached: one
  * SOCK_SEQPACKET message per request, fds by SCM_RIGHTS. Private to the
- * two sides (src/client.c, src/session.c): applications use the calls in
+ * two sides (src/client/client.c, src/server/session.c): applications use the calls in
  * include/ringcache.h and never build these messages. Any change here
  * bumps RC_ABI_VERSION, which both sides check in every message header.
  *
