@@ -3,12 +3,13 @@
 # options) benchmark, from Debian packages. Idempotent: apt is not touched
 # when every package is already installed.
 #
-# usage: contrib/install-deps.sh [--perf] [--python] [--cluster]
+# usage: contrib/install-deps.sh [--perf] [--python] [--cluster] [--package]
 #   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot)
 #   --python  also python3-torch, -cffi, -numpy, -fsspec, -pil, -torchvision
 #             (binding, PyTorch, fsspec, the mount's ImageFolder test)
 #   --cluster also slurm-wlm, munge, python3-yaml, yamllint (contrib/slurm
 #             and contrib/kubernetes tests; the Slurm test starts its own)
+#   --package also debhelper, dpkg-dev (tests/package builds debian/)
 set -euo pipefail
 
 packages=(
@@ -25,9 +26,10 @@ perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
 	python3-pil python3-torchvision)
 cluster_packages=(slurm-wlm munge python3-yaml yamllint)
+package_packages=(debhelper dpkg-dev) # tests/package: dpkg-buildpackage -b
 
 usage() {
-	sed -n '6,11p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
@@ -35,6 +37,7 @@ for arg in "$@"; do
 	--perf) packages+=("${perf_packages[@]}") ;;
 	--python) packages+=("${python_packages[@]}") ;;
 	--cluster) packages+=("${cluster_packages[@]}") ;;
+	--package) packages+=("${package_packages[@]}") ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "install-deps.sh: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
 	esac
