@@ -189,7 +189,7 @@ static int download_all(struct copy *c, int jobs)
 	int running = 0, active = 0;
 	if (!multi || !retry)
 		return -1;
-	c->t0 = now_s();
+	c->t0 = rc_now_s();
 	for (;;) {
 		while (active < jobs && (n_retry || c->next < c->n)) {
 			struct object *o = n_retry ? retry[--n_retry]
@@ -296,7 +296,7 @@ int main(int argc, char **argv)
 	}
 	if (list_prefix(&c) < 0 || download_all(&c, jobs) < 0)
 		return 1;
-	double secs = now_s() - c.t0;
+	double secs = rc_now_s() - c.t0;
 	printf("%s\t%zu\t%" PRIu64 "\t%.3f\t%.1f\t%.1f\t%" PRIu64 "\t%s\n",
 	       label, c.n, c.bytes, secs, (double)c.bytes / 1e6 / secs,
 	       (double)c.n / secs, c.errors, c.error[0] ? c.error : "-");

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ringcache.h"
 
 #define LIST_BUF (1u << 20)
@@ -19,13 +20,6 @@ struct walk {
 	uint64_t *sizes;
 	size_t n, cap;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -134,7 +128,7 @@ int main(int argc, char **argv)
 	printf("dataset %s: %zu objects under '%s'\n", dataset, w.n, prefix);
 	for (int pass = 1; pass <= passes; pass++) {
 		uint64_t bytes = 0, sum = 1469598103934665603ull;
-		double t0 = now_s();
+		double t0 = rc_now_s();
 		for (size_t i = 0; i < w.n; i++) {
 			struct rc_stat st;
 			int h = rc_open(&c, ds, w.keys[i], &st);
@@ -177,7 +171,7 @@ int main(int argc, char **argv)
 			else if (!quiet && pass == 1 && i == 5)
 				printf("  ...\n");
 		}
-		double dt = now_s() - t0;
+		double dt = rc_now_s() - t0;
 		printf("pass %d (%s, %s): %zu objects, %.1f MB in %.3f s = %.1f MB/s, "
 		       "%.0f objects/s, checksum %016llx\n", pass,
 		       pass == 1 ? "cold" : "warm", into ? "READ_INTO" : "zero-copy READ",

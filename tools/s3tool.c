@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "creds.h"
 #include "s3.h"
 #include "upload.h"
@@ -591,13 +592,6 @@ struct batch {
 	uint64_t bytes;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int verify_sink(void *ctx, uint64_t off, const void *data, size_t len)
 {
 	struct slot *s = ctx;
@@ -658,7 +652,7 @@ static void slot_release(struct slot *s)
 /* Fills idle slots from the to-do list and restarts due retries. */
 static void batch_fill(struct batch *b)
 {
-	uint64_t now = now_ms();
+	uint64_t now = rc_now_ms();
 	for (unsigned i = 0; i < b->n_slots; i++) {
 		struct slot *s = &b->slots[i];
 		if (s->waiting && now >= s->retry_at_ms) {
@@ -709,7 +703,7 @@ static void slot_finish(struct batch *b, struct slot *s, CURLcode code)
 	if (r.err && r.retryable && s->attempt < max_retries) {
 		s->attempt++;
 		s->waiting = true;
-		s->retry_at_ms = now_ms() + s3_backoff_ms(b->t->s3, s->attempt);
+		s->retry_at_ms = rc_now_ms() + s3_backoff_ms(b->t->s3, s->attempt);
 		return;
 	}
 	if (r.err == -ENOENT && b->verify) {
@@ -825,7 +819,7 @@ static int cmd_dataset(struct tool *t, const char *bucket, const char *prefix,
 	struct batch b;
 	struct existing have = {0};
 	size_t skipped = 0;
-	uint64_t t0 = now_ms();
+	uint64_t t0 = rc_now_ms();
 
 	if (batch_init(t, &b, bucket, prefix) < 0)
 		return 1;
@@ -849,7 +843,7 @@ static int cmd_dataset(struct tool *t, const char *bucket, const char *prefix,
 	existing_free(&have);
 	batch_run(&b);
 	batch_summary(&b, verify ? "verified" : "uploaded",
-		      (double)(now_ms() - t0) / 1000.0, skipped);
+		      (double)(rc_now_ms() - t0) / 1000.0, skipped);
 	free(b.todo);
 	return b.failures ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hugemem.h"
 #include "log.h"
 #include "sigv4.h"
@@ -1134,13 +1135,6 @@ struct upload_loop {
 	unsigned in_flight;
 };
 
-static uint64_t loop_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int loop_add_transfer(void *ctx, struct s3_req *req)
 {
 	struct upload_loop *l = ctx;
@@ -1170,13 +1164,13 @@ static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 		l->cap_timers = cap;
 	}
 	l->timers[l->n_timers++] =
-		(struct loop_timer){ loop_now_ms() + delay_ms, cb, arg };
+		(struct loop_timer){ rc_now_ms() + delay_ms, cb, arg };
 	return 0;
 }
 
 static void loop_fire_timers(struct upload_loop *l)
 {
-	uint64_t now = loop_now_ms();
+	uint64_t now = rc_now_ms();
 	for (size_t i = 0; i < l->n_timers;) {
 		if (l->timers[i].due_ms > now) {
 			i++;
