@@ -23,6 +23,7 @@
 
 #include "s3.h"
 #include "bench.h"
+#include "vec.h"
 
 #define MAX_ATTEMPTS 4
 
@@ -42,7 +43,8 @@ struct copy {
 	struct s3_client *s3;
 	const char *bucket, *prefix, *dir;
 	struct object *objs;
-	size_t n, cap, next;     /* next: first object not yet started */
+	size_t n, next;          /* next: first object not yet started */
+	uint32_t cap;
 	uint64_t bytes, errors;
 	double t0;
 	char error[256];
@@ -50,14 +52,8 @@ struct copy {
 
 static int add_object(struct copy *c, const char *key, uint64_t size)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 1024;
-		struct object *o = realloc(c->objs, cap * sizeof(*o));
-		if (!o)
-			return -ENOMEM;
-		c->objs = o;
-		c->cap = cap;
-	}
+	if (RC_GROW(c->objs, c->cap, c->n + 1))
+		return -ENOMEM;
 	c->objs[c->n] = (struct object){ .key = strdup(key), .size = size };
 	return c->objs[c->n++].key ? 0 : -ENOMEM;
 }

@@ -33,6 +33,7 @@
 
 #include "clock.h"
 #include "ringcache.h"
+#include "vec.h"
 
 #define MAX_READERS 64
 #define MAX_EXTENTS 64
@@ -480,20 +481,16 @@ static struct object *load_keys(const char *path, size_t *n_out)
 	if (!f)
 		return NULL;
 	struct object *objs = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0;
+	uint32_t cap = 0;
 	char line[RC_MAX_KEY + 64];
 	while (fgets(line, sizeof(line), f)) {
 		char *sp = strchr(line, ' ');
 		if (!sp)
 			continue;
 		line[strcspn(line, "\n")] = '\0';
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			struct object *o = realloc(objs, cap * sizeof(*o));
-			if (!o)
-				break;
-			objs = o;
-		}
+		if (RC_GROW(objs, cap, n + 1))
+			break;
 		objs[n].size = strtoull(line, NULL, 10);
 		objs[n].key = strdup(sp + 1);
 		n++;

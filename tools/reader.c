@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "ringcache.h"
+#include "vec.h"
 
 #define LIST_BUF (1u << 20)
 #define READ_BUF (64u << 20)
@@ -18,7 +19,8 @@
 struct walk {
 	char **keys;
 	uint64_t *sizes;
-	size_t n, cap;
+	size_t n;
+	uint32_t cap;
 };
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -31,16 +33,11 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 static int add_key(struct walk *w, const char *key, uint64_t size)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 256;
-		char **k = realloc(w->keys, cap * sizeof(*k));
-		uint64_t *s = realloc(w->sizes, cap * sizeof(*s));
-		if (!k || !s)
-			return -ENOMEM;
-		w->keys = k;
-		w->sizes = s;
-		w->cap = cap;
-	}
+	/* Two arrays, one capacity: keys may end up the larger. */
+	uint32_t key_cap = w->cap;
+	if (RC_GROW(w->keys, key_cap, w->n + 1) ||
+	    RC_GROW(w->sizes, w->cap, w->n + 1))
+		return -ENOMEM;
 	if (!(w->keys[w->n] = strdup(key)))
 		return -ENOMEM;
 	w->sizes[w->n++] = size;

@@ -20,6 +20,7 @@
 #include "s3.h"
 #include "upload.h"
 #include "dataset.h"
+#include "vec.h"
 
 #define MAX_ARGS 8
 #define DEFAULT_JOBS 16
@@ -513,7 +514,8 @@ static int cmd_ls(struct tool *t, const char *bucket, const char *prefix)
 struct existing {
 	char **keys;
 	uint64_t *sizes;
-	size_t n, cap;
+	size_t n;
+	uint32_t cap;
 	size_t prefix_len;
 };
 
@@ -521,18 +523,11 @@ static int collect_page(void *ctx, const struct s3_list_page *pg)
 {
 	struct existing *e = ctx;
 	for (size_t i = 0; i < pg->n_objects; i++) {
-		if (e->n == e->cap) {
-			size_t cap = e->cap ? e->cap * 2 : 1024;
-			char **nk = realloc(e->keys, cap * sizeof(*nk));
-			if (nk)
-				e->keys = nk;
-			uint64_t *ns = realloc(e->sizes, cap * sizeof(*ns));
-			if (ns)
-				e->sizes = ns;
-			if (!nk || !ns)
-				return -1;
-			e->cap = cap;
-		}
+		/* Two arrays, one capacity: keys may end up the larger. */
+		uint32_t key_cap = e->cap;
+		if (RC_GROW(e->keys, key_cap, e->n + 1) ||
+		    RC_GROW(e->sizes, e->cap, e->n + 1))
+			return -1;
 		e->keys[e->n] = strdup(pg->objects[i].key + e->prefix_len);
 		if (!e->keys[e->n])
 			return -1;

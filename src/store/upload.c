@@ -20,6 +20,7 @@
 #include "hugemem.h"
 #include "log.h"
 #include "sigv4.h"
+#include "vec.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
@@ -1131,7 +1132,8 @@ struct upload_loop {
 	struct upload_driver drv;
 	CURLM *multi;
 	struct loop_timer *timers;
-	size_t n_timers, cap_timers;
+	size_t n_timers;
+	uint32_t cap_timers;
 	unsigned in_flight;
 };
 
@@ -1155,14 +1157,8 @@ static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			  void *arg)
 {
 	struct upload_loop *l = ctx;
-	if (l->n_timers == l->cap_timers) {
-		size_t cap = l->cap_timers ? 2 * l->cap_timers : 16;
-		struct loop_timer *t = realloc(l->timers, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		l->timers = t;
-		l->cap_timers = cap;
-	}
+	if (RC_GROW(l->timers, l->cap_timers, l->n_timers + 1))
+		return -ENOMEM;
 	l->timers[l->n_timers++] =
 		(struct loop_timer){ rc_now_ms() + delay_ms, cb, arg };
 	return 0;
