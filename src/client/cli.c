@@ -288,7 +288,7 @@ static int cmd_status(void)
 	uint64_t hits = counter(t, "ringcache_cache_hits_total");
 	uint64_t misses = counter(t, "ringcache_cache_misses_total");
 	uint64_t used = counter(t, "ringcache_arena_bytes_used");
-	uint64_t total = counter(t, "ringcache_arena_bytes_total");
+	uint64_t total = counter(t, "ringcache_arena_capacity_bytes");
 
 	printf("ringcached at %s\n", socket_shown());
 	printf("  uptime      %s\n", human_duration(

@@ -112,7 +112,7 @@ static uint64_t sh_journal(const struct shard *sh, bool limit)
 	G("ringcache_arena_bytes_used", gauge,                                 \
 	  "Arena bytes in superblocks in use.",                                \
 	  sh->budget.sb_used * sh->budget.sb_bytes)                            \
-	G("ringcache_arena_bytes_total", gauge, "Arena memory budget.",        \
+	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",        \
 	  sh->budget.sb_total * sh->budget.sb_bytes)                           \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
 	  sh->s3_inflight)                                                     \
@@ -128,7 +128,7 @@ static uint64_t sh_journal(const struct shard *sh, bool limit)
 	  "Write-back journal size limit.", sh_journal(sh, true))              \
 	G("ringcache_tier_bytes_used", gauge, "Tier slots in use, in bytes.",  \
 	  sh_tier(sh, false))                                                  \
-	G("ringcache_tier_bytes_total", gauge, "Tier capacity in bytes.",      \
+	G("ringcache_tier_capacity_bytes", gauge, "Tier capacity in bytes.",      \
 	  sh_tier(sh, true))
 
 static void emit_gauges(struct out *o, const struct daemon *d)
