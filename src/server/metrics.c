@@ -81,22 +81,6 @@ static uint64_t sh_handles(const struct shard *sh)
 	return n;
 }
 
-static uint64_t sh_tier(const struct shard *sh, bool total)
-{
-	uint64_t u = 0, t = 0;
-	if (sh->tier)
-		tier_bytes_used(sh->tier, &u, &t);
-	return total ? t : u;
-}
-
-static uint64_t sh_journal(const struct shard *sh, bool limit)
-{
-	struct journal_stats js = {0};
-	if (sh->journal)
-		journal_get_stats(sh->journal, &js);
-	return limit ? js.size_limit : js.used_bytes;
-}
-
 /* G(name, type, help, value of one shard `sh`): summed across shards. */
 #define RC_GAUGES(G)                                                           \
 	G("ringcache_sessions_active", gauge, "Attached client sessions.",     \
@@ -112,7 +96,7 @@ static uint64_t sh_journal(const struct shard *sh, bool limit)
 	G("ringcache_arena_bytes_used", gauge,                                 \
 	  "Arena bytes in superblocks in use.",                                \
 	  sh->budget.sb_used * sh->budget.sb_bytes)                            \
-	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",        \
+	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
 	  sh->budget.sb_total * sh->budget.sb_bytes)                           \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
 	  sh->s3_inflight)                                                     \
@@ -120,16 +104,7 @@ static uint64_t sh_journal(const struct shard *sh, bool limit)
 	  "Prefetched, unread bytes protected from eviction.",                 \
 	  sh->pf_pinned_bytes)                                                 \
 	G("ringcache_writeback_staged_bytes", gauge,                           \
-	  "Checkpoint bytes held in staging memory.", sh->wb_staged)           \
-	G("ringcache_writeback_journal_used_bytes", gauge,                     \
-	  "Write-back journal bytes from its first live record to its tail.",  \
-	  sh_journal(sh, false))                                               \
-	G("ringcache_writeback_journal_bytes", gauge,                          \
-	  "Write-back journal size limit.", sh_journal(sh, true))              \
-	G("ringcache_tier_bytes_used", gauge, "Tier slots in use, in bytes.",  \
-	  sh_tier(sh, false))                                                  \
-	G("ringcache_tier_capacity_bytes", gauge, "Tier capacity in bytes.",      \
-	  sh_tier(sh, true))
+	  "Checkpoint bytes held in staging memory.", sh->wb_staged)
 
 static void emit_gauges(struct out *o, const struct daemon *d)
 {
@@ -318,6 +293,27 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 }
 
 /* ---- updates, on the owning shard's thread ------------------------------ */
+
+/* The journal's and the tier's fields are plain, written by this thread:
+ * copied into atomics here so another thread never reads them. */
+void metrics_publish(struct shard *sh)
+{
+	if (sh->journal) {
+		struct journal_stats js;
+		journal_get_stats(sh->journal, &js);
+		atomic_store_explicit(&sh->m.wb_journal_used, js.used_bytes,
+				      memory_order_relaxed);
+		atomic_store_explicit(&sh->m.wb_journal_limit, js.size_limit,
+				      memory_order_relaxed);
+	}
+	if (sh->tier) {
+		uint64_t u, t;
+		tier_bytes_used(sh->tier, &u, &t);
+		atomic_store_explicit(&sh->m.tier_used, u, memory_order_relaxed);
+		atomic_store_explicit(&sh->m.tier_capacity, t,
+				      memory_order_relaxed);
+	}
+}
 
 static void add(counter_t *c, uint64_t v)
 {

@@ -47,6 +47,9 @@ struct daemon;
 struct shard;
 struct wobject;
 
+/* Copies what other threads render from the shard's plain state (journal,
+ * tier) into its struct metrics: once per reactor turn. */
+void metrics_publish(struct shard *sh);
 /* Prometheus text of every shard's statistics into buf (NUL-terminated,
  * truncated at len); returns the bytes written. Any thread. */
 size_t metrics_render(const struct daemon *d, char *buf, size_t len);

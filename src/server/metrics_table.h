@@ -4,7 +4,8 @@
  *
  * Use: X(field, type, name, help): `field` is the member of struct metrics
  * the engine increments (sh->m.field++), `type` counter or gauge (a gauge
- * here goes up and down on its shard's thread), `name` the Prometheus name
+ * here goes up and down on its shard's thread, or is copied from a
+ * layer's own state by metrics_publish), `name` the Prometheus name
  * (counters end in _total), `help` its HELP line. Adding a counter is one
  * line here and the increment where it happens. */
 #ifndef RC_METRICS_TABLE_H
@@ -71,6 +72,14 @@
 	  "their upload).")                                                    \
 	X(wb_backlog_bytes, gauge, "ringcache_writeback_backlog_bytes",        \
 	  "Bytes of the committed checkpoint objects not yet in S3.")          \
+	X(wb_journal_used, gauge, "ringcache_writeback_journal_used_bytes",  \
+	  "Write-back journal bytes from its first live record to its tail.") \
+	X(wb_journal_limit, gauge, "ringcache_writeback_journal_bytes",        \
+	  "Write-back journal size limit.")                                    \
+	X(tier_used, gauge, "ringcache_tier_bytes_used",                       \
+	  "Tier slots in use, in bytes.")                                      \
+	X(tier_capacity, gauge, "ringcache_tier_capacity_bytes",               \
+	  "Tier capacity in bytes.")                                           \
 	X(tier_hits, counter, "ringcache_tier_hits_total",                     \
 	  "Block misses served by the NVMe tier.")                             \
 	X(tier_read_errors, counter, "ringcache_tier_read_errors_total",       \

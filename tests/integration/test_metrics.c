@@ -30,7 +30,7 @@ static struct fx_proxy P;
 static bool proxy_on;
 static struct ds_spec S;
 static unsigned port;
-static char daemon_extra[256], sections[1024], out[BODY_MAX];
+static char daemon_extra[512], sections[1024], out[BODY_MAX];
 
 static void teardown(void)
 {
@@ -296,6 +296,29 @@ Test(metrics, status_shows_prefetch_and_read_wait, .fini = teardown,
 	cr_assert(strstr(res, "backlog     0 objects (0 B) not yet in S3"),
 		  "%s", res);
 	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* The journal's and the tier's gauges are copied by their shard's thread
+ * (metrics_publish): the endpoint's thread shows them all the same. */
+Test(metrics, journal_and_tier_gauges_reach_the_endpoint, .fini = teardown,
+     .timeout = 60)
+{
+	ds_spec_default(&S);
+	port = fx_free_port();
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "metrics_listen = 127.0.0.1:%u\njournal = %s/journal\n"
+		 "journal_size = 64M\ntier_path = %s/tier\ntier_size = 64M",
+		 port, fx_tmpdir(), fx_tmpdir());
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	fx_daemon_start(&D, NULL);
+	scrape();
+	cr_assert_eq(value("ringcache_writeback_journal_bytes"), 64.0 * MiB,
+		     "%s", out);
+	cr_assert_gt(value("ringcache_tier_capacity_bytes"), 0);
+	cr_assert_leq(value("ringcache_tier_capacity_bytes"), 64.0 * MiB);
+	cr_assert_eq(value("ringcache_tier_bytes_used"), 0);
 	fx_daemon_stop(&D);
 }
 
