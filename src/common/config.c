@@ -288,7 +288,7 @@ static int key_metrics_listen(struct parser *p, const char *key,
 	static const char why[] =
 		"must be HOST:PORT (an IPv4 address, [an IPv6 address] or "
 		"localhost; port 1-65535), or a port alone for 127.0.0.1";
-	char host[64] = "127.0.0.1";
+	char host[sizeof(p->cfg->metrics_host)] = "127.0.0.1";
 	const char *port = value, *colon = strrchr(value, ':');
 	if (value[0] == '[') {
 		const char *end = strchr(value, ']');
