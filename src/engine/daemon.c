@@ -946,10 +946,12 @@ void daemon_read(struct shard *sh, struct op *op)
 						     b, true);
 		if (e && e->state == ENTRY_VALID) {
 			sh->m.hits++;
+			metrics_dataset_lookup(&sh->m, o->ds->id, true);
 			op_block_ready(op, e);
 			continue;
 		}
 		sh->m.misses++;
+		metrics_dataset_lookup(&sh->m, o->ds->id, false);
 		op->cqe.flags &= ~RC_CQE_F_HIT;
 		if (e) {
 			if (add_waiter(&e->waiters, op) < 0)
