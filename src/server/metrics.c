@@ -113,6 +113,8 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		m.s3_list += s->s3_list;
 		m.s3_errors += s->s3_errors;
 		m.s3_retries += s->s3_retries;
+		m.s3_throttled_ns += s->s3_throttled_ns;
+		m.s3_slowdowns += s->s3_slowdowns;
 		m.bytes_from_s3 += s->bytes_from_s3;
 		m.bytes_served_zero_copy += s->bytes_served_zero_copy;
 		m.bytes_copied += s->bytes_copied;
@@ -181,6 +183,8 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_s3_list_total", "counter", "S3 ListObjectsV2 requests.", m.s3_list);
 	emit(&o, "ringcache_s3_errors_total", "counter", "Failed S3 requests (before retry).", m.s3_errors);
 	emit(&o, "ringcache_s3_retries_total", "counter", "S3 requests retried.", m.s3_retries);
+	emit(&o, "ringcache_s3_throttled_milliseconds_total", "counter", "Time S3 requests waited for their prefix's request budget (s3_get_rate, s3_put_rate), summed over requests.", m.s3_throttled_ns / 1000000);
+	emit(&o, "ringcache_s3_slowdowns_total", "counter", "S3 replies asking to slow down (503, SlowDown).", m.s3_slowdowns);
 	emit(&o, "ringcache_s3_inflight", "gauge", "S3 requests in flight.", inflight);
 	emit(&o, "ringcache_s3_bytes_total", "counter", "Bytes fetched from S3.", m.bytes_from_s3);
 	emit(&o, "ringcache_objects_stale_total", "counter", "Objects found changed or gone in S3.", m.stale);
