@@ -18,13 +18,16 @@
  * excess. Halving (TCP's) would waste a quarter of the allowance. */
 #define BUDGET_DECREASE 0.9
 /* Replies to requests sent before a cut still say SlowDown: one cut per
- * this long. */
+ * this long, unless the rate is still well above what S3 answers (the
+ * first cut, from an estimate of a few replies, can be far off). */
 #define BUDGET_HOLD_NS 500000000ull
+#define BUDGET_HOLD_ABOVE_NS 50000000ull
+#define BUDGET_ABOVE 1.1
 /* Additive increase, per successful reply: the rate grows by this share of
  * the answered rate per second (about 3 s from a cut back to where it
  * was), plus this share of the ceiling per second (a floor's way back). */
 #define BUDGET_INCREASE 0.03
-#define BUDGET_INCREASE_CEIL 0.001
+#define BUDGET_INCREASE_CEIL 0.0002
 /* Increase only while the answered rate is at least this share of the
  * allowed one: an idle budget does not climb to where it was cut from. */
 #define BUDGET_IN_USE 0.5
@@ -32,7 +35,7 @@
  * stops a prefix altogether. */
 #define BUDGET_FLOOR_SHARE 0.001
 /* Time constant of the answered-rate estimate. */
-#define BUDGET_TAU_S 1.0
+#define BUDGET_TAU_S 0.5
 
 struct bucket {
 	double ceiling, floor;  /* requests/s; ceiling 0: not shaped */
@@ -43,7 +46,8 @@ struct bucket {
 	 * bias-corrected for the time since the first (see ok_rate). */
 	double ok_acc;
 	uint64_t ok_last_ns, ok_first_ns;
-	uint64_t hold_until_ns; /* no cut before */
+	uint64_t cut_ns;        /* the last cut */
+	uint64_t ok_since_cut;  /* OK replies since then */
 };
 
 struct budget {
@@ -149,6 +153,7 @@ static void note_ok(struct bucket *k, uint64_t now)
 		k->ok_last_ns = now;
 	}
 	k->ok_acc += 1.0;
+	k->ok_since_cut++;
 }
 
 static void increase(struct bucket *k, uint64_t now)
@@ -164,16 +169,25 @@ static void increase(struct bucket *k, uint64_t now)
 
 static void decrease(struct bucket *k, uint64_t now)
 {
-	if (now < k->hold_until_ns)
-		return;
 	double answered = ok_rate(k, now);
+	/* Soon after a cut the decayed estimate still remembers the rate
+	 * before it; the replies since the cut say what S3 answers now. */
+	uint64_t since = now - k->cut_ns;
+	if (k->cut_ns && since >= BUDGET_HOLD_ABOVE_NS &&
+	    since < BUDGET_HOLD_NS)
+		answered = fmin(answered, k->ok_since_cut * 1e9 / (double)since);
+	bool above = answered > 0 && k->rate > BUDGET_ABOVE * answered;
+	uint64_t hold = above ? BUDGET_HOLD_ABOVE_NS : BUDGET_HOLD_NS;
+	if (k->cut_ns && now < k->cut_ns + hold)
+		return;
 	double base = answered > 0 && answered < k->rate ? answered : k->rate;
 	k->rate = fmax(k->floor, BUDGET_DECREASE * base);
 	/* Requests already given a time keep it; a saved-up burst is cut to
 	 * the new rate's. */
 	if (k->tokens > burst_of(k))
 		k->tokens = burst_of(k);
-	k->hold_until_ns = now + BUDGET_HOLD_NS;
+	k->cut_ns = now;
+	k->ok_since_cut = 0;
 }
 
 void budget_reply(struct budget *b, enum budget_class c, enum budget_reply r,

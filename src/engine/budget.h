@@ -8,9 +8,9 @@
  * UploadPart, Create/Complete/AbortMultipartUpload, DELETE). Each is a
  * token bucket of `rate` requests/s whose rate follows AIMD between a
  * floor and the configured ceiling: a SlowDown (or any 503) cuts it to
- * BUDGET_DECREASE times what S3 was answering (at most once per
- * BUDGET_HOLD_NS), each successful reply adds back a little while the
- * bucket is in use. The numbers are in budget.c.
+ * 0.9 times what S3 was answering (at most once per 0.5 s while the
+ * rate is near that), each successful reply adds back a little while
+ * the bucket is in use. The numbers, and why, are in budget.c.
  *
  * Ownership: budget_new allocates, budget_free frees; the daemon keeps one
  * per dataset for the dataset's life.

@@ -214,15 +214,17 @@ Test(budget, rate_at_the_limit_reads_every_byte_without_slowdowns)
 }
 
 /* The default rate (5500/s) is far above the proxy's: AIMD must find the
- * limit from the SlowDowns. Few are allowed, and the reads all succeed. */
+ * limit from the SlowDowns. Few are allowed (most come in the first
+ * 0.2 s, while it finds the limit; shaping off gets ~37% here), and the
+ * reads all succeed. */
 Test(budget, aimd_finds_a_lower_limit_and_reads_every_byte)
 {
 	start(NULL);
 	struct epoch ep;
 	cold_epoch(&ep);
 	common_checks(&ep);
-	cr_expect_leq(ep.limited * 100, (ep.passed + ep.limited) * 5,
-		      "%llu of %llu requests refused (over 5%%)",
+	cr_expect_leq(ep.limited * 100, (ep.passed + ep.limited) * 8,
+		      "%llu of %llu requests refused (over 8%%)",
 		      (unsigned long long)ep.limited,
 		      (unsigned long long)(ep.passed + ep.limited));
 	cr_expect_geq(ep.passed / ep.secs, 0.7 * LIMIT,

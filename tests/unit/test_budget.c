@@ -93,10 +93,39 @@ Test(budget, slowdown_cuts_to_a_share_of_the_answered_rate)
 	double r = budget_rate(b, BUDGET_GET);
 	cr_assert(r > 0.9 * 200 * 0.95 && r < 0.9 * 200 * 1.05,
 		  "after SlowDown at 200/s answered: %.1f/s", r);
-	/* Within the hold time more SlowDowns change nothing. */
-	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t + 100 * MS);
-	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t + 499 * MS);
-	cr_assert_float_eq(budget_rate(b, BUDGET_GET), r, 1e-9);
+	/* Within the hold time more SlowDowns (late replies to requests
+	 * sent before the cut) do not cut again while S3 keeps answering. */
+	uint64_t cut = t;
+	t = answer_ok(b, r, 0.1, t);
+	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t);
+	t = answer_ok(b, r, 0.3, t);
+	cr_assert_lt(t, cut + 500 * MS);
+	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t);
+	cr_assert_geq(budget_rate(b, BUDGET_GET), r, "cut again in the hold");
+	/* After it, one does. */
+	t = answer_ok(b, r, 0.2, t);
+	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t);
+	cr_assert_lt(budget_rate(b, BUDGET_GET), r);
+	budget_free(b);
+}
+
+/* A first cut made from a few replies can leave the rate far above what
+ * S3 answers: then the next SlowDown cuts again without the long hold. */
+Test(budget, a_rate_far_above_the_answers_is_cut_again_soon)
+{
+	struct budget *b = budget_new(5500, 0);
+	/* 10 answers in the first 10 ms read as ~2000/s. */
+	for (int i = 0; i < 10; i++)
+		budget_reply(b, BUDGET_GET, BUDGET_REPLY_OK, T0 + i * MS);
+	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, T0 + 10 * MS);
+	double first = budget_rate(b, BUDGET_GET);
+	cr_assert(first > 500 && first < 5500, "first cut to %.0f", first);
+	/* Then 100/s answered for 200 ms: far under the rate. */
+	uint64_t t = answer_ok(b, 100, 0.2, T0 + 20 * MS);
+	budget_reply(b, BUDGET_GET, BUDGET_REPLY_SLOWDOWN, t);
+	double second = budget_rate(b, BUDGET_GET);
+	cr_assert(second < first / 2, "second cut %.0f after %.0f", second,
+		  first);
 	budget_free(b);
 }
 
@@ -132,7 +161,7 @@ Test(budget, floor_holds_under_endless_slowdowns)
 }
 
 /* After a cut, successes at the allowed rate climb back: about 3% of the
- * answered rate plus 0.1% of the ceiling per second, never past the
+ * answered rate plus 0.05% of the ceiling per second, never past the
  * ceiling. */
 Test(budget, additive_increase_up_to_the_ceiling)
 {
@@ -144,7 +173,7 @@ Test(budget, additive_increase_up_to_the_ceiling)
 	/* One second of answers at the cut rate. */
 	t = answer_ok(b, cut, 1.0, t);
 	double up = budget_rate(b, BUDGET_GET) - cut;
-	double want = 0.03 * cut + 0.001 * 1000;
+	double want = 0.03 * cut + 0.0005 * 1000;
 	cr_assert(up > 0.7 * want && up < 1.3 * want,
 		  "climbed %.2f/s in 1 s, want about %.2f", up, want);
 	/* Long enough: at the ceiling, not over. */
