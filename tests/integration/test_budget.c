@@ -8,11 +8,14 @@
  * SlowDowns themselves.
  *
  * Each test starts its own proxy and daemon; the dataset is the one
- * tests/run uploads to ${RINGCACHE_TEST_PREFIX}ds/. */
+ * tests/run uploads to ${RINGCACHE_TEST_PREFIX}ds/. The write path: a
+ * checkpoint upload waits for PUT-class slots, and lands whole through
+ * SlowDowns. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -243,6 +246,113 @@ Test(budget, rate_zero_does_not_shape)
 	cold_epoch(&ep);
 	cr_expect_eq(ep.throttled_ms, 0);
 	cr_expect_eq((uint64_t)ep.slowdowns, ep.limited);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+}
+
+/* ---- the write path: checkpoint uploads take PUT-class slots ---------- */
+
+#define MiB (1024u * 1024u)
+static char scratch[160];
+
+static uint8_t pattern(uint64_t off)
+{
+	uint64_t x = (off + 1) * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 29;
+	return (uint8_t)(x * 0xbf58476d1ce4e5b9ull >> 56);
+}
+
+/* Dataset "ck", writable, 5 MiB parts, with more lines; the daemon's S3
+ * is P when endpoint is set. */
+static void start_writer(const char *endpoint, const char *ck_lines)
+{
+	char sub[200], ck[1024], lines[512];
+	fx_unique(scratch, sizeof(scratch), "budget");
+	snprintf(sub, sizeof(sub), "%s/", scratch);
+	snprintf(lines, sizeof(lines),
+		 "allow_uids = *\nwritable = true\nwrite_uids = 0\n"
+		 "durability = memory\npart_size = 5M\nupload_concurrency = 4\n"
+		 "%s", ck_lines);
+	fx_dataset_section(ck, sizeof(ck), "ck", sub, lines);
+	fx_daemon_init(&D);
+	D.s3_endpoint = endpoint;
+	D.max_retries = 10;
+	fx_daemon_start(&D, ck);
+}
+
+/* Writes size bytes of pattern() as key, commits, waits for S3, and
+ * checks the object there byte for byte. Returns the seconds it took. */
+static double upload_and_check(const char *key, uint64_t size)
+{
+	struct rc_client c;
+	struct timespec t0, t1;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	cr_assert_geq(ds, 0);
+	void *mem;
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int h = rc_write_open(&c, ds, key);
+	cr_assert_geq(h, 0, "write_open: %s", rc_strerror(h));
+	for (uint64_t off = 0; off < size; off += MiB) {
+		uint64_t n = size - off < MiB ? size - off : MiB;
+		for (uint64_t i = 0; i < n; i++)
+			((uint8_t *)mem)[i] = pattern(off + i);
+		cr_assert_eq(rc_write(&c, (uint32_t)h, off, n, (uint32_t)buf,
+				      0), (ssize_t)n);
+	}
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	int r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "sync: %s", rc_strerror(r));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	rc_detach(&c);
+	char full[512];
+	char *body;
+	size_t len;
+	snprintf(full, sizeof(full), "%s%s/%s", fx_env()->prefix, scratch, key);
+	cr_assert_eq(fx_get_object(full, &body, &len), 0, "%s not in S3", full);
+	cr_assert_eq(len, size);
+	for (uint64_t i = 0; i < size; i++)
+		if ((uint8_t)body[i] != pattern(i))
+			cr_assert_fail("%s: byte %llu differs", key,
+				       (unsigned long long)i);
+	free(body);
+	return (double)(t1.tv_sec - t0.tv_sec) +
+	       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+}
+
+/* s3_put_rate = 4: a 26 MiB checkpoint is Create + 6 parts + Complete,
+ * 8 requests, so at least ~1.75 s (one burst slot) however fast S3 is;
+ * the object lands whole. */
+Test(budget, uploads_wait_for_the_put_budget)
+{
+	start_writer(NULL, "s3_put_rate = 4\n");
+	double secs = upload_and_check("shard-0.pt", 26 * MiB);
+	cr_expect_geq(secs, 1.6, "8 PUT-class requests at 4/s in %.2f s",
+		      secs);
+	cr_expect_gt(fx_stat_value(D.socket_path,
+		"ringcache_s3_throttled_milliseconds_total"), 0);
+	fx_daemon_stop(&D);
+}
+
+/* An S3 refusing uploads over 5 requests/s with the default PUT rate
+ * (3500/s): the parts' SlowDowns are counted, AIMD slows the PUT class,
+ * retries land every byte. */
+Test(budget, uploads_through_slowdowns_land_whole)
+{
+	static const char *const opts[] = { "--latency-ms", "5",
+		"--rate-limit", "5", NULL };
+	fx_proxy_start(&P, opts);
+	start_writer(P.endpoint, "");
+	upload_and_check("shard-1.pt", 26 * MiB);
+	int64_t slow = fx_stat_value(D.socket_path,
+				     "ringcache_s3_slowdowns_total");
+	uint64_t limited = fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
+					 "rate_limited");
+	cr_expect_eq((uint64_t)slow, limited, "daemon %lld, proxy %llu",
+		     (long long)slow, (unsigned long long)limited);
+	cr_expect_gt(slow, 0, "5/s was never exceeded");
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 }
