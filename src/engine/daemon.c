@@ -1603,8 +1603,7 @@ void daemon_destroy(struct daemon *d)
 		for (unsigned k = 0; k < TIER_STAGING; k++)
 			free(sh->staging[k].mem);
 		reactor_destroy(sh);
-		free(sh->plan_keys);
-		free(sh->plan_hints);
+		plan_index_free(&sh->plan_index);
 		sh->cache.on_evict = NULL;
 		cache_destroy(&sh->cache);
 	}

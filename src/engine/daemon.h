@@ -219,8 +219,7 @@ struct shard {
 	uint32_t pf_inflight, pf_rr;
 	_Atomic uint64_t pf_pinned_bytes;
 	uint64_t pf_generation;
-	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
-	uint64_t plan_mask;
+	struct plan_index plan_index; /* (object, block) -> next use */
 	struct journal *journal;   /* write-back, durability local */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
