@@ -112,13 +112,13 @@ for run in $(seq "$RUNS"); do
 		requests=$(stat_of requests <<<"$px")
 		gets=$(stat_of get <<<"$px")
 		limited=$(stat_of rate_limited <<<"$px")
-		throttled=$(stat_of ringcache_s3_throttled_milliseconds_total <<<"$ds")
+		throttled=$(stat_of ringcache_s3_throttled_seconds_total <<<"$ds")
 		awk -v m="$mode" -v r="$run" -v s="$secs" -v g="$gets" \
 			-v l="$limited" -v q="$requests" -v t="$throttled" \
 			-v n="$LIMIT" -v e="$errors" 'BEGIN {
 			u = (g - l) / s
 			printf "%s\t%d\t%.2f\t%d\t%d\t%d\t%.1f\t%.3f\t%.2f\t%.1f\t%s\n",
-				m, r, s, g, l, q, u, u / n, 100 * l / q, t / 1000, e }' \
+				m, r, s, g, l, q, u, u / n, 100 * l / q, t, e }' \
 			>>"$WORK/raw.tsv"
 		tail -n 1 "$WORK/raw.tsv" >&2
 	done

@@ -78,6 +78,10 @@ struct rc_config {
 	uint64_t staging_bytes;  /* staging_memory = 1G: checkpoint bytes held */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */
 	uint64_t tier_bytes;     /* tier_size = 64G; both or neither */
+	/* metrics_listen = HOST:PORT, the Prometheus endpoint; port 0: off.
+	 * A numeric address ("localhost" and a bare port: 127.0.0.1). */
+	char metrics_host[48];
+	uint16_t metrics_port;
 	/* [s3] */
 	char *endpoint;          /* endpoint = (default: AWS for region) */
 	char *region;            /* region = us-east-1 */

@@ -993,10 +993,12 @@ void daemon_read(struct shard *sh, struct op *op)
 						     b, true);
 		if (e && e->state == ENTRY_VALID) {
 			sh->m.hits++;
+			metrics_dataset_lookup(&sh->m, o->ds->id, true);
 			op_block_ready(op, e);
 			continue;
 		}
 		sh->m.misses++;
+		metrics_dataset_lookup(&sh->m, o->ds->id, false);
 		op->cqe.flags &= ~RC_CQE_F_HIT;
 		if (e) {
 			if (add_waiter(&e->waiters, op) < 0)
@@ -1652,8 +1654,7 @@ void daemon_destroy(struct daemon *d)
 		for (unsigned k = 0; k < TIER_STAGING; k++)
 			free(sh->staging[k].mem);
 		reactor_destroy(sh);
-		free(sh->plan_keys);
-		free(sh->plan_hints);
+		plan_index_free(&sh->plan_index);
 		sh->cache.on_evict = NULL;
 		cache_destroy(&sh->cache);
 	}

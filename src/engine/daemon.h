@@ -18,6 +18,7 @@
 #include "quota.h"
 #include "creds.h"
 #include "listing.h"
+#include "metrics.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
@@ -86,6 +87,7 @@ struct op {
 	uint16_t arg;
 	int32_t err;
 	uint64_t charged;         /* READ bytes in flight (quota) */
+	uint64_t start_ns;        /* taken from the ring (read-wait metric) */
 };
 
 struct waiter {
@@ -178,21 +180,6 @@ struct session {
 
 struct curl_sock;
 
-/* A shard's counters: written by its thread, summed by whichever shard
- * renders STATS, hence atomic (each update is one atomic add). */
-typedef _Atomic uint64_t counter_t;
-struct metrics {
-	counter_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
-	counter_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
-	counter_t ops, bad_entries, sessions_total, sessions_refused;
-	counter_t stale;
-	counter_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
-	counter_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
-	counter_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
-	counter_t wb_rejected; /* failed for good: dropped from the journal */
-	counter_t wb_written_bytes, wb_replayed, wb_write_waits;
-	counter_t s3_throttled_ns, s3_slowdowns; /* the request budget */
-};
 struct wtimer;
 struct wdelay;
 struct journal;
@@ -237,8 +224,7 @@ struct shard {
 	uint32_t pf_inflight, pf_rr;
 	_Atomic uint64_t pf_pinned_bytes;
 	uint64_t pf_generation;
-	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
-	uint64_t plan_mask;
+	struct plan_index plan_index; /* (object, block) -> next use */
 	struct journal *journal;   /* write-back, durability local */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
@@ -370,8 +356,5 @@ void reactor_poll_once(struct shard *sh);
 void reactor_drain_tier(struct daemon *d, struct shard *sh);
 struct io_uring_sqe *reactor_sqe(struct shard *sh);
 void reactor_add_transfer(struct shard *sh, struct fetch *f);
-
-/* metrics.c */
-size_t metrics_render(const struct daemon *d, char *buf, size_t len);
 
 #endif

@@ -466,6 +466,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		return;
 	}
 	w->err = out->err;
+	metrics_wb_leave(sh, w);
 	if (out->err == 0) {
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
@@ -746,6 +747,7 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		}
 	}
 	sh->m.wb_committed++;
+	metrics_wb_enter(sh, w);
 	upload_start_for(sh, w);
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
@@ -1072,6 +1074,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
+		metrics_wb_enter(sh, w);
 		clean_old_names(sh, ds, o);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);

@@ -130,7 +130,7 @@ struct epoch {
 	double secs;
 	uint64_t bytes;
 	uint64_t passed, limited; /* at the proxy */
-	int64_t slowdowns, throttled_ms, gets, heads;
+	int64_t slowdowns, throttled_s, gets, heads;
 };
 
 /* A cold read of the whole dataset by READERS sessions at once; asserts
@@ -168,18 +168,18 @@ static void cold_epoch(struct epoch *ep)
 	ep->passed = fx_proxy_stat(stats, "requests") - ep->limited;
 	ep->slowdowns = fx_stat_value(D.socket_path,
 				      "ringcache_s3_slowdowns_total");
-	ep->throttled_ms = fx_stat_value(D.socket_path,
-		"ringcache_s3_throttled_milliseconds_total");
+	ep->throttled_s = fx_stat_value(D.socket_path,
+		"ringcache_s3_throttled_seconds_total");
 	ep->gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
 	ep->heads = fx_stat_value(D.socket_path, "ringcache_s3_head_total");
 	fprintf(stderr, "budget: %.2f s, %llu requests passed (%.1f/s at a "
 		"limit of %d/s), %llu SlowDown (%.2f%%), daemon: %lld GET, "
-		"%lld HEAD, %lld SlowDown, %lld ms throttled\n", ep->secs,
+		"%lld HEAD, %lld SlowDown, %lld s throttled\n", ep->secs,
 		(unsigned long long)ep->passed, ep->passed / ep->secs, LIMIT,
 		(unsigned long long)ep->limited,
 		100.0 * ep->limited / (double)(ep->passed + ep->limited),
 		(long long)ep->gets, (long long)ep->heads,
-		(long long)ep->slowdowns, (long long)ep->throttled_ms);
+		(long long)ep->slowdowns, (long long)ep->throttled_s);
 }
 
 /* The daemon saw every SlowDown the proxy sent, and the budget delayed
@@ -190,7 +190,7 @@ static void common_checks(const struct epoch *ep)
 		     "daemon counted %lld SlowDowns, proxy sent %llu",
 		     (long long)ep->slowdowns,
 		     (unsigned long long)ep->limited);
-	cr_expect_gt(ep->throttled_ms, 0, "no request waited for the budget");
+	cr_expect_gt(ep->throttled_s, 0, "no request waited for the budget");
 	/* Passed requests never beat the limit (its 0.1 s burst aside). */
 	cr_expect_leq(ep->passed, LIMIT * ep->secs + LIMIT / 10 + 1,
 		      "%llu requests passed in %.2f s at %d/s",
@@ -244,7 +244,7 @@ Test(budget, rate_zero_does_not_shape)
 	start("s3_get_rate = 0\n");
 	struct epoch ep;
 	cold_epoch(&ep);
-	cr_expect_eq(ep.throttled_ms, 0);
+	cr_expect_eq(ep.throttled_s, 0);
 	cr_expect_eq((uint64_t)ep.slowdowns, ep.limited);
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
@@ -332,7 +332,7 @@ Test(budget, uploads_wait_for_the_put_budget)
 	cr_expect_geq(secs, 1.6, "8 PUT-class requests at 4/s in %.2f s",
 		      secs);
 	cr_expect_gt(fx_stat_value(D.socket_path,
-		"ringcache_s3_throttled_milliseconds_total"), 0);
+		"ringcache_s3_throttled_seconds_total"), 0);
 	fx_daemon_stop(&D);
 }
 
