@@ -29,9 +29,11 @@
 #define BUDGET_INCREASE 0.03
 #define BUDGET_INCREASE_CEIL 0.0002
 /* Below the rate it was cut from, the rate closes the gap to it with this
- * time constant (then probes above it at the shares above): a cut made
- * from a low estimate (a reply's lag, a stalled thread) costs a second,
- * not the tens of seconds 3% a second would take. */
+ * time constant (then probes above it at the shares above): a SlowDown
+ * from a burst (a stalled thread sending late) or a cut made from a
+ * lagging estimate costs about a second of the link, not the tens of
+ * seconds 3% a second would take; a limit that is really there answers
+ * SlowDown again about a second later. */
 #define BUDGET_RECOVER_S 0.5
 /* Increase only while the answered rate is at least this share of the
  * allowed one: an idle budget does not climb to where it was cut from. */
@@ -209,7 +211,7 @@ static void increase(struct bucket *k, uint64_t now)
 	if (k->probing || answered < BUDGET_IN_USE * k->rate || answered <= 0)
 		return;
 	/* Per reply, so that per second it adds the shares above. */
-	double gap = BUDGET_DECREASE * k->cut_from - k->rate;
+	double gap = k->cut_from - k->rate;
 	if (gap > 0)
 		k->rate += gap / (BUDGET_RECOVER_S * answered);
 	k->rate += BUDGET_INCREASE + BUDGET_INCREASE_CEIL * k->ceiling / answered;
