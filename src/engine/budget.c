@@ -28,12 +28,25 @@
  * was), plus this share of the ceiling per second (a floor's way back). */
 #define BUDGET_INCREASE 0.03
 #define BUDGET_INCREASE_CEIL 0.0002
+/* Below the rate it was cut from, the rate closes the gap to it with this
+ * time constant (then probes above it at the shares above): a SlowDown
+ * from a burst (a stalled thread sending late) or a cut made from a
+ * lagging estimate costs about a second of the link, not the tens of
+ * seconds 3% a second would take; a limit that is really there answers
+ * SlowDown again about a second later. */
+#define BUDGET_RECOVER_S 0.5
 /* Increase only while the answered rate is at least this share of the
  * allowed one: an idle budget does not climb to where it was cut from. */
 #define BUDGET_IN_USE 0.5
 /* The floor is this share of the ceiling (and at least 1/s): shaping never
  * stops a prefix altogether. */
 #define BUDGET_FLOOR_SHARE 0.001
+/* Slow start: a budget's first request finds 1/8 of the ceiling, doubled
+ * every 250 ms until the ceiling or the first SlowDown. A daemon starting
+ * with a cold cache (every node of a job at once) otherwise spends its
+ * first round trip at the full ceiling, and S3 refuses most of it. */
+#define BUDGET_START_SHARE 0.125
+#define BUDGET_DOUBLE_S 0.25
 /* Time constant of the answered-rate estimate. */
 #define BUDGET_TAU_S 0.5
 
@@ -47,6 +60,10 @@ struct bucket {
 	double ok_acc;
 	uint64_t ok_last_ns, ok_first_ns;
 	uint64_t cut_ns;        /* the last cut */
+	double cut_from;        /* the rate just before it */
+	uint64_t start_ns;      /* the first request; 0: none yet */
+	bool probing;           /* slow start: no SlowDown yet */
+	uint32_t cuts;          /* tickets: slots lent since the last cut */
 	uint64_t ok_since_cut;  /* OK replies since then */
 };
 
@@ -58,6 +75,7 @@ struct budget {
 static void bucket_set_ceiling(struct bucket *k, uint32_t rate)
 {
 	k->ceiling = rate;
+	k->probing = k->start_ns == 0;
 	k->floor = fmax(1.0, rate * BUDGET_FLOOR_SHARE);
 	if (rate == 0)
 		k->floor = 0;
@@ -98,6 +116,23 @@ static double burst_of(const struct bucket *k)
 	return fmax(1.0, k->rate * BUDGET_BURST_S);
 }
 
+/* Slow start's rate at now (see BUDGET_START_SHARE). */
+static void probe(struct bucket *k, uint64_t now)
+{
+	if (!k->probing)
+		return;
+	if (k->start_ns == 0)
+		k->start_ns = now;
+	double s = (double)(now - k->start_ns) / 1e9;
+	k->rate = k->ceiling * BUDGET_START_SHARE * exp2(s / BUDGET_DOUBLE_S);
+	if (k->rate >= k->ceiling) {
+		k->rate = k->ceiling;
+		k->probing = false;
+	}
+	if (k->rate < k->floor)
+		k->rate = k->floor;
+}
+
 static void refill(struct bucket *k, uint64_t now)
 {
 	double burst = burst_of(k);
@@ -111,7 +146,8 @@ static void refill(struct bucket *k, uint64_t now)
 		k->last_ns = now;
 }
 
-uint64_t budget_admit(struct budget *b, enum budget_class c, uint64_t now)
+uint64_t budget_admit(struct budget *b, enum budget_class c, uint64_t now,
+		      uint32_t *ticket)
 {
 	if (!b)
 		return 0;
@@ -119,13 +155,26 @@ uint64_t budget_admit(struct budget *b, enum budget_class c, uint64_t now)
 	struct bucket *k = &b->c[c];
 	uint64_t wait = 0;
 	if (k->ceiling > 0) {
+		probe(k, now);
 		refill(k, now);
 		k->tokens -= 1.0;
 		if (k->tokens < 0)
 			wait = (uint64_t)(-k->tokens / k->rate * 1e9);
 	}
+	*ticket = k->cuts;
 	pthread_mutex_unlock(&b->lock);
 	return wait < BUDGET_MIN_DELAY_NS ? 0 : wait;
+}
+
+bool budget_ticket_valid(struct budget *b, enum budget_class c,
+			 uint32_t ticket)
+{
+	if (!b)
+		return true;
+	pthread_mutex_lock(&b->lock);
+	bool valid = b->c[c].cuts == ticket;
+	pthread_mutex_unlock(&b->lock);
+	return valid;
 }
 
 /* OK replies per second around now; 0 before the first. The decayed
@@ -159,9 +208,12 @@ static void note_ok(struct bucket *k, uint64_t now)
 static void increase(struct bucket *k, uint64_t now)
 {
 	double answered = ok_rate(k, now);
-	if (answered < BUDGET_IN_USE * k->rate || answered <= 0)
+	if (k->probing || answered < BUDGET_IN_USE * k->rate || answered <= 0)
 		return;
 	/* Per reply, so that per second it adds the shares above. */
+	double gap = k->cut_from - k->rate;
+	if (gap > 0)
+		k->rate += gap / (BUDGET_RECOVER_S * answered);
 	k->rate += BUDGET_INCREASE + BUDGET_INCREASE_CEIL * k->ceiling / answered;
 	if (k->rate > k->ceiling)
 		k->rate = k->ceiling;
@@ -169,6 +221,9 @@ static void increase(struct bucket *k, uint64_t now)
 
 static void decrease(struct bucket *k, uint64_t now)
 {
+	if (k->probing && k->start_ns)
+		probe(k, now);
+	k->probing = false;
 	double answered = ok_rate(k, now);
 	/* Soon after a cut the decayed estimate still remembers the rate
 	 * before it; the replies since the cut say what S3 answers now. */
@@ -181,11 +236,19 @@ static void decrease(struct bucket *k, uint64_t now)
 	if (k->cut_ns && now < k->cut_ns + hold)
 		return;
 	double base = answered > 0 && answered < k->rate ? answered : k->rate;
+	/* A rate over twice what S3 answers (the ceiling, at first) is no
+	 * level to return to. */
+	k->cut_from = k->rate > 2 * base ? base : k->rate;
 	k->rate = fmax(k->floor, BUDGET_DECREASE * base);
-	/* Requests already given a time keep it; a saved-up burst is cut to
-	 * the new rate's. */
+	/* The slots lent ahead were timed for the old rate: their requests
+	 * ask again (tickets) and queue at the new one. A saved-up burst is
+	 * cut to the new rate's. */
+	refill(k, now);
+	if (k->tokens < 0)
+		k->tokens = 0;
 	if (k->tokens > burst_of(k))
 		k->tokens = burst_of(k);
+	k->cuts++;
 	k->cut_ns = now;
 	k->ok_since_cut = 0;
 }

@@ -10,21 +10,25 @@
  * floor and the configured ceiling: a SlowDown (or any 503) cuts it to
  * 0.9 times what S3 was answering (at most once per 0.5 s while the
  * rate is near that), each successful reply adds back a little while
- * the bucket is in use. The numbers, and why, are in budget.c.
+ * the bucket is in use. It starts slow: 1/8 of the ceiling at the first
+ * request, doubling every 250 ms until the ceiling or a SlowDown. The
+ * numbers, and why, are in budget.c.
  *
  * Ownership: budget_new allocates, budget_free frees; the daemon keeps one
  * per dataset for the dataset's life.
  * Use: any thread (the shards share a dataset's budget; a small mutex
  * guards it). A request that is about to start calls budget_admit, which
  * always grants it a slot and says how long to wait for it: the caller
- * delays the request on its own timer (never sleeps, never fails it);
- * the slot is the request's, so it does not call budget_admit again when
- * the timer fires. Every reply goes to budget_reply. Times are the
+ * delays the request on its own timer (never sleeps, never fails it).
+ * A cut takes back the slots lent before it (they were timed for the old
+ * rate): when the timer fires, the request goes if budget_ticket_valid,
+ * else it asks budget_admit again. Every reply goes to budget_reply. Times are the
  * caller's monotonic clock in nanoseconds (now_ns(), clock.h), passed in
  * so the unit test can drive them. */
 #ifndef RC_BUDGET_H
 #define RC_BUDGET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum budget_class { BUDGET_GET, BUDGET_PUT, BUDGET_CLASSES };
@@ -51,9 +55,14 @@ void budget_free(struct budget *b);
 void budget_set_ceiling(struct budget *b, enum budget_class c, uint32_t rate);
 
 /* Takes a slot for one request at now: 0 to send it now, else the
- * nanoseconds to wait first (always below BUDGET_MIN_DELAY_NS counts as
- * now). b NULL: 0. */
-uint64_t budget_admit(struct budget *b, enum budget_class c, uint64_t now);
+ * nanoseconds to wait first (below BUDGET_MIN_DELAY_NS counts as now)
+ * and *ticket, to check with budget_ticket_valid then. b NULL: 0. */
+uint64_t budget_admit(struct budget *b, enum budget_class c, uint64_t now,
+		      uint32_t *ticket);
+
+/* True if no cut happened since the slot of ticket was lent. */
+bool budget_ticket_valid(struct budget *b, enum budget_class c,
+			 uint32_t ticket);
 
 /* A reply to a request of class c arrived at now. b NULL: nothing. */
 void budget_reply(struct budget *b, enum budget_class c, enum budget_reply r,

@@ -312,15 +312,17 @@ static struct dataset *fetch_dataset(const struct fetch *f)
 
 /* The prefix's request budget: every request (retries and second tries
  * too) takes a slot; one whose slot is later waits for it on the retry
- * timers, then goes without asking again. */
+ * timers, then goes, unless a SlowDown took the slot back meanwhile. */
 static bool fetch_throttled(struct fetch *f)
 {
+	struct budget *b = fetch_dataset(f)->budget;
 	if (f->budgeted) {
 		f->budgeted = false;
-		return false;
+		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
+			return false;
 	}
 	uint64_t now = now_ns();
-	uint64_t wait = budget_admit(fetch_dataset(f)->budget, BUDGET_GET, now);
+	uint64_t wait = budget_admit(b, BUDGET_GET, now, &f->budget_ticket);
 	if (!wait)
 		return false;
 	f->budgeted = true;

@@ -113,6 +113,7 @@ struct fetch {
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
 	bool budgeted;             /* holds a budget slot, waiting for it */
+	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
 	uint64_t plan_gen;         /* which plan asked for it */
 	uint64_t due_ns;           /* retry time */
 	uint64_t received;

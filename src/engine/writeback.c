@@ -38,6 +38,8 @@ struct wtimer {
 struct wdelay {
 	struct shard *sh;
 	struct s3_req *req;
+	enum budget_class cls;
+	uint32_t ticket;
 	struct wdelay *next, *prev;
 };
 
@@ -61,10 +63,21 @@ static int transfer_now(struct shard *sh, struct s3_req *req)
 	return 0;
 }
 
+/* The slot's time came; a SlowDown may have taken it back meanwhile. */
 static void delay_due(void *arg)
 {
 	struct wdelay *dl = arg;
 	struct shard *sh = dl->sh;
+	if (dl->req) {
+		struct budget *b = upload_req_tag(dl->req);
+		uint64_t wait = budget_ticket_valid(b, dl->cls, dl->ticket) ? 0 :
+			budget_admit(b, dl->cls, now_ns(), &dl->ticket);
+		if (wait && drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
+					  delay_due, dl) == 0) {
+			sh->m.s3_throttled_ns += wait;
+			return;
+		}
+	}
 	if (dl->prev)
 		dl->prev->next = dl->next;
 	else
@@ -80,8 +93,10 @@ static void delay_due(void *arg)
 static int drv_add_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
-	uint64_t wait = budget_admit(upload_req_tag(req), req_class(req),
-				     now_ns());
+	enum budget_class cls = req_class(req);
+	uint32_t ticket;
+	uint64_t wait = budget_admit(upload_req_tag(req), cls, now_ns(),
+				     &ticket);
 	struct wdelay *dl = wait ? calloc(1, sizeof(*dl)) : NULL;
 	if (!dl || drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
 				 delay_due, dl) < 0) {
@@ -91,6 +106,8 @@ static int drv_add_transfer(void *ctx, struct s3_req *req)
 	sh->m.s3_throttled_ns += wait;
 	dl->sh = sh;
 	dl->req = req;
+	dl->cls = cls;
+	dl->ticket = ticket;
 	dl->next = sh->wb_delayed;
 	if (dl->next)
 		dl->next->prev = dl;
