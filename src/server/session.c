@@ -874,6 +874,9 @@ void op_complete(struct op *op)
 		}
 		post_cqe(s, &op->cqe);
 	}
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO)
+		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,
+				  now_ns() - op->start_ns);
 	if (op->charged) {
 		s->inflight_bytes -= op->charged;
 		quota_uncharge(&s->usage->inflight_bytes, op->charged);
@@ -1030,6 +1033,7 @@ static struct op *op_new(struct session *s, const struct rc_sqe *e)
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
 	op->arg = e->arg;
+	op->start_ns = now_ns();
 	s->refs++;
 	return op;
 }

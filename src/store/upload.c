@@ -16,9 +16,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hugemem.h"
 #include "log.h"
 #include "sigv4.h"
+#include "vec.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
@@ -793,12 +795,20 @@ bool upload_is_engine_req(const struct s3_req *req)
 	return x && x->magic == XFER_MAGIC;
 }
 
+void *upload_req_tag(const struct s3_req *req)
+{
+	const struct xfer *x = s3_req_get_private(req);
+	return x->u->p.tag;
+}
+
 void upload_transfer_done(struct s3_req *req, CURLcode code)
 {
 	struct xfer *x = s3_req_get_private(req);
 	struct upload *u = x->u;
 	struct s3_result r;
 	s3_req_result(req, code, &r);
+	if (u->e->drv.replied)
+		u->e->drv.replied(u->e->drv.ctx, req, &r);
 	if (r.err && xfer_retry(x, &r))
 		return;
 	upload_hold(u);
@@ -1130,16 +1140,10 @@ struct upload_loop {
 	struct upload_driver drv;
 	CURLM *multi;
 	struct loop_timer *timers;
-	size_t n_timers, cap_timers;
+	size_t n_timers;
+	uint32_t cap_timers;
 	unsigned in_flight;
 };
-
-static uint64_t loop_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int loop_add_transfer(void *ctx, struct s3_req *req)
 {
@@ -1161,22 +1165,16 @@ static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			  void *arg)
 {
 	struct upload_loop *l = ctx;
-	if (l->n_timers == l->cap_timers) {
-		size_t cap = l->cap_timers ? 2 * l->cap_timers : 16;
-		struct loop_timer *t = realloc(l->timers, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		l->timers = t;
-		l->cap_timers = cap;
-	}
+	if (RC_GROW(l->timers, l->cap_timers, l->n_timers + 1))
+		return -ENOMEM;
 	l->timers[l->n_timers++] =
-		(struct loop_timer){ loop_now_ms() + delay_ms, cb, arg };
+		(struct loop_timer){ rc_now_ms() + delay_ms, cb, arg };
 	return 0;
 }
 
 static void loop_fire_timers(struct upload_loop *l)
 {
-	uint64_t now = loop_now_ms();
+	uint64_t now = rc_now_ms();
 	for (size_t i = 0; i < l->n_timers;) {
 		if (l->timers[i].due_ms > now) {
 			i++;
