@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "listener.h"
 #include "log.h"
 
 /* ---- objects ------------------------------------------------------------ */
@@ -146,6 +147,9 @@ static struct object *object_update(struct shard *sh, struct object *o,
 
 /* ---- fetches ------------------------------------------------------------ */
 
+static void fetch_finish(struct fetch *f, int err);
+static void fetch_retry_due(struct reactor_timer *t);
+
 static char *full_key(const struct dataset *ds, const char *key)
 {
 	size_t pl = strlen(ds->cfg->prefix), kl = strlen(key);
@@ -174,6 +178,14 @@ static bool first_block_cached(struct shard *sh, const struct object *o)
 	const struct cache_entry *e = o->etag[0] ?
 		cache_lookup(&sh->cache, o->id, 0, false) : NULL;
 	return e && e->state == ENTRY_VALID;
+}
+
+static void fetch_transfer_done(void *ctx, CURL *easy, CURLcode code)
+{
+	struct fetch *f = ctx;
+	(void)easy;
+	f->in_curl = false;
+	fetch_done(f, code);
 }
 
 static int fetch_start(struct fetch *f)
@@ -236,12 +248,18 @@ static int fetch_start(struct fetch *f)
 		log_warn("S3 request: %s", err);
 		return -EINVAL;
 	}
-	reactor_add_transfer(sh, f);
+	int r = curlio_add(sh->curl, s3_req_easy(f->req), fetch_transfer_done, f);
+	if (r < 0) {
+		fetch_done(f, CURLE_FAILED_INIT);
+		return 0; /* finished: not the caller's any more */
+	}
+	f->in_curl = true;
 	return 0;
 }
 
 static void fetch_free(struct fetch *f)
 {
+	reactor_timer_cancel(&f->retry);
 	if (f->prefetch) {
 		f->sh->pf_inflight--;
 		prefetch_fetch_done(f->sh, f->plan_gen);
@@ -269,6 +287,7 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 		return NULL;
 	f->kind = kind;
 	f->sh = sh;
+	reactor_timer_init(&f->retry, fetch_retry_due);
 	f->all_next = sh->fetches;
 	if (sh->fetches)
 		sh->fetches->all_prev = f;
@@ -284,29 +303,17 @@ static void retry_schedule(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	f->attempt++;
-	f->due_ns = now_ns() +
-		    (uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull;
-	struct fetch **pp = &sh->retries;
-	while (*pp && (*pp)->due_ns <= f->due_ns)
-		pp = &(*pp)->next_retry;
-	f->next_retry = *pp;
-	*pp = f;
+	reactor_timer_after(sh->reactor, &f->retry,
+		(uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull);
 	sh->m.s3_retries++;
 }
 
-static void fetch_finish(struct fetch *f, int err);
-
-void fetch_run_retries(struct shard *sh)
+static void fetch_retry_due(struct reactor_timer *t)
 {
-	uint64_t now = now_ns();
-	while (sh->retries && sh->retries->due_ns <= now) {
-		struct fetch *f = sh->retries;
-		sh->retries = f->next_retry;
-		f->next_retry = NULL;
-		int err = fetch_start(f);
-		if (err)
-			fetch_finish(f, err);
-	}
+	struct fetch *f = rc_container_of(t, struct fetch, retry);
+	int err = fetch_start(f);
+	if (err)
+		fetch_finish(f, err);
 }
 
 /* Names a block the way the NVMe tier keys it (dataset URI, key, ETag). */
@@ -783,7 +790,8 @@ static void tier_init(struct daemon *d, struct shard *sh)
 	char err[256];
 	/* No fixed buffers: arenas are sparse and give pages back, which
 	 * registered (pinned) buffers would not follow. */
-	sh->tier = tier_open(&tc, &sh->ring, NULL, 0, err, sizeof(err));
+	sh->tier = tier_open(&tc, reactor_ring(sh->reactor), NULL, 0, err,
+			     sizeof(err));
 	if (!sh->tier) {
 		log_error("tier %s: %s; running from memory only", c->tier_path,
 			  err);
@@ -801,7 +809,7 @@ static void tier_init(struct daemon *d, struct shard *sh)
 	}
 	sh->cache.on_evict = tier_admit;
 	sh->cache.evict_ctx = sh;
-	sh->tier_sync_due_ns = now_ns() + 30000000000ull;
+	daemon_tier_start(sh);
 	struct tier_stats ts;
 	tier_get_stats(sh->tier, &ts);
 	log_info("tier %s: %llu slots of %u KiB, %llu blocks already there%s",
@@ -810,13 +818,28 @@ static void tier_init(struct daemon *d, struct shard *sh)
 		 ts.direct ? "" : " (buffered: no O_DIRECT here)");
 }
 
-void daemon_tier_tick(struct shard *sh)
+#define TIER_SYNC_NS 30000000000ull
+
+static void tier_tick(struct reactor_timer *t)
 {
-	if (!sh->tier || now_ns() < sh->tier_sync_due_ns)
+	struct shard *sh = rc_container_of(t, struct shard, tier_tick);
+	if (!sh->tier)
 		return;
-	sh->tier_sync_due_ns = now_ns() + 30000000000ull;
+	reactor_timer_after(sh->reactor, t, TIER_SYNC_NS);
 	if (tier_sync_index(sh->tier) < 0)
 		log_error("tier: index sync failed; tier disabled");
+}
+
+void daemon_tier_start(struct shard *sh)
+{
+	reactor_timer_init(&sh->tier_tick, tier_tick);
+	reactor_timer_after(sh->reactor, &sh->tier_tick, TIER_SYNC_NS);
+}
+
+void daemon_drain_tier(struct shard *sh)
+{
+	for (int i = 0; i < 1000 && sh->tier && tier_inflight(sh->tier); i++)
+		reactor_turn(sh->reactor, 10000000);
 }
 
 static uint32_t block_len(const struct object *o, uint64_t b, uint64_t bs)
@@ -926,8 +949,7 @@ void daemon_cancel_prefetch(struct shard *sh, uint64_t gen)
 		if (!f->prefetch || f->plan_gen != gen || !f->in_curl ||
 		    f->entry->waiters)
 			continue;
-		curl_multi_remove_handle(sh->multi, s3_req_easy(f->req));
-		sh->s3_inflight--;
+		curlio_remove(sh->curl, s3_req_easy(f->req));
 		f->in_curl = false;
 		sh->m.prefetch_cancelled++;
 		fetch_finish(f, -ECANCELED);
@@ -1354,7 +1376,7 @@ int daemon_reload(struct daemon *d)
 	config_free(&nc);
 	daemon_shard_sync_datasets(&d->shards[0]);
 	for (uint32_t i = 1; i < d->n_shards; i++)
-		reactor_wake(&d->shards[i]);
+		shard_wake(&d->shards[i]);
 	log_info("reloaded %s: %u datasets, %u changed; %u keys applied, %u "
 		 "need a restart%s%s", d->config_path, d->n_datasets,
 		 ds_changed, r.n_live, r.n_restart, r.n_restart ? ": " : "",
@@ -1364,47 +1386,24 @@ int daemon_reload(struct daemon *d)
 
 /* ---- lifecycle ---------------------------------------------------------- */
 
+static void on_conn(void *ctx, int fd)
+{
+	session_accept(ctx, fd);
+}
+
+static void on_fds_exhausted(void *ctx)
+{
+	struct daemon *d = ctx;
+	quota_refused(&d->quota, REFUSED_ACCEPT_FDS);
+}
+
 static int listen_socket(struct daemon *d, char *err, size_t errlen)
 {
-	const char *path = d->cfg.socket_path;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(err, errlen, "socket path too long: %s", path);
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	char dir[sizeof(sa.sun_path)];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = 0;
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
-			return -1;
-		}
-	}
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, errlen, "socket: %s", strerror(errno));
-		return -1;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-		snprintf(err, errlen, "%s: another ringcached is serving it",
-			 path);
-		close(fd);
-		return -1;
-	}
-	unlink(path);
-	mode_t old = umask(0777 & ~d->cfg.socket_mode);
-	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0 || chmod(path, d->cfg.socket_mode) < 0 || listen(fd, 256) < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	d->listen_fd = fd;
-	return 0;
+	struct listener_ops ops = {.on_conn = on_conn,
+				   .on_exhausted = on_fds_exhausted, .ctx = d};
+	d->listener = listener_open(d->shards[0].reactor, d->cfg.socket_path,
+				    d->cfg.socket_mode, &ops, err, errlen);
+	return d->listener ? 0 : -1;
 }
 
 static int signals_init(struct daemon *d)
@@ -1488,7 +1487,6 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 {
 	sh->d = d;
 	sh->id = id;
-	sh->wake_fd = -1;
 	pthread_mutex_init(&sh->lock, NULL);
 	sh->objects_mask = 1023;
 	sh->objects = calloc(sh->objects_mask + 1, sizeof(*sh->objects));
@@ -1504,7 +1502,7 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 	sh->cache.next_use = prefetch_next_use;
 	sh->cache.owner_ctx = sh;
 	sh->cache.shed_pins = prefetch_shed;
-	int r = reactor_init(sh);
+	int r = shard_loop_init(sh);
 	if (r < 0) {
 		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
 		return -1;
@@ -1525,7 +1523,7 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
-	d->listen_fd = d->signal_fd = -1;
+	d->signal_fd = -1;
 	d->started_ns = now_ns();
 	if (config_load(config_path, &d->cfg, err, errlen) < 0)
 		return -1;
@@ -1584,12 +1582,10 @@ void daemon_destroy(struct daemon *d)
 			continue; /* init failed before this shard */
 		while (sh->sessions)
 			session_close(sh->sessions);
-		sh->retries = NULL;
 		while (sh->fetches) {
 			struct fetch *f = sh->fetches;
 			if (f->in_curl)
-				curl_multi_remove_handle(sh->multi,
-							 s3_req_easy(f->req));
+				curlio_remove(sh->curl, s3_req_easy(f->req));
 			fetch_finish(f, -ECANCELED);
 		}
 		listing_cache_clear(&sh->listings);
@@ -1600,7 +1596,7 @@ void daemon_destroy(struct daemon *d)
 		}
 		for (unsigned k = 0; k < TIER_STAGING; k++)
 			free(sh->staging[k].mem);
-		reactor_destroy(sh);
+		shard_loop_destroy(sh);
 		free(sh->plan_keys);
 		free(sh->plan_hints);
 		sh->cache.on_evict = NULL;
@@ -1625,8 +1621,6 @@ void daemon_destroy(struct daemon *d)
 			}
 		}
 		free(sh->objects);
-		if (sh->wake_fd >= 0)
-			close(sh->wake_fd);
 		pthread_mutex_destroy(&sh->lock);
 	}
 	free(d->shards);
@@ -1634,10 +1628,7 @@ void daemon_destroy(struct daemon *d)
 		s3_client_free(d->s3);
 	if (d->creds)
 		creds_provider_free(d->creds);
-	if (d->listen_fd >= 0) {
-		close(d->listen_fd);
-		unlink(d->cfg.socket_path);
-	}
+	listener_close(d->listener);
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
 	quota_destroy(&d->quota);

@@ -13,9 +13,12 @@
 
 #include "arena.h"
 #include "cache.h"
+#include "clock.h"
 #include "config.h"
+#include "curlio.h"
 #include "prefetch.h"
 #include "quota.h"
+#include "reactor.h"
 #include "creds.h"
 #include "listing.h"
 #include "ringcache.h"
@@ -28,23 +31,7 @@
 struct shard;
 struct session;
 
-/* Every io_uring submission carries a pointer to one of these. */
-enum ev_kind {
-	EV_ACCEPT = 1,
-	EV_SIGNAL,
-	EV_SESSION_SOCK,
-	EV_SESSION_DOORBELL,
-	EV_CURL_SOCK,
-	EV_IGNORE,
-	/* 7 is EV_TIER (tier.h) */
-	EV_WAKE = 8,
-	/* 9 is EV_JOURNAL (journal.h) */
-	EV_WORKERS = 10, /* the shard's helper threads finished jobs */
-};
 #define RC_MAX_SHARDS 16
-struct ev {
-	uint8_t kind;
-};
 
 struct dataset {
 	uint32_t id;
@@ -109,9 +96,8 @@ struct fetch {
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
 	uint64_t plan_gen;         /* which plan asked for it */
-	uint64_t due_ns;           /* retry time */
+	struct reactor_timer retry; /* armed while waiting to retry */
 	uint64_t received;
-	struct fetch *next_retry;
 	struct fetch *all_next, *all_prev; /* shard's list of fetches */
 	bool in_curl;
 };
@@ -130,7 +116,7 @@ struct regbuf {
 };
 
 struct session {
-	struct ev sock_ev, bell_ev;
+	struct rc_ev sock_ev, bell_ev;
 	struct shard *sh;
 	int sock, sq_efd, cq_efd, ring_fd;
 	uint64_t bell_buf;
@@ -172,8 +158,6 @@ struct session {
 	struct session *next, *prev;
 };
 
-struct curl_sock;
-
 /* A shard's counters: written by its thread, summed by whichever shard
  * renders STATS, hence atomic (each update is one atomic add). */
 typedef _Atomic uint64_t counter_t;
@@ -203,16 +187,13 @@ struct shard {
 	uint32_t id;
 	struct daemon *d;
 	pthread_t thread;          /* shards > 0 run a thread each */
-	struct ev wake_ev;
-	int wake_fd;               /* eventfd: inbox, new datasets, stop */
-	uint64_t wake_buf;
+	struct reactor *reactor;   /* its wake: inbox, new datasets, stop */
+	struct curlio *curl;
 	pthread_mutex_t lock;      /* inbox, and the lists metrics walk */
 	struct session *inbox;     /* sessions handed over by shard 0 */
 	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
 	struct object **objects;   /* hash (dataset, key) -> current version */
 	uint64_t objects_mask, n_objects, next_obj_id;
-	struct io_uring ring;
-	CURLM *multi;
 	struct arena_budget budget;
 	struct cache cache;
 	struct session *sessions;
@@ -220,11 +201,7 @@ struct shard {
 	_Atomic uint32_t n_sessions;
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
 	struct listing_cache listings; /* LIST continuations */
-	struct fetch *retries;     /* sorted by due_ns */
 	struct fetch *fetches;     /* all live fetches, for shutdown */
-	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
-	int64_t curl_due_ns;       /* -1: no curl timer */
-	_Atomic uint32_t s3_inflight;
 	struct pqueue *pqueues;
 	uint32_t n_planned;        /* queues with a plan */
 	uint32_t pq_next_id;
@@ -236,24 +213,25 @@ struct shard {
 	struct journal *journal;   /* write-back, durability local */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
-	struct wtimer *wb_timers;  /* the upload engine's, by due time */
+	struct wtimer *wb_timers;  /* the upload engine's, for shutdown */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
 	struct workers *workers;   /* upload digests off this thread */
-	struct ev workers_ev;
+	struct rc_ev workers_ev;
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
-	uint64_t tier_sync_due_ns;
+	struct reactor_timer tier_tick; /* index sync every 30 s */
 	struct metrics m;
 };
 
 struct daemon {
 	struct rc_config cfg;
 	char *config_path;
-	struct ev accept_ev, signal_ev;
-	int listen_fd, signal_fd;
-	bool accept_armed, reload;
+	struct listener *listener;
+	struct rc_ev signal_ev;
+	int signal_fd;
+	bool reload;
 	_Atomic bool stopping;
 	struct creds_provider *creds;
 	struct s3_client *s3;
@@ -267,11 +245,6 @@ struct daemon {
 	_Alignas(8) uint8_t sigbuf[128];
 	uint64_t started_ns;
 	struct quota quota;
-	/* accept() out of fds: paused until resume_ns, then retried with a
-	 * doubling pause; failures counted, logged once per episode. */
-	uint64_t accept_resume_ns;
-	uint32_t accept_pause_ms;
-	uint64_t accept_failures;
 	/* Reload (daemon.c): sessions recompute their access when acl_gen
 	 * moves; status shows whether the file on disk still matches. */
 	_Atomic uint64_t acl_gen;
@@ -283,7 +256,10 @@ struct daemon {
 					 in the file, running the old value */
 };
 
-uint64_t now_ns(void);
+static inline uint64_t now_ns(void)
+{
+	return rc_now_ns();
+}
 
 /* daemon.c: lifecycle, datasets, objects, fetches. */
 int daemon_init(struct daemon *d, const char *config_path, char *err,
@@ -315,9 +291,10 @@ int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 			  bool *started);
 /* Cancels plan gen's GETs that no read waits for. */
 void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
-void fetch_run_retries(struct shard *sh);
-/* Persists the tier's index every 30 s. */
-void daemon_tier_tick(struct shard *sh);
+/* Starts the tier's 30 s index sync timer. */
+void daemon_tier_start(struct shard *sh);
+/* Waits (bounded) until the tier has no I/O in flight (shutdown). */
+void daemon_drain_tier(struct shard *sh);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);
 
@@ -350,19 +327,15 @@ void op_block_ready(struct op *op, struct cache_entry *e);
 void op_block_failed(struct op *op, int err);
 void op_list_ready(struct op *op, const struct listing *l, int err);
 
-/* reactor.c */
-int reactor_init(struct shard *sh);
-void reactor_destroy(struct shard *sh);
-int reactor_run(struct daemon *d);
-/* Shards > 0: a thread each, until the daemon stops. */
-void *reactor_thread(void *shard);
-void reactor_wake(struct shard *sh);
-/* One turn of the loop without client work (shutdown drains). */
-void reactor_poll_once(struct shard *sh);
-/* Waits until the tier has no I/O in flight (shutdown). */
-void reactor_drain_tier(struct daemon *d, struct shard *sh);
-struct io_uring_sqe *reactor_sqe(struct shard *sh);
-void reactor_add_transfer(struct shard *sh, struct fetch *f);
+/* lifecycle.c: the shards' loops, signals, drain. */
+int daemon_run(struct daemon *d);
+/* Wakes shard sh's loop from any thread (inbox, datasets, stop). */
+void shard_wake(struct shard *sh);
+/* One turn of the loop without client work (fuzzers, drains). */
+void shard_poll_once(struct shard *sh);
+/* The shard's loop state: reactor, curl, wake handler. */
+int shard_loop_init(struct shard *sh);
+void shard_loop_destroy(struct shard *sh);
 
 /* metrics.c */
 size_t metrics_render(const struct daemon *d, char *buf, size_t len);

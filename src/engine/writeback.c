@@ -25,46 +25,71 @@
  * free of them. */
 #define WB_HASH_THREADS 2
 
+/* An engine timer: a reactor timer, listed for shutdown. */
 struct wtimer {
-	uint64_t due_ns;
+	struct reactor_timer t;
+	struct shard *sh;
 	void (*cb)(void *arg);
 	void *arg;
-	struct wtimer *next;
+	struct wtimer *next, *prev;
 };
 
 /* ---- the upload engine's driver: the shard's curl handle and timers ---- */
 
+static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
+{
+	(void)easy;
+	upload_transfer_done(ctx, code);
+}
+
 static int drv_add_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
-	if (curl_multi_add_handle(sh->multi, s3_req_easy(req)) != CURLM_OK)
-		return -EIO;
-	sh->s3_inflight++;
-	return 0;
+	return curlio_add(sh->curl, s3_req_easy(req), drv_transfer_done, req);
 }
 
 static void drv_remove_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
-	curl_multi_remove_handle(sh->multi, s3_req_easy(req));
-	sh->s3_inflight--;
+	curlio_remove(sh->curl, s3_req_easy(req));
+}
+
+static void wtimer_unlink(struct wtimer *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		t->sh->wb_timers = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+}
+
+static void wtimer_due(struct reactor_timer *rt)
+{
+	struct wtimer *t = rc_container_of(rt, struct wtimer, t);
+	wtimer_unlink(t);
+	void (*cb)(void *) = t->cb;
+	void *arg = t->arg;
+	free(t);
+	cb(arg);
 }
 
 static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			 void *arg)
 {
 	struct shard *sh = ctx;
-	struct wtimer *t = malloc(sizeof(*t));
+	struct wtimer *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->due_ns = now_ns() + (uint64_t)delay_ms * 1000000ull;
+	t->sh = sh;
 	t->cb = cb;
 	t->arg = arg;
-	struct wtimer **pp = &sh->wb_timers;
-	while (*pp && (*pp)->due_ns <= t->due_ns)
-		pp = &(*pp)->next;
-	t->next = *pp;
-	*pp = t;
+	t->next = sh->wb_timers;
+	if (t->next)
+		t->next->prev = t;
+	sh->wb_timers = t;
+	reactor_timer_init(&t->t, wtimer_due);
+	reactor_timer_after(sh->reactor, &t->t, (uint64_t)delay_ms * 1000000ull);
 	return 0;
 }
 
@@ -80,34 +105,18 @@ static void writeback_arm_workers(struct shard *sh)
 {
 	if (!sh->workers)
 		return;
-	struct io_uring_sqe *sqe = reactor_sqe(sh);
+	struct io_uring_sqe *sqe = reactor_sqe(sh->reactor);
 	io_uring_prep_poll_add(sqe, workers_fd(sh->workers), POLLIN);
 	io_uring_sqe_set_data(sqe, &sh->workers_ev);
 }
 
-void writeback_workers_ready(struct shard *sh)
+/* The digest threads finished jobs: they go on, the poll is queued again. */
+static void workers_ready(struct rc_ev *ev, struct io_uring_cqe *cqe)
 {
+	struct shard *sh = rc_container_of(ev, struct shard, workers_ev);
+	(void)cqe;
 	workers_reap(sh->workers);
 	writeback_arm_workers(sh);
-}
-
-void writeback_run_timers(struct shard *sh)
-{
-	uint64_t now = now_ns();
-	struct wtimer *t;
-	while ((t = sh->wb_timers) && t->due_ns <= now) {
-		sh->wb_timers = t->next;
-		t->cb(t->arg);
-		free(t);
-	}
-}
-
-int64_t writeback_next_timer(const struct shard *sh, uint64_t now)
-{
-	const struct wtimer *t = sh->wb_timers;
-	if (!t)
-		return INT64_MAX;
-	return t->due_ns > now ? (int64_t)(t->due_ns - now) : 0;
 }
 
 /* ---- staging chunks ------------------------------------------------------ */
@@ -1034,7 +1043,7 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 	}
 	char wname[16];
 	snprintf(wname, sizeof(wname), "rc-hash%u", sh->id);
-	sh->workers_ev.kind = EV_WORKERS;
+	sh->workers_ev.fn = workers_ready;
 	sh->workers = workers_new(WB_HASH_THREADS, wname);
 	if (!sh->workers)
 		log_warn("shard %u: no digest threads (%s): digests inline",
@@ -1053,13 +1062,21 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 	struct journal_config jc = {.path = path,
 				    .size_limit = d->cfg.journal_bytes};
 	char jerr[256];
-	sh->journal = journal_open(&jc, &sh->ring, jerr, sizeof(jerr));
+	sh->journal = journal_open(&jc, reactor_ring(sh->reactor), jerr,
+				   sizeof(jerr));
 	if (!sh->journal) {
 		snprintf(err, errlen, "journal %s: %s", path, jerr);
 		return -1;
 	}
 	replay(sh);
 	return 0;
+}
+
+/* One turn of the shard's reactor (timers, I/O) while draining. */
+static void pump(struct shard *sh)
+{
+	reactor_run_timers(sh->reactor);
+	reactor_turn(sh->reactor, 10000000);
 }
 
 static bool must_wait(const struct shard *sh)
@@ -1076,7 +1093,7 @@ void writeback_drain(struct shard *sh)
 		return;
 	uint64_t until = now_ns() + DRAIN_NS;
 	while (must_wait(sh) && now_ns() < until)
-		reactor_poll_once(sh);
+		pump(sh);
 	/* Journaled objects are uploaded again at the next start. A cancel
 	 * reports the upload done, which may drop the object's last
 	 * reference: ours keeps it (and its next) readable until then. */
@@ -1091,7 +1108,7 @@ void writeback_drain(struct shard *sh)
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&
 	       now_ns() < until)
-		reactor_poll_once(sh);
+		pump(sh);
 }
 
 void writeback_destroy(struct shard *sh)
@@ -1100,7 +1117,8 @@ void writeback_destroy(struct shard *sh)
 	sh->workers = NULL;
 	while (sh->wb_timers) {
 		struct wtimer *t = sh->wb_timers;
-		sh->wb_timers = t->next;
+		reactor_timer_cancel(&t->t);
+		wtimer_unlink(t);
 		free(t);
 	}
 	while (sh->wobjects) {

@@ -160,7 +160,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		evictions += sh->cache.stats.evictions;
 		used += sh->budget.sb_used * sh->budget.sb_bytes;
 		total += sh->budget.sb_total * sh->budget.sb_bytes;
-		inflight += sh->s3_inflight;
+		inflight += curlio_inflight(sh->curl);
 	}
 	emit(&o, "ringcache_sessions_active", "gauge", "Attached client sessions.", sessions);
 	emit(&o, "ringcache_sessions_total", "counter", "Sessions attached since start.", m.sessions_total);

@@ -109,9 +109,9 @@ void session_put(struct session *s)
 		session_free(s);
 }
 
-static void cancel_armed(struct session *s, struct ev *ev)
+static void cancel_armed(struct session *s, struct rc_ev *ev)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_cancel(sqe, ev, 0);
 	io_uring_sqe_set_data(sqe, NULL);
 }
@@ -151,9 +151,20 @@ void session_close(struct session *s)
 
 /* ---- arming ------------------------------------------------------------- */
 
+static void on_sock_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_sock(rc_container_of(ev, struct session, sock_ev), cqe->res);
+}
+
+static void on_bell_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_doorbell(rc_container_of(ev, struct session, bell_ev),
+			    cqe->res);
+}
+
 static void arm_sock(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_poll_add(sqe, s->sock, POLLIN | POLLRDHUP);
 	io_uring_sqe_set_data(sqe, &s->sock_ev);
 	s->sock_armed = true;
@@ -162,7 +173,7 @@ static void arm_sock(struct session *s)
 
 static void arm_bell(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_read(sqe, s->sq_efd, &s->bell_buf, sizeof(s->bell_buf),
 			   0);
 	io_uring_sqe_set_data(sqe, &s->bell_ev);
@@ -194,8 +205,8 @@ void session_accept(struct daemon *d, int fd)
 		return;
 	}
 	s->usage = usage;
-	s->sock_ev.kind = EV_SESSION_SOCK;
-	s->bell_ev.kind = EV_SESSION_DOORBELL;
+	s->sock_ev.fn = on_sock_cqe;
+	s->bell_ev.fn = on_bell_cqe;
 	s->sh = sh;
 	s->sock = fd;
 	s->sq_efd = s->cq_efd = s->ring_fd = -1;
@@ -567,7 +578,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 	s->next = to->inbox;
 	to->inbox = s;
 	pthread_mutex_unlock(&to->lock);
-	reactor_wake(to);
+	shard_wake(to);
 	return true;
 }
 
