@@ -39,6 +39,10 @@ struct rc_dataset_config {
 	bool no_overwrite;
 };
 
+/* The largest max_plan_entries: a plan's entries are copied and scanned
+ * on a shard's thread (prefetch.c). */
+#define RC_MAX_PLAN_ENTRIES (16u << 20)
+
 struct rc_config {
 	char *path;
 	/* [daemon] */

@@ -16,7 +16,6 @@
 #include "clock.h"
 #include "config.h"
 #include "curlio.h"
-#include "prefetch.h"
 #include "quota.h"
 #include "reactor.h"
 #include "creds.h"
@@ -26,10 +25,13 @@
 #include "s3.h"
 #include "tier.h"
 #include "topology.h"
-#include "writeback.h"
 
 struct shard;
 struct session;
+struct fetch_ops;
+struct pqueue;
+struct wobject;
+struct wtimer;
 
 #define RC_MAX_SHARDS 16
 
@@ -51,7 +53,8 @@ struct object {
 	uint64_t fetched_ns;      /* when HEAD/LIST last confirmed it */
 	uint32_t refs;            /* handles, ops, fetches */
 	bool stale;               /* replaced or gone: not in the table */
-	struct wobject *pending;  /* written here, not yet in S3: the bytes */
+	void *pending;            /* written here, not yet in S3: the bytes */
+	void (*unpend)(void *pending); /* drops that reference (fetch_ops) */
 	bool head_pending;
 	struct waiter *head_waiters;
 	struct object *hnext;
@@ -78,29 +81,7 @@ struct waiter {
 	struct waiter *next;
 };
 
-enum fetch_kind { FETCH_BLOCK, FETCH_HEAD, FETCH_LIST };
-
-struct fetch {
-	enum fetch_kind kind;
-	struct shard *sh;
-	struct s3_req *req;
-	struct object *obj;
-	struct cache_entry *entry; /* FETCH_BLOCK */
-	struct op *op;             /* FETCH_LIST */
-	char *list_prefix;         /* FETCH_LIST: dataset prefix + asked */
-	struct listing *lst;       /* FETCH_LIST: owned while fetching */
-	unsigned attempt;
-	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
-	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
-	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
-	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
-	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
-	uint64_t plan_gen;         /* which plan asked for it */
-	struct reactor_timer retry; /* armed while waiting to retry */
-	uint64_t received;
-	struct fetch *all_next, *all_prev; /* shard's list of fetches */
-	bool in_curl;
-};
+struct fetch;
 
 struct lease_table {
 	struct cache_entry **e;
@@ -191,6 +172,7 @@ struct shard {
 	struct curlio *curl;
 	pthread_mutex_t lock;      /* inbox, and the lists metrics walk */
 	struct session *inbox;     /* sessions handed over by shard 0 */
+	const struct fetch_ops *fops; /* how fetches complete (lifecycle.c) */
 	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
 	struct object **objects;   /* hash (dataset, key) -> current version */
 	uint64_t objects_mask, n_objects, next_obj_id;
@@ -261,7 +243,7 @@ static inline uint64_t now_ns(void)
 	return rc_now_ns();
 }
 
-/* daemon.c: lifecycle, datasets, objects, fetches. */
+/* daemon.c (src/server): lifecycle, datasets, reload. */
 int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen);
 /* SIGHUP: applies the file if it is valid and the running daemon can
@@ -274,27 +256,6 @@ bool daemon_config_file_changed(const struct daemon *d);
 /* An enabled dataset by its config name, or NULL. */
 struct dataset *dataset_by_name(struct daemon *d, const char *name);
 void daemon_destroy(struct daemon *d);
-void object_put(struct daemon *d, struct object *o);
-void object_get(struct object *o);
-/* OPEN: resolves the key (metadata cache or HEAD) then completes op. */
-void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
-		 const char *key, size_t key_len);
-/* READ/READ_INTO: entries for blocks [first, last] of op->obj, fetching
- * misses; calls block_ready(op, entry) or block_failed(op, err). */
-void daemon_read(struct shard *sh, struct op *op);
-void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
-		 const char *prefix, size_t len);
-void fetch_done(struct fetch *f, CURLcode code);
-/* The block's entry, inserted and fetched for plan gen if absent. */
-int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
-			  uint64_t gen, struct cache_entry **out,
-			  bool *started);
-/* Cancels plan gen's GETs that no read waits for. */
-void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
-/* Starts the tier's 30 s index sync timer. */
-void daemon_tier_start(struct shard *sh);
-/* Waits (bounded) until the tier has no I/O in flight (shutdown). */
-void daemon_drain_tier(struct shard *sh);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);
 

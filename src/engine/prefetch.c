@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "fetch.h"
 #include "log.h"
 
 /* ---- the plan index: (object, block) -> its next planned use ----------
@@ -431,7 +432,7 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	q->plan = NULL;
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned--;
-	daemon_cancel_prefetch(sh, p->generation);
+	fetch_cancel_prefetch(sh, p->generation);
 	plan_free(sh, p);
 	index_rebuild(sh);
 }
@@ -631,7 +632,7 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 	if (!it->obj->stale) {
 		struct cache_entry *e;
 		bool started;
-		if (daemon_prefetch_block(sh, it->obj, b, p->generation, &e,
+		if (fetch_prefetch_block(sh, it->obj, b, p->generation, &e,
 					  &started) < 0 ||
 		    pin_push(sh, p, p->issued, e) < 0)
 			return -1; /* no memory now: try again later */

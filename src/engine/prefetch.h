@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "ringcache.h"
 
 struct shard;
@@ -30,7 +31,6 @@ struct object;
 struct cache_entry;
 struct uid_usage;
 
-#define RC_MAX_PLAN_ENTRIES (16u << 20)
 
 struct plan_item {
 	struct object *obj;

@@ -10,8 +10,12 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fetch.h"
+#include "prefetch.h"
 #include "listener.h"
 #include "log.h"
+#include "tiering.h"
+#include "writeback.h"
 
 #define RING_DEPTH 1024
 #define IDLE_SPIN_NS 20000 /* poll client rings this long before sleeping */
@@ -64,8 +68,50 @@ static void on_wake(void *ctx)
 	}
 }
 
+/* Read your writes: write-back's staged objects, as fetch.h asks. */
+static void *pending_lookup(struct shard *sh, const struct dataset *ds,
+			    const char *key, uint64_t *id, uint64_t *size)
+{
+	struct wobject *w = writeback_pending(sh, ds, key);
+	if (w) {
+		*id = w->id;
+		*size = w->size;
+	}
+	return w;
+}
+
+static bool pending_uploaded(const void *w)
+{
+	return ((const struct wobject *)w)->state != W_COMMITTED;
+}
+
+static int pending_read(void *w, uint64_t off, void *dst, size_t len)
+{
+	return writeback_read(w, off, dst, len);
+}
+
+static void pending_put(void *w)
+{
+	writeback_put(w);
+}
+
+/* The layers above the fetch engine, wired here, at the top. */
+static const struct fetch_ops shard_fetch_ops = {
+	.op_done = op_complete,
+	.block_ready = op_block_ready,
+	.block_failed = op_block_failed,
+	.list_ready = op_list_ready,
+	.next_use = prefetch_hint,
+	.prefetch_done = prefetch_fetch_done,
+	.pending_lookup = pending_lookup,
+	.pending_uploaded = pending_uploaded,
+	.pending_read = pending_read,
+	.pending_put = pending_put,
+};
+
 int shard_loop_init(struct shard *sh)
 {
+	fetch_set_ops(sh, &shard_fetch_ops);
 	int err = 0;
 	sh->reactor = reactor_new(RING_DEPTH, &err);
 	if (!sh->reactor)
@@ -174,7 +220,7 @@ static void shard_drain(struct shard *sh)
 	while (sh->sessions)
 		session_close(sh->sessions);
 	writeback_drain(sh);
-	daemon_drain_tier(sh);
+	tiering_drain(sh);
 	/* Closed sessions are freed when their cancelled polls complete. */
 	for (int i = 0; i < 100 && sh->n_zombies; i++)
 		reactor_turn(sh->reactor, 10000000);

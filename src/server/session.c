@@ -15,6 +15,9 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fetch.h"
+#include "prefetch.h"
+#include "writeback.h"
 #include "log.h"
 
 #define DEFAULT_SQ 256u
@@ -1140,7 +1143,7 @@ static int submit_open(struct session *s, const struct rc_sqe *e)
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
-	daemon_open(s->sh, op, ds, key, e->arg_len);
+	fetch_open(s->sh, op, ds, key);
 	return DEFERRED;
 }
 
@@ -1165,7 +1168,7 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 	op->offset = e->offset;
 	op->ds = ds;
 	op_hold_buf(op, e);
-	daemon_list(s->sh, op, ds, prefix, e->arg_len);
+	fetch_list(s->sh, op, ds, prefix);
 	return DEFERRED;
 }
 
@@ -1215,7 +1218,7 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	if (dst)
 		op_hold_buf(op, e);
 	op->cqe.flags = RC_CQE_F_HIT; /* cleared if any block must be fetched */
-	daemon_read(s->sh, op);
+	fetch_read(s->sh, op);
 	return DEFERRED;
 }
 
