@@ -193,6 +193,7 @@ struct shard {
 	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
 	uint64_t plan_mask;
 	struct journal *journal;   /* write-back, durability local */
+	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, for shutdown */
@@ -253,8 +254,17 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 int daemon_reload(struct daemon *d);
 /* True if the config file on disk is not the one last loaded. */
 bool daemon_config_file_changed(const struct daemon *d);
-/* An enabled dataset by its config name, or NULL. */
-struct dataset *dataset_by_name(struct daemon *d, const char *name);
+/* An enabled dataset by its config name, or NULL. A lookup, not the
+ * lifecycle's: write-back's replay uses it too. */
+static inline struct dataset *dataset_by_name(struct daemon *d,
+					      const char *name)
+{
+	for (uint32_t i = 0; i < d->n_datasets; i++)
+		if (d->datasets[i]->enabled &&
+		    __builtin_strcmp(d->datasets[i]->cfg->name, name) == 0)
+			return d->datasets[i];
+	return NULL;
+}
 void daemon_destroy(struct daemon *d);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);

@@ -353,7 +353,8 @@ static int plan_link(struct shard *sh, struct plan *p)
  * linked, p->blocks counted) or NULL with *err set. */
 static struct plan *plan_copy(struct session *s,
 			      const struct rc_plan_entry *entries, uint64_t n,
-			      uint64_t max_blocks, int *err)
+			      uint64_t max_blocks, plan_resolve_fn resolve,
+			      int *err)
 {
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	struct plan *p = calloc(1, sizeof(*p));
@@ -366,7 +367,7 @@ static struct plan *plan_copy(struct session *s,
 	for (uint64_t i = 0; i < n && !*err; i++) {
 		struct rc_plan_entry e;
 		copy_from_client(&e, &entries[i], sizeof(e));
-		struct object *o = session_handle(s, e.handle);
+		struct object *o = resolve(s, e.handle);
 		if (!o)
 			*err = -EBADF;
 		else if (e.reserved || e.len == 0 || e.offset >= o->size)
@@ -497,7 +498,8 @@ static uint64_t plan_blocks_ahead(const struct plan *p)
 }
 
 static int append_plan(struct session *s, struct plan *cur,
-		       const struct rc_plan_entry *entries, uint64_t n)
+		       const struct rc_plan_entry *entries, uint64_t n,
+		       plan_resolve_fn resolve)
 {
 	struct shard *sh = s->sh;
 	uint64_t limit = sh->d->quota.v.plan_entries;
@@ -506,7 +508,8 @@ static int append_plan(struct session *s, struct plan *cur,
 	int err = 0;
 	if (n == 0)
 		return 0;
-	struct plan *p = plan_copy(s, entries, n, limit - kept, &err);
+	struct plan *p = plan_copy(s, entries, n, limit - kept, resolve,
+				   &err);
 	if (!p)
 		return err;
 	uint64_t added = p->blocks;
@@ -524,7 +527,7 @@ static int append_plan(struct session *s, struct plan *cur,
 }
 
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append)
+		      uint64_t n, bool append, plan_resolve_fn resolve)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
@@ -541,7 +544,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	int accepted = (int)(n > INT32_MAX ? INT32_MAX : n);
 	struct plan *cur = q->plan;
 	if (append && cur) {
-		err = append_plan(s, cur, entries, n);
+		err = append_plan(s, cur, entries, n, resolve);
 		return err ? err : accepted;
 	}
 	if (n == 0) {
@@ -549,7 +552,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 			queue_drop_plan(sh, q); /* an empty plan drops the old one */
 		return 0;
 	}
-	struct plan *p = plan_copy(s, entries, n, limit, &err);
+	struct plan *p = plan_copy(s, entries, n, limit, resolve, &err);
 	if (!p)
 		return err;
 	if ((err = plan_charge(s, p->blocks, cur ? cur->charged : 0))) {

@@ -242,12 +242,23 @@ static void delete_old_name(struct shard *sh, const struct dataset *ds,
 
 /* ---- completion of waiters ---------------------------------------------- */
 
+void writeback_set_completion(struct shard *sh, void (*fn)(struct op *))
+{
+	sh->wb_op_done = fn;
+}
+
+/* Through the callback the shard's owner registered: no call up. */
+static void op_done(struct op *op)
+{
+	op->s->sh->wb_op_done(op);
+}
+
 static void sync_one_done(struct op *op, int err)
 {
 	if (err && !op->err)
 		op->err = err;
 	if (--op->pending == 0)
-		op_complete(op);
+		op_done(op);
 }
 
 static void wake_syncs(struct wobject *w)
@@ -269,7 +280,7 @@ static void ack_commit(struct wobject *w, int err)
 		return;
 	w->commit_op = NULL;
 	op->err = err;
-	op_complete(op);
+	op_done(op);
 }
 
 /* ---- uploads ------------------------------------------------------------ */
@@ -587,7 +598,7 @@ static void parked_retry(void *ctx, int res)
 		return; /* still behind: wait for the next write */
 	pw->op->err = err == -ENOBUFS ? -EAGAIN : err;
 	pw->op->cqe.res = (int32_t)pw->len;
-	op_complete(pw->op);
+	op_done(pw->op);
 	wobject_put(sh, pw->w);
 	free(pw);
 }
@@ -677,7 +688,7 @@ static void op_flushed(void *ctx, int res)
 	struct op *op = ctx;
 	if (res < 0 && !op->err)
 		op->err = -EIO;
-	op_complete(op);
+	op_done(op);
 }
 
 static int ack_when_durable(struct shard *sh, struct op *op)

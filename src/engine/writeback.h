@@ -44,6 +44,9 @@ struct wobject {
 	struct wobject *next, *prev;
 };
 
+/* How write-back's deferred ops (COMMIT, SYNC, RENAME, ABORT) complete:
+ * the session layer's completion, set before writeback_init. */
+void writeback_set_completion(struct shard *sh, void (*op_done)(struct op *));
 /* Opens the shard's journal (replaying it: acknowledged objects are
  * uploaded again) and upload engine. 0, or -1 with err set. */
 int writeback_init(struct shard *sh, char *err, size_t errlen);

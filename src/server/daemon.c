@@ -93,15 +93,6 @@ static void retire_cfg(struct daemon *d, struct rc_dataset_config *c)
 	r[d->n_retired++] = c;
 }
 
-struct dataset *dataset_by_name(struct daemon *d, const char *name)
-{
-	for (uint32_t i = 0; i < d->n_datasets; i++)
-		if (d->datasets[i]->enabled &&
-		    strcmp(d->datasets[i]->cfg->name, name) == 0)
-			return d->datasets[i];
-	return NULL;
-}
-
 /* ---- reload ------------------------------------------------------------- */
 
 /* Keys a reload applies to the running daemon; any other changed key of

@@ -112,6 +112,7 @@ static const struct fetch_ops shard_fetch_ops = {
 int shard_loop_init(struct shard *sh)
 {
 	fetch_set_ops(sh, &shard_fetch_ops);
+	writeback_set_completion(sh, op_complete);
 	int err = 0;
 	sh->reactor = reactor_new(RING_DEPTH, &err);
 	if (!sh->reactor)

@@ -378,7 +378,7 @@ static void recheck_access(struct session *s)
 	}
 	/* Its plan would keep fetching into the arena it still maps. */
 	if (lost_read)
-		prefetch_set_plan(s, NULL, 0, false);
+		prefetch_set_plan(s, NULL, 0, false, session_handle);
 }
 
 static void handle_attach(struct session *s, const void *msg, size_t len)
@@ -1246,7 +1246,7 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 		return err;
 	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
 				 e->len / sizeof(struct rc_plan_entry),
-				 e->flags & RC_PLAN_APPEND);
+				 e->flags & RC_PLAN_APPEND, session_handle);
 }
 
 static struct dataset *writable_dataset(struct session *s, uint32_t id,
