@@ -728,7 +728,9 @@ static int block_fetch_begin(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	struct cache_entry *e = f->entry;
-	if (sh->tier && tier_enabled(sh->tier)) {
+	/* The tier reads whole pages: only into a slot that holds them. */
+	if (sh->tier && tier_enabled(sh->tier) &&
+	    tier_io_len(e->len) <= cache_entry_room(e)) {
 		struct tier_key k;
 		entry_tier_name(sh, f->obj, e);
 		memcpy(&k, e->ident, sizeof(k));

@@ -99,7 +99,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	struct metrics m = {0};
 	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
 	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
-	uint64_t tier_used = 0, tier_total = 0, staged = 0;
+	uint64_t tier_used = 0, tier_total = 0, staged = 0, cached = 0;
 	uint64_t journal_used = 0, journal_size = 0;
 	if (len)
 		buf[0] = 0;
@@ -158,8 +158,9 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 		leases += sh->cache.stats.leases;
 		entries += sh->cache.stats.entries;
 		evictions += sh->cache.stats.evictions;
-		used += sh->budget.sb_used * sh->budget.sb_bytes;
-		total += sh->budget.sb_total * sh->budget.sb_bytes;
+		used += sh->budget.bytes_used;
+		total += sh->budget.bytes_total;
+		cached += sh->cache.stats.bytes_cached;
 		inflight += sh->s3_inflight;
 	}
 	emit(&o, "ringcache_sessions_active", "gauge", "Attached client sessions.", sessions);
@@ -174,7 +175,8 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit(&o, "ringcache_cache_misses_total", "counter", "Block lookups that waited for S3.", m.misses);
 	emit(&o, "ringcache_cache_entries", "gauge", "Blocks in the cache.", entries);
 	emit(&o, "ringcache_cache_evictions_total", "counter", "Blocks evicted.", evictions);
-	emit(&o, "ringcache_arena_bytes_used", "gauge", "Arena bytes in superblocks in use.", used);
+	emit(&o, "ringcache_cache_bytes", "gauge", "Bytes of the blocks in the cache.", cached);
+	emit(&o, "ringcache_arena_bytes_used", "gauge", "Arena memory charged for them (pages holding slots).", used);
 	emit(&o, "ringcache_arena_bytes_total", "gauge", "Arena memory budget.", total);
 	emit(&o, "ringcache_s3_get_total", "counter", "S3 GET requests (ranged block fetches).", m.s3_get);
 	emit(&o, "ringcache_s3_head_total", "counter", "S3 HEAD requests.", m.s3_head);
