@@ -432,6 +432,96 @@ Test(arena_packing, sizes_from_1_byte_to_1_mib)
 	check_leaks();
 }
 
+/* Issue 13: 2,500 objects of ~4 KB took 16.8 MB for 9.9 MB. */
+Test(arena_packing, objects_of_about_4k)
+{
+	enum { N = 2500 };
+	uint32_t sizes[N];
+	for (uint32_t i = 0; i < N; i++)
+		sizes[i] = rng_between(3900, 4100);
+	double r = packing_ratio(sizes, N, 1ull << 30);
+	fprintf(stderr, "packing 4000 +- 100 B x %d: %.3f of the bytes\n", N,
+		r);
+	cr_expect_leq(r, 1.15, "4 KB objects use %.1f%% of their size", 100 * r);
+	check_leaks();
+}
+
+/* Object size mixes from 1 KB to 64 MB, drawn per object. */
+enum mix { MIX_LOG_UNIFORM, MIX_UNIFORM, MIX_BIMODAL, MIX_SMALL, N_MIXES };
+static const char *const mix_name[N_MIXES] = {
+	"log-uniform 1 KB..64 MB", "uniform 1 KB..64 MB",
+	"bimodal 1-2 KB / 8-64 MB", "log-uniform 1 KB..1 MB"};
+
+static uint64_t mix_size(enum mix m)
+{
+	switch (m) {
+	case MIX_LOG_UNIFORM:
+	case MIX_SMALL: {
+		/* 1000 * 2^e, e uniform in [0, top): 2^16 KB = 64 MB; the
+		 * fraction of e linear between powers of two (no libm) */
+		uint32_t top = m == MIX_SMALL ? 10 : 16;
+		uint32_t e = rng_between(0, top * 1024 - 1);
+		uint64_t lo = 1000ull << (e / 1024);
+		return lo + lo * (e % 1024) / 1024;
+	}
+	case MIX_UNIFORM:
+		return rng_between(1000, 64000000);
+	default:
+		return rng_next() & 1 ? rng_between(1000, 2000)
+				      : rng_between(8000000, 64000000);
+	}
+}
+
+/* Length of block k of an object of `size` bytes cut in blocks. */
+static uint32_t block_len(uint64_t size, uint64_t k, uint32_t block)
+{
+	uint64_t left = size - k * block;
+	return (uint32_t)(left < block ? left : block);
+}
+
+/* Fills an arena with whole objects of the mix, each cut into blocks,
+ * until `bytes` are stored; returns bytes charged over bytes stored. */
+static double mix_packing(enum mix m, uint32_t block, uint64_t bytes)
+{
+	struct arena_budget b;
+	struct arena a;
+	budget_setup(&b, bytes * 2, block);
+	arena_setup(&a, &b, "test-mix");
+	uint64_t stored = 0;
+	while (stored < bytes) {
+		uint64_t size = mix_size(m);
+		for (uint64_t k = 0; k * block < size; k++) {
+			uint32_t len = block_len(size, k, block);
+			int64_t off = arena_alloc(&a, arena_class_of(&b, len));
+			cr_assert_geq(off, 0, "%s: block of %u B: %ld",
+				      mix_name[m], len, (long)off);
+			stored += len;
+		}
+	}
+	double r = (double)b.bytes_used / (double)stored;
+	arena_destroy(&a);
+	return r;
+}
+
+Test(arena_packing, mixes_from_1_kb_to_64_mb)
+{
+	static const uint32_t blocks[] = {64 * KiB, 1 * MiB, 4 * MiB,
+					  64 * MiB};
+	for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++) {
+		for (int m = 0; m < N_MIXES; m++) {
+			/* enough objects that every class is drawn */
+			uint64_t bytes = m == MIX_SMALL ? 256ull * MiB
+							: 8ull << 30;
+			double r = mix_packing((enum mix)m, blocks[k], bytes);
+			fprintf(stderr, "packing %s, block %u KiB: %.3f of the "
+				"bytes\n", mix_name[m], blocks[k] / KiB, r);
+			cr_expect_leq(r, 1.15, "%s, block %u KiB: %.1f%%",
+				      mix_name[m], blocks[k] / KiB, 100 * r);
+		}
+	}
+	check_leaks();
+}
+
 /* ---- cache ------------------------------------------------------------ */
 
 struct fixture {
@@ -455,6 +545,7 @@ static void fixture_down(struct fixture *f)
 	cache_destroy(&f->cache);
 	arena_destroy(&f->arena);
 	cr_assert_eq(f->budget.sb_used, 0);
+	cr_assert_eq(f->budget.bytes_used, 0);
 }
 
 static uint64_t key_seed(uint64_t obj, uint32_t blk)
@@ -757,6 +848,57 @@ Test(cache, reclaim_across_classes)
 	for (uint32_t i = 0; i < 3; i++)
 		cache_release(&f.cache, a[pin[i]]);
 	fixture_down(&f);
+	check_leaks();
+}
+
+/* Through the cache with eviction: a full cache churned by a mix of
+ * objects keeps the pages it is charged for within 1.15x the bytes it
+ * holds, and within the budget. */
+static void churn_mix(enum mix m)
+{
+	struct fixture f;
+	fixture_up(&f, 16); /* 64 MiB, 1 MiB blocks */
+	uint64_t inserted = 0, obj = 0;
+	double worst = 0, fill = 0;
+	uint64_t n_fill = 0;
+	while (inserted < 8 * f.budget.bytes_total) {
+		uint64_t size = mix_size(m);
+		obj++;
+		for (uint64_t k = 0; k * MiB < size; k++) {
+			int err = 0;
+			uint32_t len = block_len(size, k, MiB);
+			struct cache_entry *e =
+				cache_insert(&f.cache, f.ca, obj, k, len, &err);
+			cr_assert(e, "%s: insert %u B: %s", mix_name[m], len,
+				  strerror(-err));
+			e->state = ENTRY_VALID;
+			inserted += len;
+			if (obj % 3 == 0) /* some objects read twice */
+				cache_lookup(&f.cache, obj, k, true);
+		}
+		cr_assert_leq(f.budget.bytes_used, f.budget.bytes_total);
+		if (inserted < 2 * f.budget.bytes_total)
+			continue; /* full and churned: measure */
+		double r = (double)f.budget.bytes_used /
+			   (double)f.cache.stats.bytes_cached;
+		worst = r > worst ? r : worst;
+		fill += (double)f.cache.stats.bytes_cached /
+			(double)f.budget.bytes_total;
+		n_fill++;
+	}
+	fprintf(stderr, "churn %s through 64 MiB: worst %.3f charged per "
+		"byte cached, memory %.1f%% cached on average, %lu "
+		"evictions\n", mix_name[m], worst, 100 * fill / (double)n_fill,
+		(unsigned long)f.cache.stats.evictions);
+	cr_expect_leq(worst, 1.15, "%s: %.1f%% charged", mix_name[m],
+		      100 * worst);
+	fixture_down(&f);
+}
+
+Test(cache, churned_mixes_stay_packed)
+{
+	for (int m = 0; m < N_MIXES; m++)
+		churn_mix((enum mix)m);
 	check_leaks();
 }
 
