@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ringcache.h"
+#include "prefault.h"
 #include "wire.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
@@ -180,6 +181,7 @@ static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
 			       MAP_SHARED, fds[next++], 0);
 		if (p == MAP_FAILED)
 			return -errno;
+		rc_prefault_arena(fds[next - 1], p, c->datasets[i].arena_size);
 		c->arenas[i].base = p;
 		c->arenas[i].size = c->datasets[i].arena_size;
 	}
