@@ -3,13 +3,17 @@
  * arenas afresh and reads objects the cache already holds. Every page it
  * reads the first time is a page fault in the new process. This program
  * warms the cache with N objects, then for each mode (RINGCACHE_PREFAULT=0:
- * no pre-faulting, 1: libringcache's default) fork/execs itself --runs
+ * no pre-faulting, =sync: in rc_attach, unset: libringcache's default, a
+ * helper thread after attach) fork/execs itself --runs
  * times as a fresh client that attaches, then reads every object once
  * (open, zero-copy READ, a load from every 64-byte line, RELEASE, close)
  * and then a second time. It prints, per mode, the medians of: attach
  * time, time to first byte (from before fork to the first byte of the
- * first object loaded), the first pass and the second pass per object.
- * The first pass minus the second is what first touch costs an object.
+ * first object loaded), the reading thread's CPU time and minor faults
+ * per object in the first and the second pass, and the CPU time of the
+ * process's other threads (the pre-faulting helper). The first pass minus
+ * the second is what first touch costs an object. CPU time and fault
+ * counts, unlike wall time, hold on a loaded machine.
  *
  * Run it through perf/touchbench.sh (S3, the daemon and the dataset). */
 #include <errno.h>
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,25 +95,44 @@ static int attach(struct rc_client *c, const struct opts *o)
 	return ds;
 }
 
-/* The fresh process: prints attach, first byte, pass 1 and pass 2 (s). */
+/* CPU seconds and minor faults of this thread (who), or the process. */
+static double cpu_s(int who, double *faults)
+{
+	struct rusage ru;
+	getrusage(who, &ru);
+	*faults = (double)ru.ru_minflt;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The fresh process prints, in seconds: attach, first byte (wall, from
+ * before fork), this thread's CPU and minor faults in pass 1 and 2 (the
+ * machine's load does not inflate CPU time as it does wall time), and
+ * the CPU of the other threads (the pre-faulting helper). */
 static int child(const struct opts *o, double t0)
 {
 	struct rc_client c;
+	double f0, f1, f2, fp;
 	int ds = attach(&c, o);
 	double t_attach = now_s(), first = 0;
+	c.spin = 0; /* a spin waiting for the daemon is CPU time, not reading */
+	double c0 = cpu_s(RUSAGE_THREAD, &f0);
 	for (size_t i = 0; i < o->n; i++)
 		read_object(&c, ds, o, i, 0, &first);
-	double t_pass1 = now_s();
+	double c1 = cpu_s(RUSAGE_THREAD, &f1);
 	for (size_t i = 0; i < o->n; i++)
 		read_object(&c, ds, o, i, 0, NULL);
-	double t_pass2 = now_s();
-	printf("%.9f %.9f %.9f %.9f\n", t_attach - t0, first - t0,
-	       t_pass1 - t_attach, t_pass2 - t_pass1);
-	rc_detach(&c);
+	double c2 = cpu_s(RUSAGE_THREAD, &f2);
+	rc_detach(&c); /* joins the helper */
+	double cp = cpu_s(RUSAGE_SELF, &fp) - cpu_s(RUSAGE_THREAD, &fp);
+	printf("%.9f %.9f %.9f %.9f %.0f %.0f %.9f\n", t_attach - t0,
+	       first - t0, c1 - c0, c2 - c1, f1 - f0, f2 - f1, cp);
 	return 0;
 }
 
-/* One fresh process in `mode`; fills r[4]. */
+#define N_FIELDS 7
+
+/* One fresh process in `mode`; fills r[N_FIELDS]. */
 static void run_child(const struct opts *o, const char *mode, double *r)
 {
 	int pfd[2];
@@ -134,7 +158,8 @@ static void run_child(const struct opts *o, const char *mode, double *r)
 	close(pfd[1]);
 	FILE *f = fdopen(pfd[0], "r");
 	int st = 0;
-	if (!f || fscanf(f, "%lf %lf %lf %lf", &r[0], &r[1], &r[2], &r[3]) != 4)
+	if (!f || fscanf(f, "%lf %lf %lf %lf %lf %lf %lf", &r[0], &r[1], &r[2],
+			 &r[3], &r[4], &r[5], &r[6]) != N_FIELDS)
 		die("child output", -EPROTO);
 	fclose(f);
 	waitpid(pid, &st, 0);
@@ -156,29 +181,30 @@ static double median(double *v, int n)
 
 static void bench(const struct opts *o)
 {
-	static const char *const modes[] = {"0", "1"};
-	static const char *const names[] = {"no prefault", "prefault"};
+	static const char *const modes[] = {"0", "sync", "1"};
+	static const char *const names[] = {"no prefault", "sync", "background"};
 	printf("first touch: %zu objects, %s, %d fresh processes per mode "
 	       "(medians)\n", o->n, o->read_bytes ? "first bytes" : "whole",
 	       o->runs);
 	if (o->read_bytes)
 		printf("read %" PRIu64 " bytes of each\n", o->read_bytes);
-	printf("%-12s %10s %10s %14s %14s %14s\n", "mode", "attach ms",
-	       "TTFB ms", "pass1 us/obj", "pass2 us/obj", "touch us/obj");
-	for (int m = 0; m < 2; m++) {
-		double v[4][MAX_RUNS], d[MAX_RUNS];
+	printf("%-12s %9s %9s %13s %13s %11s %11s %10s\n", "mode",
+	       "attach ms", "TTFB ms", "pass1 us/obj", "pass2 us/obj",
+	       "pass1 flt/o", "pass2 flt/o", "helper ms");
+	for (int m = 0; m < 3; m++) {
+		double v[N_FIELDS][MAX_RUNS];
 		for (int r = 0; r < o->runs; r++) {
-			double x[4];
+			double x[N_FIELDS];
 			run_child(o, modes[m], x);
-			for (int k = 0; k < 4; k++)
+			for (int k = 0; k < N_FIELDS; k++)
 				v[k][r] = x[k];
-			d[r] = (x[2] - x[3]) / (double)o->n;
 		}
-		double per = 1e6 / (double)o->n;
-		printf("%-12s %10.2f %10.2f %14.1f %14.1f %14.1f\n", names[m],
-		       median(v[0], o->runs) * 1e3, median(v[1], o->runs) * 1e3,
-		       median(v[2], o->runs) * per, median(v[3], o->runs) * per,
-		       median(d, o->runs) * 1e6);
+		double per = 1e6 / (double)o->n, n = (double)o->n;
+		printf("%-12s %9.2f %9.2f %13.1f %13.1f %11.2f %11.2f %10.1f\n",
+		       names[m], median(v[0], o->runs) * 1e3,
+		       median(v[1], o->runs) * 1e3, median(v[2], o->runs) * per,
+		       median(v[3], o->runs) * per, median(v[4], o->runs) / n,
+		       median(v[5], o->runs) / n, median(v[6], o->runs) * 1e3);
 	}
 }
 

@@ -1,10 +1,16 @@
 /* prefault.c - owns libringcache's pre-faulting of arena mappings: a
  * DataLoader worker is a new process every epoch, and without this its
  * first pass over a warm cache takes a page fault per 16 pages (fault-
- * around) of every object it reads (perf/README.md, "First touch"). */
+ * around) of every object it reads (perf/README.md, "First touch"). A
+ * helper thread per arena maps the resident pages while the process
+ * already reads, so the time to the first byte does not wait for it. */
 #include "prefault.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,33 +21,144 @@
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
 
-static int prefault_enabled(void)
+/* Populated per call: a stop request waits for at most one chunk. */
+#define CHUNK (8u << 20)
+
+struct job {
+	const void *owner;
+	int fd;
+	const uint8_t *base;
+	size_t size;
+	atomic_bool stop;
+	pthread_t thread;
+	struct job *next;
+};
+
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct job *jobs;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+enum mode { OFF, BACKGROUND, SYNC };
+
+static enum mode prefault_mode(void)
 {
 	const char *env = getenv("RINGCACHE_PREFAULT");
-	return !env || strcmp(env, "0") != 0;
+	if (env && strcmp(env, "0") == 0)
+		return OFF;
+	return env && strcmp(env, "sync") == 0 ? SYNC : BACKGROUND;
 }
 
-size_t rc_prefault_arena(int fd, const void *base, size_t size)
+/* Populates [from, to) in chunks; false if stopped or unsupported. */
+static bool populate(struct job *j, size_t from, size_t to)
 {
-	size_t done = 0;
-	if (!prefault_enabled())
-		return 0;
-	for (off_t pos = 0; (size_t)pos < size;) {
-		off_t data = lseek(fd, pos, SEEK_DATA);
-		if (data < 0 || (size_t)data >= size)
+	for (size_t at = from; at < to; at += CHUNK) {
+		if (atomic_load_explicit(&j->stop, memory_order_relaxed))
+			return false;
+		size_t len = to - at < CHUNK ? to - at : CHUNK;
+		/* A range the daemon punches meanwhile fails (EFAULT) or maps
+		 * the hole's new page; either way only this chunk is lost. */
+		if (madvise((void *)(j->base + at), len, MADV_POPULATE_READ) < 0 &&
+		    errno == EINVAL)
+			return false; /* kernel before 5.14 */
+	}
+	return true;
+}
+
+static void run(struct job *j)
+{
+	for (off_t pos = 0; (size_t)pos < j->size;) {
+		off_t data = lseek(j->fd, pos, SEEK_DATA);
+		if (data < 0 || (size_t)data >= j->size)
 			break; /* ENXIO: no data past pos */
-		off_t hole = lseek(fd, data, SEEK_HOLE);
-		if (hole < 0 || (size_t)hole > size)
-			hole = (off_t)size;
-		/* A range the daemon punches meanwhile fails with EFAULT or
-		 * is re-faulted as a page that holds zeros; either way only
-		 * this range is skipped. */
-		if (madvise((uint8_t *)base + data, (size_t)(hole - data),
-			    MADV_POPULATE_READ) == 0)
-			done += (size_t)(hole - data);
-		else if (errno == EINVAL)
-			break; /* kernel before 5.14 */
+		off_t hole = lseek(j->fd, data, SEEK_HOLE);
+		if (hole < 0 || (size_t)hole > j->size)
+			hole = (off_t)j->size;
+		if (!populate(j, (size_t)data, (size_t)hole))
+			break;
 		pos = hole;
 	}
-	return done;
+}
+
+static void *thread_main(void *arg)
+{
+	run(arg);
+	return NULL;
+}
+
+static void lock_jobs(void)
+{
+	pthread_mutex_lock(&jobs_lock);
+}
+
+static void unlock_jobs(void)
+{
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+/* In a fork()ed child the threads are gone: drop the jobs unjoined. */
+static void forget_jobs(void)
+{
+	while (jobs) {
+		struct job *j = jobs;
+		jobs = j->next;
+		close(j->fd);
+		free(j);
+	}
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+static void install_atfork(void)
+{
+	pthread_atfork(lock_jobs, unlock_jobs, forget_jobs);
+}
+
+void rc_prefault_start(const void *owner, int fd, const void *base,
+		       size_t size)
+{
+	enum mode m = prefault_mode();
+	struct job *j = m == OFF ? NULL : calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	*j = (struct job){.owner = owner, .base = base, .size = size,
+			  .fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)};
+	if (j->fd < 0) {
+		free(j);
+		return;
+	}
+	pthread_once(&atfork_once, install_atfork);
+	if (m == SYNC || pthread_create(&j->thread, NULL, thread_main, j)) {
+		run(j);
+		close(j->fd);
+		free(j);
+		return;
+	}
+	pthread_mutex_lock(&jobs_lock);
+	j->next = jobs;
+	jobs = j;
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+void rc_prefault_stop(const void *owner)
+{
+	struct job *mine = NULL;
+	pthread_mutex_lock(&jobs_lock);
+	for (struct job **pp = &jobs; *pp;) {
+		struct job *j = *pp;
+		if (j->owner == owner) {
+			*pp = j->next;
+			j->next = mine;
+			mine = j;
+		} else {
+			pp = &j->next;
+		}
+	}
+	pthread_mutex_unlock(&jobs_lock);
+	while (mine) {
+		struct job *j = mine;
+		mine = j->next;
+		atomic_store(&j->stop, true);
+		pthread_join(j->thread, NULL);
+		close(j->fd);
+		free(j);
+	}
 }
