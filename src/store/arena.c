@@ -239,7 +239,6 @@ static int sb_take(struct arena *a, uint32_t cls)
 	a->n_free_sb--;
 	b->sb_used++;
 	s->cls = (uint16_t)cls;
-	s->dirty = 0;
 	s->used = s->charged = s->hint = 0;
 	s->n_slots = n_slots;
 	memset(s->free_bits, 0xff, words * sizeof(*s->free_bits));
@@ -256,9 +255,6 @@ static void sb_give_back(struct arena *a, uint32_t sbi)
 	partial_remove(a, sbi);
 	a->classes[s->cls].n_sb--;
 	sb_uncharge_above(a, sbi, 0);
-	if (s->dirty)
-		a->n_dirty--;
-	s->dirty = 0;
 	s->cls = UINT16_MAX;
 	a->free_sb[a->n_free_sb++] = sbi;
 	a->budget->sb_used--;
@@ -332,11 +328,6 @@ void arena_free(struct arena *a, uint64_t off)
 		s->hint = slot / 64;
 	if (--s->used == 0)
 		a->n_empty++;
-	/* Its last page may now hold no used slot: trim looks. */
-	if (!s->dirty && pages_to_end_of(a, sbi, slot) == s->charged) {
-		s->dirty = 1;
-		a->n_dirty++;
-	}
 }
 
 /* Pages up to the end of the highest used slot. */
@@ -355,29 +346,33 @@ static uint32_t pages_in_use(const struct arena *a, uint32_t sbi)
 	return 0;
 }
 
-/* Empty superblocks and freed top slots keep their pages until the budget
- * runs short, so a class that churns one object does not punch and
- * refault its pages. */
+/* Empty superblocks stay with their class until the budget runs short, so
+ * a class that churns one object does not punch and refault its pages;
+ * so do freed slots below a superblock's top: the class reuses them. */
 uint32_t arena_trim(struct arena *a)
 {
 	uint32_t n = 0;
-	if (a->n_empty == 0 && a->n_dirty == 0)
+	if (a->n_empty == 0)
 		return 0;
 	for (uint32_t sbi = 0; sbi < a->n_sb; sbi++) {
-		struct arena_sb *s = &a->sbs[sbi];
-		if (s->cls == UINT16_MAX)
-			continue;
-		if (s->used == 0) {
+		if (a->sbs[sbi].cls != UINT16_MAX && a->sbs[sbi].used == 0) {
 			sb_give_back(a, sbi);
 			n++;
-		} else if (s->dirty) {
-			uint32_t before = s->charged;
-			sb_uncharge_above(a, sbi, pages_in_use(a, sbi));
-			n += s->charged < before;
-			s->dirty = 0;
-			a->n_dirty--;
 		}
 	}
 	a->n_empty = 0;
 	return n;
+}
+
+void arena_trim_sb(struct arena *a, uint32_t sbi)
+{
+	struct arena_sb *s = &a->sbs[sbi];
+	if (s->cls == UINT16_MAX)
+		return;
+	if (s->used > 0) {
+		sb_uncharge_above(a, sbi, pages_in_use(a, sbi));
+		return;
+	}
+	sb_give_back(a, sbi);
+	a->n_empty--;
 }

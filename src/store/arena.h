@@ -15,8 +15,9 @@
  * part-filled superblock, and the tail a class leaves, cost nothing. The
  * address space is larger than the memory (memfd sparse) so every class
  * can hold a part-filled superblock. arena_trim punches out empty
- * superblocks and the pages above a superblock's highest used slot, which
- * returns them to the system and to the budget.
+ * superblocks, arena_trim_sb the pages above one superblock's highest used
+ * slot (the cache empties superblocks of another class from the top),
+ * which returns them to the system and to the budget.
  *
  * Classes go in steps of 64 B up to 1 KiB, then in steps of at most 1/16
  * (a power of two over 16) up to the block size, so rounding wastes at most
@@ -48,7 +49,6 @@ struct arena_budget {
 
 struct arena_sb {
 	uint16_t cls;       /* class index, or UINT16_MAX when free */
-	uint8_t dirty;      /* its top slot was freed since the last trim */
 	uint32_t used;      /* slots in use */
 	uint32_t n_slots;
 	uint32_t charged;   /* pages from its start charged to the budget */
@@ -72,7 +72,6 @@ struct arena {
 	uint32_t n_sb;
 	uint32_t n_free_sb;
 	uint32_t n_empty;    /* superblocks with no slot in use */
-	uint32_t n_dirty;    /* superblocks with pages to give back above */
 	uint32_t *free_sb;   /* stack of unused superblock indices */
 	struct arena_sb *sbs;
 	struct arena_class classes[ARENA_MAX_CLASSES];
@@ -95,10 +94,11 @@ void arena_destroy(struct arena *a);
  * -ENOMEM if a slot bitmap cannot be allocated. */
 int64_t arena_alloc(struct arena *a, uint32_t cls);
 void arena_free(struct arena *a, uint64_t off);
-/* Gives empty superblocks back to the budget and punches the pages above
- * each superblock's highest used slot; returns how many superblocks it
- * gave back or shrank. */
+/* Gives empty superblocks back to the budget; returns how many. */
 uint32_t arena_trim(struct arena *a);
+/* Gives back the pages of superblock sb above its highest used slot (all
+ * of them, and the superblock, when it is empty). */
+void arena_trim_sb(struct arena *a, uint32_t sb);
 
 /* Superblock bookkeeping for eviction. */
 static inline uint32_t arena_sb_of(const struct arena *a, uint64_t off)

@@ -258,16 +258,28 @@ static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
 	return true;
 }
 
-static void sb_evict(struct cache *c, struct cache_arena *ca, uint32_t sb)
+/* Evicts the superblock's entries from its top slot down until the pages
+ * above its highest used slot hold `need` bytes, and gives those pages
+ * back: the budget is charged by the page, so memory moves between
+ * classes a slot at a time, not a superblock (newer entries below stay). */
+static void sb_evict(struct cache *c, struct cache_arena *ca, uint32_t sb,
+		     uint64_t need)
 {
 	const struct arena_sb *s = &ca->arena->sbs[sb];
-	for (uint32_t i = 0; i < s->n_slots; i++) {
+	uint64_t charged = (uint64_t)s->charged * ARENA_PAGE;
+	uint32_t size = arena_slot_size(ca->arena, sb);
+	for (uint32_t i = s->n_slots; i-- > 0;) {
 		struct cache_entry *v = ca->owners[sb][i];
-		if (v)
-			evict(c, v);
+		if (!v)
+			continue;
+		uint64_t end = ((uint64_t)(i + 1) * size + ARENA_PAGE - 1) /
+			       ARENA_PAGE * ARENA_PAGE;
+		if (charged >= end + need)
+			break; /* enough above slot i: it stays */
+		evict(c, v);
 	}
 	c->stats.reclaims++;
-	arena_trim(ca->arena);
+	arena_trim_sb(ca->arena, sb);
 }
 
 /* Frees a whole superblock that class `cls` of arena `want` cannot use as
@@ -298,7 +310,7 @@ static bool reclaim_superblock(struct cache *c, struct cache_arena *want,
 			continue; /* its own class: evicting in it is the pool's job */
 		if (!sb_evictable(c, ca, sb, cold))
 			continue;
-		sb_evict(c, ca, sb);
+		sb_evict(c, ca, sb, c->budget->class_size[cls]);
 		return true;
 	}
 	return false;

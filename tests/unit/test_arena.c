@@ -806,7 +806,8 @@ Test(cache, discard_of_leased_entry_orphans_it)
 }
 
 /* Memory full of class A (64 KiB) with leases on two superblocks; class B
- * (1 MiB) has no superblock and gets one by evicting a whole A superblock. */
+ * (1 MiB) has no superblock and gets memory by evicting A superblocks
+ * from their top. */
 Test(cache, reclaim_across_classes)
 {
 	struct fixture f;
@@ -824,7 +825,9 @@ Test(cache, reclaim_across_classes)
 	for (uint32_t i = 0; i < 24; i++)
 		insert_valid(&f.cache, f.ca, 2, i, MiB);
 	cr_assert_gt(f.cache.stats.reclaims, 0);
-	cr_assert_eq(f.budget.sb_used, 8);
+	/* reclaim empties A superblocks from the top, a slot at a time:
+	 * part-emptied ones stay, charged only for what they hold */
+	cr_assert_leq(f.budget.bytes_used, f.budget.bytes_total);
 	for (uint32_t i = 0; i < 3; i++)
 		cr_assert(entry_intact(&f.cache, a[pin[i]], 1, pin[i]),
 			  "leased A entry %u lost", pin[i]);
