@@ -40,12 +40,27 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 enum mode { OFF, BACKGROUND, SYNC };
 
+/* ThreadSanitizer mis-tracks a thread created in a fork()ed child of a
+ * threaded parent (glibc reuses a parent thread's stack: "dup thread with
+ * used id"), and tests attach in such children: populate in rc_attach
+ * there. */
+#if defined(__SANITIZE_THREAD__)
+#define DEFAULT_MODE SYNC
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DEFAULT_MODE SYNC
+#endif
+#endif
+#ifndef DEFAULT_MODE
+#define DEFAULT_MODE BACKGROUND
+#endif
+
 static enum mode prefault_mode(void)
 {
 	const char *env = getenv("RINGCACHE_PREFAULT");
 	if (env && strcmp(env, "0") == 0)
 		return OFF;
-	return env && strcmp(env, "sync") == 0 ? SYNC : BACKGROUND;
+	return env && strcmp(env, "sync") == 0 ? SYNC : DEFAULT_MODE;
 }
 
 /* Populates [from, to) in chunks; false if stopped or unsupported. */
