@@ -75,7 +75,7 @@ static void read_object(struct rc_client *c, int ds, const struct opts *o,
 			for (uint32_t b = 0; b + 8 <= ext[k].len; b += 64)
 				sum += *(const uint64_t *)(p + b);
 			if (first && *first == 0)
-				*first = now_s();
+				*first = rc_now_s();
 			sink += sum;
 			off += ext[k].len;
 			rc_release(c, ext[k].lease);
@@ -114,7 +114,7 @@ static int child(const struct opts *o, double t0)
 	struct rc_client c;
 	double f0, f1, f2, fp;
 	int ds = attach(&c, o);
-	double t_attach = now_s(), first = 0;
+	double t_attach = rc_now_s(), first = 0;
 	c.spin = 0; /* a spin waiting for the daemon is CPU time, not reading */
 	double c0 = cpu_s(RUSAGE_THREAD, &f0);
 	for (size_t i = 0; i < o->n; i++)
@@ -141,7 +141,7 @@ static void run_child(const struct opts *o, const char *mode, double *r)
 	char n[32], rb[32], t0[64];
 	snprintf(n, sizeof(n), "%zu", o->n);
 	snprintf(rb, sizeof(rb), "%" PRIu64, o->read_bytes);
-	double start = now_s();
+	double start = rc_now_s();
 	snprintf(t0, sizeof(t0), "%.9f", start);
 	pid_t pid = fork();
 	if (pid < 0)
