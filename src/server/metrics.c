@@ -106,11 +106,13 @@ static uint64_t sh_handles(const struct shard *sh)
 	  sh->cache.stats.entries)                                             \
 	G("ringcache_cache_evictions_total", counter, "Blocks evicted.",       \
 	  sh->cache.stats.evictions)                                           \
+	G("ringcache_cache_bytes", gauge, "Bytes of the blocks in the cache.", \
+	  sh->cache.stats.bytes_cached)                                        \
 	G("ringcache_arena_bytes_used", gauge,                                 \
-	  "Arena bytes in superblocks in use.",                                \
-	  sh->budget.sb_used * sh->budget.sb_bytes)                            \
+	  "Arena memory charged for them (pages holding slots).",              \
+	  sh->budget.bytes_used)                                               \
 	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
-	  sh->budget.sb_total * sh->budget.sb_bytes)                           \
+	  sh->budget.bytes_total)                                              \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
 	  curlio_inflight(sh->curl))                                                   \
 	G("ringcache_prefetch_pinned_bytes", gauge,                            \
