@@ -11,9 +11,10 @@
  *   ringcache  through include/ringcache.h: each reader reads its shard
  *              in batches with rc_read_many (one READ_KEY entry per
  *              sample, --batch samples and at most 32 MiB a submission),
- *              releasing lazily; --list: the first epoch starts with a
- *              LIST of the keys' folders, as a loader building its index
- *              does (a listed cold sample is one GET, no HEAD).
+ *              releasing lazily; --list: the first epoch starts with one
+ *              LIST of the keys' folders (by the parent, before the
+ *              readers start), as a loader building its index does (a
+ *              listed cold sample is one GET, no HEAD).
  *              --per-op: the earlier path, kept for comparison: open the
  *              whole shard (OPENs pipelined), hand the daemon the order as
  *              a prefetch plan (--no-plan: not), then zero-copy rc_read,
@@ -334,7 +335,7 @@ static void list_folders(struct reader *r, const struct object *objs,
 					  0, LIST_BUF, &more);
 			if (got <= 0) {
 				if (got < 0)
-					set_error(r, "list", dir,
+					set_error(r, "list", key,
 						  rc_strerror(got));
 				break;
 			}
@@ -397,8 +398,6 @@ static void read_shard_batched(struct reader *r, const struct object *objs,
 		free(ext);
 		return;
 	}
-	if (r->opt->list && r->epoch == 1)
-		list_folders(r, objs, shard, n);
 	for (size_t at = 0, to; at < n; at = to) {
 		uint64_t bytes = objs[shard[at]].size;
 		for (to = at + 1; to < n && to - at < b; to++) {
@@ -583,10 +582,21 @@ static int run_epoch(const struct options *opt, const struct object *objs,
 		}
 	}
 	close(pipefd[0]);
+	/* --list: the loader's index, built once (by the parent, as a
+	 * DataLoader's dataset object is) and timed as part of epoch 1. */
+	struct reader lister = {.opt = opt, .res = &shm->res[0]};
+	bool listing = opt->backend == BACKEND_RINGCACHE && !opt->per_op &&
+		       opt->list && epoch == 1 &&
+		       reader_setup(&lister) == 0;
 	/* Give the readers time to attach before the clock starts: attaching
 	 * is per process start-up, not per epoch. */
 	usleep(100000);
 	shm->t0 = now_ns();
+	if (listing) {
+		lister.t0 = shm->t0;
+		list_folders(&lister, objs, perm, n);
+		rc_detach(&lister.rc);
+	}
 	close(pipefd[1]);
 	int failed = 0;
 	for (int r = 0; r < opt->readers; r++) {
