@@ -583,15 +583,19 @@ static inline void rc_prep_release(struct rc_sqe *sqe, uint32_t lease,
 
 /* READ_KEY: the key is copied into arg slot `slot` (from rc_arg_get; it
  * stays taken until the completion, whose rc_key_result it then holds).
- * Returns 0, or -ENAMETOOLONG for a key over RC_MAX_KEY. */
+ * Returns 0, or -ENAMETOOLONG for a key over RC_MAX_KEY: the entry is then
+ * a NOP whose completion rc_peek_cqe consumes. */
 static inline int rc_prep_read_key(struct rc_client *c, struct rc_sqe *sqe,
 				   int dataset, int slot, const char *key,
 				   uint64_t offset, uint64_t len,
 				   uint8_t flags, uint64_t user_data)
 {
 	size_t kl = strlen(key);
-	if (kl > RC_MAX_KEY)
+	if (kl > RC_MAX_KEY) {
+		sqe->opcode = RC_OP_NOP;
+		sqe->user_data = RC_USER_DATA_LAZY;
 		return -ENAMETOOLONG;
+	}
 	memcpy(rc_arg_ptr(c, slot), key, kl);
 	sqe->opcode = RC_OP_READ_KEY;
 	sqe->flags = flags;
