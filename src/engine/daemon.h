@@ -18,6 +18,7 @@
 #include "quota.h"
 #include "creds.h"
 #include "listing.h"
+#include "metrics.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
@@ -27,6 +28,7 @@
 
 struct shard;
 struct session;
+struct budget;
 
 /* Every io_uring submission carries a pointer to one of these. */
 enum ev_kind {
@@ -52,6 +54,7 @@ struct dataset {
 	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
 	struct arena arena[RC_MAX_SHARDS];   /* one per shard, on its node */
 	struct cache_arena *ca[RC_MAX_SHARDS]; /* set by the shard itself */
+	struct budget *budget;    /* its prefix's S3 requests (budget.h) */
 };
 
 /* One object version as S3 last described it. */
@@ -84,6 +87,7 @@ struct op {
 	uint16_t arg;
 	int32_t err;
 	uint64_t charged;         /* READ bytes in flight (quota) */
+	uint64_t start_ns;        /* taken from the ring (read-wait metric) */
 };
 
 struct waiter {
@@ -108,6 +112,8 @@ struct fetch {
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
+	bool budgeted;             /* holds a budget slot, waiting for it */
+	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
 	uint64_t plan_gen;         /* which plan asked for it */
 	uint64_t due_ns;           /* retry time */
 	uint64_t received;
@@ -174,21 +180,8 @@ struct session {
 
 struct curl_sock;
 
-/* A shard's counters: written by its thread, summed by whichever shard
- * renders STATS, hence atomic (each update is one atomic add). */
-typedef _Atomic uint64_t counter_t;
-struct metrics {
-	counter_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
-	counter_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
-	counter_t ops, bad_entries, sessions_total, sessions_refused;
-	counter_t stale;
-	counter_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
-	counter_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
-	counter_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
-	counter_t wb_rejected; /* failed for good: dropped from the journal */
-	counter_t wb_written_bytes, wb_replayed, wb_write_waits;
-};
 struct wtimer;
+struct wdelay;
 struct journal;
 struct upload_engine;
 
@@ -231,12 +224,12 @@ struct shard {
 	uint32_t pf_inflight, pf_rr;
 	_Atomic uint64_t pf_pinned_bytes;
 	uint64_t pf_generation;
-	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
-	uint64_t plan_mask;
+	struct plan_index plan_index; /* (object, block) -> next use */
 	struct journal *journal;   /* write-back, durability local */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
+	struct wdelay *wb_delayed; /* upload requests waiting for the budget */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
@@ -363,8 +356,5 @@ void reactor_poll_once(struct shard *sh);
 void reactor_drain_tier(struct daemon *d, struct shard *sh);
 struct io_uring_sqe *reactor_sqe(struct shard *sh);
 void reactor_add_transfer(struct shard *sh, struct fetch *f);
-
-/* metrics.c */
-size_t metrics_render(const struct daemon *d, char *buf, size_t len);
 
 #endif

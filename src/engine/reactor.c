@@ -478,6 +478,7 @@ static void run_timers(struct shard *sh)
 	fetch_run_retries(sh);
 	writeback_run_timers(sh);
 	daemon_tier_tick(sh);
+	metrics_publish(sh);
 }
 
 static void reap(struct shard *sh)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "readkey.h"
+#include "validate.h"
 
 /* The op of one READ_KEY; op first, so op_complete's free(op) frees it. */
 struct rk_op {
@@ -29,8 +30,8 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 	char key[RC_MAX_KEY + 1];
 	if ((err = session_copy_key(s, e, key, false)))
 		return err;
-	if (e->len > RC_MAX_IO)
-		return -EINVAL;
+	if ((err = validate_io_len(e->len)))
+		return err;
 	if (session_lease_quota_full(s))
 		return -EDQUOT; /* refused before fetching what it could not lease */
 	struct rk_op *rk = calloc(1, sizeof(*rk));
@@ -42,6 +43,7 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
 	op->arg = e->arg;
+	op->start_ns = now_ns(); /* the sample's wait, open included */
 	op->offset = e->offset;
 	op->len = e->len;
 	rk->flags = e->flags;
