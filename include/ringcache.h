@@ -652,7 +652,8 @@ int rc_release(struct rc_client *c, uint32_t lease);
  * offset, len (0: to the object's end) and ext/max_ext (room for one
  * extent per block the range spans); the call fills the rest. Each
  * request succeeds or fails alone (res < 0: a negated errno, nothing
- * leased; a missing key is -ENOENT, a changed object -ESTALE). A range
+ * leased; a missing key is -ENOENT, a changed object -ESTALE, -EBUSY when
+ * the caller holds every arg slot). A range
  * spanning more blocks than max_ext comes back short (res counts the
  * bytes in ext). The extents stay leased until released: rc_release_lazy
  * each one (or rc_release). Handles opened for multi-block reads are

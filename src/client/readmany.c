@@ -282,8 +282,15 @@ static int batch_run(struct batch *b)
 			 * the daemon is taking, or no arg slot is free. */
 			uint32_t head = atomic_load_explicit(
 				&c->hdr->sq_head, memory_order_acquire);
-			if (c->sq_local_tail - head <= c->sq_mask)
-				return -EBUSY;
+			if (c->sq_local_tail - head <= c->sq_mask) {
+				/* The caller holds every arg slot: what is
+				 * left fails alone, what was read is kept. */
+				for (; b->next_key < b->n; b->next_key++) {
+					b->st[b->next_key].err = -EBUSY;
+					req_finish(b, b->next_key);
+				}
+				continue;
+			}
 			rc_peek_cqe(c);
 			if (daemon_gone(c))
 				return -EPIPE;

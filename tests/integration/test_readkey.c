@@ -235,6 +235,15 @@ Test(readkey, failures_stay_alone, .init = start_default,
 	release_all(&c, q, 6);
 	/* A dataset id the client may not use fails the whole call. */
 	cr_assert_eq(rc_read_many(&c, -ENOENT, q, 6), -ENOENT);
+	/* The caller holds every arg slot: each request fails alone. */
+	int held[1024], n_held = 0;
+	while (n_held < 1024 && (held[n_held] = rc_arg_get(&c)) >= 0)
+		n_held++;
+	cr_assert_eq(rc_read_many(&c, ds, q, 2), 0);
+	cr_assert_eq(q[0].res, -EBUSY);
+	cr_assert_eq(q[1].res, -EBUSY);
+	for (int k = 0; k < n_held; k++)
+		rc_arg_put(&c, held[k]);
 	rc_submit(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
 				  5000), 0);
