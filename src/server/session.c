@@ -16,6 +16,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "readkey.h"
 
 #define DEFAULT_SQ 256u
 #define MAX_SQ 4096u
@@ -47,10 +48,12 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_ABORT] = F_HANDLE,
 	[RC_OP_RENAME] = F_HANDLE | F_ARG,
 	[RC_OP_SYNC] = F_HANDLE | F_DATASET | F_ARG,
+	[RC_OP_READ_KEY] = F_DATASET | F_ARG | F_OFFSET | F_LEN,
 };
 /* The SQE flag bits an opcode accepts. */
 static const uint8_t op_flags[RC_OP__COUNT] = {
 	[RC_OP_PREFETCH_PLAN] = RC_PLAN_APPEND,
+	[RC_OP_READ_KEY] = RC_READ_KEY_CLOSE,
 };
 
 /* The shard's lock guards its list against the thread rendering stats;
@@ -900,6 +903,8 @@ void op_complete(struct op *op)
 {
 	struct session *s = op->s;
 	struct shard *sh = s->sh;
+	if (op->opcode == RC_OP_READ_KEY && readkey_step(op))
+		return; /* opened: now reading */
 	if (!s->closed) {
 		if (op->err) {
 			op->cqe.res = op->err;
@@ -936,7 +941,7 @@ void op_block_ready(struct op *op, struct cache_entry *e)
 	struct shard *sh = op->s->sh;
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t blk_start = (uint64_t)e->blkno * bs;
-	if (op->opcode == RC_OP_READ) {
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_KEY) {
 		if (!op->s->closed && op->err == 0) {
 			int id = lease_alloc(op->s, e);
 			if (id < 0) {
@@ -1372,6 +1377,8 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 	case RC_OP_ABORT:
 	case RC_OP_RENAME:
 		return submit_wait_op(s, e);
+	case RC_OP_READ_KEY:
+		return readkey_submit(s, e);
 	}
 	return -EINVAL;
 }
@@ -1409,4 +1416,33 @@ bool session_process(struct session *s)
 			      memory_order_release);
 	session_put(s);
 	return true;
+}
+
+/* ---- what readkey.c builds on (readkey.h) ------------------------------- */
+
+int session_copy_key(struct session *s, const struct rc_sqe *e, char *key,
+		     bool allow_empty)
+{
+	return copy_key(s, e, key, allow_empty);
+}
+
+struct dataset *session_readable_dataset(struct session *s, uint32_t id,
+					 int *err)
+{
+	return readable_dataset(s, id, err);
+}
+
+bool session_lease_quota_full(struct session *s)
+{
+	return lease_quota_full(s);
+}
+
+int session_handle_open(struct session *s, struct object *o)
+{
+	return handle_alloc(s, o);
+}
+
+int session_handle_close(struct session *s, uint32_t h)
+{
+	return submit_close(s, h);
 }
