@@ -157,7 +157,7 @@ class TestBackends(unittest.TestCase):
         """A missing key is its own FileNotFoundError; the keys around it
         are read right, and nothing stays leased or open."""
         keys = [small_key(20), "small/missing.bin", small_key(21),
-                "x" * 2000, small_key(22)]
+                "x" * 2000, small_key(22), small_key(23) + "\0tail"]
         for c in (self.native, self.ctypes):
             got = c.read_many("ds", keys)
             self.assertIsInstance(got[1], FileNotFoundError, c.backend)
@@ -165,6 +165,8 @@ class TestBackends(unittest.TestCase):
             self.assertEqual(got[1].filename, "small/missing.bin")
             self.assertIsInstance(got[3], OSError, c.backend)
             self.assertEqual(got[3].errno, errno.ENAMETOOLONG, c.backend)
+            # A NUL would cut the key short and name another object.
+            self.assertEqual(got[5].errno, errno.EINVAL, c.backend)
             for i in (0, 2, 4):
                 self.assertTrue(got[i].tobytes() == ds_bytes(keys[i]),
                                 (c.backend, keys[i]))

@@ -370,9 +370,7 @@ class Client:
 
     def _flush_deferred(self):
         if self._session is not None and not self._busy:
-            # libringcache's synchronous calls take the next completion as
-            # theirs: nothing of the extension may be in flight.
-            self._session.quiesce()
+            self._session.post()  # views dropped during a ctypes call
         while self._deferred and not self._busy:
             lease_id = self._deferred.pop()
             _library().rc_release(ctypes.byref(self._c), lease_id)
@@ -383,6 +381,8 @@ class Client:
         batches of a few)."""
         self._ptr()
         self._flush_deferred()
+        if self._session is not None:
+            self._session.quiesce()
 
     def _release(self, lease_id, generation, deferred_ok):
         if generation != self.generation or self._c is None or \
@@ -424,8 +424,11 @@ class Client:
         self._ptr()
         if self._session is not None:
             return self._session.open(ds, key)
+        name = _encode(key)
+        if b"\0" in name:  # as a C string it would name another object
+            raise _error(-_errno.EINVAL, "open", key)
         st = _abi.rc_stat()
-        handle = _check(self._call(_library().rc_open, ds, _encode(key),
+        handle = _check(self._call(_library().rc_open, ds, name,
                                    ctypes.byref(st)), "open", key)
         return handle, st.size, st.etag.decode()
 

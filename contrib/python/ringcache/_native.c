@@ -2,41 +2,42 @@
  * Python binding's hot read path in C: a session (the rc_client, attached
  * and detached here; the ctypes side of the package borrows it for every
  * other call), open, close, zero-copy reads handed out as read-only
- * memoryviews over the lease, and a batch read of whole objects in one
- * submission per phase (OPENs, then READs; the CLOSEs and RELEASEs go out
- * without waiting).
+ * memoryviews over the lease, and a batch read of whole objects
+ * (rc_read_many: one READ_KEY entry per sample, all in one submission).
  *
  * Why C: through ctypes a warm sample costs tens of microseconds of Python
  * (argument conversion, struct boxing, one ring round trip per call); here
- * a batch costs two round trips and a few small allocations per sample.
+ * a batch costs one round trip and a few small allocations per sample.
  *
  * Ownership: a Session owns its struct rc_client (its memory and its
  * session with the daemon). A View (the exporter behind each memoryview
  * handed out) owns one lease and a strong reference to its Session; when
  * the last memoryview, numpy array or tensor over it goes, the lease is
- * queued for release. Queued RELEASEs (and the batch's CLOSEs) are sent
- * with the session's next call, or as soon as RELEASE_BATCH are queued, and
- * their completions are reaped later: quiesce() sends and reaps them all,
- * which the ctypes side calls before each of its synchronous calls (they
- * expect the next completion to be their own).
+ * released lazily (rc_release_lazy: it goes with the session's next
+ * submission, or at once when RELEASE_BATCH are waiting; libringcache
+ * consumes the completions, so they mix with every other call). A View
+ * dropped while its session is inside a call (another thread, the GIL
+ * released) is queued and posted when the call returns.
  *
  * Use: one Session per thread, as for rc_client. A call that finds the
  * session busy (another thread inside it) raises RuntimeError. Blocking
  * waits release the GIL. In a forked child a Session (and every View of
- * it) is dead: views do not release, forget() closes the copies of the fds.
+ * it) is dead: views do not release, detach() closes the copies of the fds.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "ringcache.h"
 
-/* user_data of SQEs whose completions nobody waits for. */
-#define TAG_ASYNC (1ull << 63)
-/* Queued releases that are sent without waiting for the next call. */
+/* Lazy releases posted but not published that make us submit anyway. */
 #define RELEASE_BATCH 16u
+/* Extents asked per sample of a batch; a larger object is continued. */
+#define EXT_PER_KEY 4u
 
 /* Bumped in every forked child: sessions of an older generation are the
  * parent's. */
@@ -61,8 +62,8 @@ typedef struct {
 	unsigned generation;  /* fork_generation at attach */
 	int attached;
 	int busy;             /* a call is inside (the GIL may be released) */
-	uint32_t async;       /* TAG_ASYNC entries submitted, not reaped */
-	struct deferred *queue;
+	uint32_t unsent;      /* lazy entries posted since the last submit */
+	struct deferred *queue; /* dropped while busy, not yet posted */
 	size_t queued, queue_cap;
 } Session;
 
@@ -130,114 +131,114 @@ static int queue_push(Session *s, uint8_t op, uint32_t id)
 	return 0;
 }
 
-/* Drops completions of TAG_ASYNC entries that are ready, without waiting. */
-static void reap_async_ready(Session *s)
+/* Posts the queued RELEASE/CLOSE entries lazily (an SQE each; they go
+ * with the next submission). */
+static void post_queued(Session *s)
 {
-	struct rc_cqe *cqe;
-	while (s->async && (cqe = rc_peek_cqe(s->c)) &&
-	       (cqe->user_data & TAG_ASYNC)) {
-		rc_cqe_seen(s->c);
-		s->async--;
+	for (size_t i = 0; i < s->queued; i++) {
+		if (s->queue[i].op == RC_OP_CLOSE)
+			rc_close_lazy(s->c, s->queue[i].id);
+		else
+			rc_release_lazy(s->c, s->queue[i].id);
+	}
+	s->unsent += (uint32_t)s->queued;
+	s->queued = 0;
+}
+
+static void maybe_submit(Session *s)
+{
+	if (s->unsent >= RELEASE_BATCH) {
+		rc_submit(s->c);
+		s->unsent = 0;
 	}
 }
 
-/* Moves queued RELEASE/CLOSE entries into the SQ (submitted by the caller
- * or here with submit). What does not fit stays queued. */
-static int send_queued(Session *s, int submit)
+static void release_now(Session *s, uint32_t lease)
 {
-	reap_async_ready(s);
-	size_t i = 0;
-	for (; i < s->queued; i++) {
-		struct rc_sqe *sqe = rc_get_sqe(s->c);
-		if (!sqe)
-			break;
-		sqe->opcode = s->queue[i].op;
-		sqe->handle = s->queue[i].id;
-		sqe->user_data = TAG_ASYNC;
-		s->async++;
+	if (lease != RC_NO_LEASE) {
+		rc_release_lazy(s->c, lease);
+		s->unsent++;
 	}
-	memmove(s->queue, s->queue + i, (s->queued - i) * sizeof(*s->queue));
-	s->queued -= i;
-	return submit ? rc_submit(s->c) : 0;
 }
 
 /* Called by a View's dealloc (any thread holding the GIL). */
 static void session_release(Session *s, uint32_t lease)
 {
-	if (!session_live(s) || queue_push(s, RC_OP_RELEASE, lease) < 0)
+	if (!session_live(s))
 		return;
-	if (!s->busy && s->queued >= RELEASE_BATCH)
-		send_queued(s, 1);
+	if (s->busy) {
+		queue_push(s, RC_OP_RELEASE, lease);
+		return;
+	}
+	release_now(s, lease);
+	maybe_submit(s);
 }
 
-/* The next completion that is not TAG_ASYNC; blocks (without the GIL). */
+/* The next completion of ours (libringcache consumes the lazy ones);
+ * blocks without the GIL. */
 static int next_cqe(Session *s, struct rc_cqe *out)
 {
-	for (;;) {
-		struct rc_cqe *cqe = rc_peek_cqe(s->c);
-		if (!cqe) {
-			int r;
-			Py_BEGIN_ALLOW_THREADS
-			r = rc_wait_cqe(s->c, &cqe);
-			Py_END_ALLOW_THREADS
-			if (r < 0)
-				return r;
-		}
-		int async = (cqe->user_data & TAG_ASYNC) != 0;
-		if (!async)
-			*out = *cqe;
-		rc_cqe_seen(s->c);
-		if (!async)
-			return 0;
-		s->async--;
+	struct rc_cqe *cqe = rc_peek_cqe(s->c);
+	if (!cqe) {
+		int r;
+		Py_BEGIN_ALLOW_THREADS
+		r = rc_wait_cqe(s->c, &cqe);
+		Py_END_ALLOW_THREADS
+		if (r < 0)
+			return r;
 	}
+	*out = *cqe;
+	rc_cqe_seen(s->c);
+	return 0;
 }
 
-/* An SQE; when the SQ is full and nothing of the caller's is in flight,
- * submits and waits for unwaited entries to complete (the daemon has then
- * consumed SQ entries). NULL if the SQ stays full. */
+/* An SQE; when the SQ is full of lazy entries and nothing of the caller's
+ * is in flight, publishes them and yields until the daemon takes some. */
 static struct rc_sqe *get_sqe(Session *s, size_t inflight)
 {
 	struct rc_sqe *sqe;
-	while (!(sqe = rc_get_sqe(s->c)) && !inflight && s->async) {
-		struct rc_cqe *cqe;
-		int r = rc_submit(s->c);
-		if (r < 0)
+	for (unsigned tries = 0; !(sqe = rc_get_sqe(s->c)) && !inflight &&
+				 tries < 100000; tries++) {
+		if (rc_submit(s->c) < 0)
 			return NULL;
-		if (!(cqe = rc_peek_cqe(s->c))) {
-			Py_BEGIN_ALLOW_THREADS
-			r = rc_wait_cqe(s->c, &cqe);
-			Py_END_ALLOW_THREADS
-			if (r < 0 || !(cqe->user_data & TAG_ASYNC))
-				return NULL;
-		}
-		if (!(cqe->user_data & TAG_ASYNC))
-			return NULL;
-		rc_cqe_seen(s->c);
-		s->async--;
+		s->unsent = 0;
+		rc_peek_cqe(s->c);
+		sched_yield();
 	}
 	return sqe;
 }
 
-/* Waits until every TAG_ASYNC entry has completed. */
-static int drain_async(Session *s)
+/* Publishes what is posted and waits until the daemon has completed every
+ * entry of this client (c->inflight counts the lazy ones too). */
+static int wait_idle(Session *s)
 {
-	while (s->async) {
-		struct rc_cqe *cqe;
-		int r;
-		if (!(cqe = rc_peek_cqe(s->c))) {
-			Py_BEGIN_ALLOW_THREADS
-			r = rc_wait_cqe(s->c, &cqe);
-			Py_END_ALLOW_THREADS
-			if (r < 0)
-				return r;
-		}
-		if (!(cqe->user_data & TAG_ASYNC))
-			return -EPROTO; /* nothing else may be in flight */
-		rc_cqe_seen(s->c);
-		s->async--;
+	struct rc_client *c = s->c;
+	int r = rc_submit(c);
+	s->unsent = 0;
+	while (r >= 0) {
+		rc_peek_cqe(c);
+		if (c->inflight == 0)
+			return 0;
+		atomic_fetch_or(&c->hdr->cq_flags, RC_CQ_NEED_WAKEUP);
+		if (rc_peek_cqe(c))
+			return -EPROTO; /* a completion nobody waits for */
+		if (c->inflight == 0)
+			return 0;
+		struct pollfd p[2] = {{c->cq_efd, POLLIN, 0},
+				      {c->sock, POLLRDHUP, 0}};
+		Py_BEGIN_ALLOW_THREADS
+		r = poll(p, 2, 100);
+		Py_END_ALLOW_THREADS
+		if (r < 0)
+			r = errno == EINTR ? 0 : -errno;
+		uint64_t v;
+		if (r > 0 && (p[0].revents & POLLIN) &&
+		    read(c->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			r = -errno;
+		if (r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			r = -EPIPE;
 	}
-	return 0;
+	return r;
 }
 
 /* Entry of every call: one thread at a time, a live session, the queue
@@ -256,15 +257,15 @@ static int enter(Session *s)
 		return -1;
 	}
 	s->busy = 1;
-	send_queued(s, 0);
+	post_queued(s);
 	return 0;
 }
 
 static void leave(Session *s)
 {
 	s->busy = 0;
-	if (s->queued >= RELEASE_BATCH)
-		send_queued(s, 1);
+	post_queued(s);
+	maybe_submit(s);
 }
 
 static int Session_init(Session *s, PyObject *args, PyObject *kw)
@@ -354,50 +355,62 @@ static int read_pieces(Session *s, struct piece *p, size_t n)
 	return 0;
 }
 
-static void release_later(Session *s, struct piece *p)
+/* A memoryview over extents [0, n) of one object: zero-copy over a single
+ * leased block (the View owns the lease), else a copy into bytes (the
+ * leases released at once). */
+static PyObject *view_of(Session *s, struct rc_extent *e, size_t n)
 {
-	if (p->lease != RC_NO_LEASE)
-		queue_push(s, RC_OP_RELEASE, p->lease);
-	p->lease = RC_NO_LEASE;
-}
-
-/* A memoryview over pieces [0, n) of one object: zero-copy over a single
- * leased block (the View owns the lease), else a copy into bytes (leases
- * queued for release). */
-static PyObject *view_of(Session *s, struct piece *p, size_t n)
-{
-	Py_ssize_t total = 0;
-	size_t whole = 0; /* pieces before the first empty one (EOF) */
-	for (; whole < n && p[whole].res > 0; whole++)
-		total += p[whole].res;
-	if (n == 1 && p[0].res > 0 && p[0].lease != RC_NO_LEASE) {
+	if (n == 1 && e[0].lease != RC_NO_LEASE) {
 		View *v = PyObject_New(View, &ViewType);
 		if (!v)
 			return NULL;
 		Py_INCREF(s);
 		v->session = s;
-		v->data = p[0].data;
-		v->len = p[0].res;
-		v->lease = p[0].lease;
-		p[0].lease = RC_NO_LEASE;
+		v->data = e[0].data;
+		v->len = e[0].len;
+		v->lease = e[0].lease;
+		e[0].lease = RC_NO_LEASE;
 		PyObject *mv = PyMemoryView_FromObject((PyObject *)v);
 		Py_DECREF(v);
 		return mv;
 	}
+	Py_ssize_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += e[i].len;
 	PyObject *b = PyBytes_FromStringAndSize(NULL, total);
+	char *out = b ? PyBytes_AS_STRING(b) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (out) {
+			memcpy(out, e[i].data, e[i].len);
+			out += e[i].len;
+		}
+		release_now(s, e[i].lease);
+		e[i].lease = RC_NO_LEASE;
+	}
 	if (!b)
 		return NULL;
-	char *out = PyBytes_AS_STRING(b);
-	for (size_t i = 0; i < n; i++) {
-		if (i < whole) {
-			memcpy(out, p[i].data, (size_t)p[i].res);
-			out += p[i].res;
-		}
-		release_later(s, &p[i]);
-	}
 	PyObject *mv = PyMemoryView_FromObject(b);
 	Py_DECREF(b);
 	return mv;
+}
+
+/* Pieces as extents: those before the first empty one (EOF); the leases
+ * of any after it are released. Returns the count. */
+static size_t extents_of(Session *s, struct piece *p, size_t n,
+			 struct rc_extent *e)
+{
+	size_t m = 0;
+	int eof = 0;
+	for (size_t i = 0; i < n; i++) {
+		eof = eof || p[i].res <= 0;
+		if (eof)
+			release_now(s, p[i].lease);
+		else
+			e[m++] = (struct rc_extent){p[i].data,
+						    (uint32_t)p[i].res,
+						    p[i].lease};
+	}
+	return m;
 }
 
 /* Splits [offset, offset + len) of handle into block-aligned pieces. */
@@ -437,8 +450,9 @@ static PyObject *Session_read(Session *s, PyObject *args)
 		return NULL;
 	size_t n = blocks_of(offset, len, s->c->block_size);
 	struct piece one, *p = n > 1 ? PyMem_Malloc(n * sizeof(*p)) : &one;
+	struct rc_extent e1, *e = n > 1 ? PyMem_Malloc(n * sizeof(*e)) : &e1;
 	PyObject *ret = NULL;
-	if (!p) {
+	if (!p || !e) {
 		PyErr_NoMemory();
 		goto out;
 	}
@@ -450,14 +464,16 @@ static PyObject *Session_read(Session *s, PyObject *args)
 			err = p[i].res;
 	if (err) {
 		for (size_t i = 0; r == 0 && i < n; i++)
-			release_later(s, &p[i]);
+			release_now(s, p[i].lease);
 		raise_error(err, "read", NULL);
 	} else {
-		ret = view_of(s, p, n);
+		ret = view_of(s, e, extents_of(s, p, n, e));
 	}
-	if (p != &one)
-		PyMem_Free(p);
 out:
+	if (p && p != &one)
+		PyMem_Free(p);
+	if (e && e != &e1)
+		PyMem_Free(e);
 	leave(s);
 	return ret;
 }
@@ -594,74 +610,92 @@ static PyObject *Session_close(Session *s, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* The keys of a batch as pointers into their str/bytes objects (which the
- * list keeps alive). */
-static int batch_keys(PyObject *seq, const char ***keys, Py_ssize_t **lens)
+/* The rest of a sample larger than EXT_PER_KEY blocks: rc_read_key from
+ * where the batch stopped, into a larger extent array (*e, *n updated).
+ * Returns 0 or a negated errno (then every lease of it is released). */
+static int read_rest(Session *s, int dataset, struct rc_read_req *q,
+		     struct rc_extent **e, size_t *n)
 {
-	Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-	*keys = PyMem_Calloc((size_t)n + 1, sizeof(**keys));
-	*lens = PyMem_Calloc((size_t)n + 1, sizeof(**lens));
-	if (!*keys || !*lens) {
-		PyErr_NoMemory();
-		return -1;
+	uint64_t done = (uint64_t)q->res, bs = s->c->block_size;
+	size_t more = blocks_of(done, q->size - done, bs);
+	struct rc_extent *all = PyMem_Malloc((q->n_ext + more) * sizeof(*all));
+	int r = all ? 0 : -ENOMEM;
+	struct rc_stat st = {0};
+	if (all) {
+		memcpy(all, q->ext, q->n_ext * sizeof(*all));
+		Py_BEGIN_ALLOW_THREADS
+		r = rc_read_key(s->c, dataset, q->key, done, 0,
+				all + q->n_ext, (int)more, &st);
+		Py_END_ALLOW_THREADS
 	}
-	for (Py_ssize_t i = 0; i < n; i++)
-		if (key_bytes(PySequence_Fast_GET_ITEM(seq, i), &(*keys)[i],
-			      &(*lens)[i]) < 0)
-			return -1;
+	if (r >= 0 && (st.size != q->size || strcmp(st.etag, q->etag))) {
+		for (int i = 0; i < r; i++)
+			release_now(s, all[q->n_ext + i].lease);
+		r = -ESTALE; /* changed between the two reads */
+	}
+	if (r < 0) {
+		for (uint32_t i = 0; i < q->n_ext; i++)
+			release_now(s, q->ext[i].lease);
+		PyMem_Free(all);
+		return r;
+	}
+	*e = all;
+	*n = q->n_ext + (size_t)r;
 	return 0;
 }
 
-/* Pieces of every opened object, in key order; *count set. */
-static struct piece *batch_pieces(Session *s, struct opened *o, size_t n,
-				  size_t *count)
+/* Key i's result: its memoryview, or its OSError. */
+static PyObject *sample_of(Session *s, int dataset, struct rc_read_req *q,
+			   PyObject *key)
 {
-	uint64_t bs = s->c->block_size;
-	size_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		if (o[i].res >= 0)
-			total += blocks_of(0, o[i].size, bs);
-	struct piece *p = PyMem_Malloc((total ? total : 1) * sizeof(*p));
-	if (!p)
-		return NULL;
-	size_t at = 0;
-	for (size_t i = 0; i < n; i++)
-		if (o[i].res >= 0)
-			at += split(p + at, (uint32_t)i, (uint32_t)o[i].res, 0,
-				    o[i].size, bs);
-	*count = at;
-	return p;
+	struct rc_extent *e = q->ext;
+	size_t n = q->n_ext;
+	int r = (int)(q->res < 0 ? q->res : 0);
+	if (r == 0 && n == EXT_PER_KEY && (uint64_t)q->res < q->size)
+		r = read_rest(s, dataset, q, &e, &n);
+	if (r < 0)
+		return make_error(r, "read", key);
+	PyObject *v = view_of(s, e, n);
+	if (e != q->ext)
+		PyMem_Free(e);
+	return v;
 }
 
-/* results[i] for key i: its memoryview, or its OSError (the first failed
- * piece's errno). */
-static PyObject *batch_results(Session *s, PyObject *seq, struct opened *o,
-			       size_t n, struct piece *p, size_t np)
+/* The requests of a batch: keys (str or bytes, kept alive by the tuple)
+ * and room for EXT_PER_KEY extents each. A key with a NUL byte is
+ * refused here (-EINVAL): as a C string it would name another object. */
+static int batch_reqs(PyObject *keys, struct rc_read_req *q,
+		      struct rc_extent *e)
 {
-	PyObject *list = PyList_New((Py_ssize_t)n);
-	size_t at = 0;
-	for (size_t i = 0; list && i < n; i++) {
-		size_t k = at;
-		int err = o[i].res < 0 ? o[i].res : 0;
-		while (at < np && p[at].item == i) {
-			if (p[at].res < 0 && !err)
-				err = p[at].res;
-			at++;
-		}
-		PyObject *item;
-		if (err) {
-			for (size_t j = k; j < at; j++)
-				release_later(s, &p[j]);
-			item = make_error(err, o[i].res < 0 ? "open" : "read",
-					  PySequence_Fast_GET_ITEM(seq, i));
-		} else {
-			item = view_of(s, p + k, at - k);
-		}
-		if (!item) {
+	for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); i++) {
+		const char *k;
+		Py_ssize_t len;
+		if (key_bytes(PyTuple_GET_ITEM(keys, i), &k, &len) < 0)
+			return -1;
+		q[i].key = strlen(k) == (size_t)len ? k : NULL;
+		q[i].ext = e + (size_t)i * EXT_PER_KEY;
+		q[i].max_ext = EXT_PER_KEY;
+	}
+	return 0;
+}
+
+static PyObject *batch_results(Session *s, int dataset, PyObject *keys,
+			       struct rc_read_req *q)
+{
+	Py_ssize_t n = PyTuple_GET_SIZE(keys);
+	PyObject *list = PyList_New(n);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *key = PyTuple_GET_ITEM(keys, i);
+		PyObject *item = !list ? NULL : q[i].key ?
+			sample_of(s, dataset, &q[i], key) :
+			make_error(-EINVAL, "read", key);
+		if (!item) { /* no memory: what is left is released */
 			Py_CLEAR(list);
-			break;
+			for (uint32_t j = 0; q[i].res >= 0 && j < q[i].n_ext; j++)
+				release_now(s, q[i].ext[j].lease);
+			continue;
 		}
-		PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+		PyList_SET_ITEM(list, i, item);
 	}
 	return list;
 }
@@ -672,38 +706,37 @@ static PyObject *Session_read_many(Session *s, PyObject *args)
 	PyObject *keys_in;
 	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
 		return NULL;
-	PyObject *seq = PySequence_Fast(keys_in, "keys must be a sequence");
-	if (!seq)
+	PyObject *keys = PySequence_Tuple(keys_in);
+	if (!keys)
 		return NULL;
-	size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
-	const char **keys = NULL;
-	Py_ssize_t *lens = NULL;
-	struct opened *o = NULL;
-	struct piece *p = NULL;
-	size_t np = 0;
+	size_t n = (size_t)PyTuple_GET_SIZE(keys);
+	struct rc_read_req *q = PyMem_Calloc(n + 1, sizeof(*q));
+	struct rc_extent *e = PyMem_Calloc(n * EXT_PER_KEY + 1, sizeof(*e));
 	PyObject *ret = NULL;
-	if (batch_keys(seq, &keys, &lens) < 0 || enter(s) < 0)
-		goto out_free;
-	int r = -ENOMEM;
-	if ((o = PyMem_Calloc(n + 1, sizeof(*o))) &&
-	    (r = open_keys(s, dataset, keys, lens, n, o, 0)) == 0 &&
-	    (r = -ENOMEM, p = batch_pieces(s, o, n, &np)))
-		r = read_pieces(s, p, np);
-	for (size_t i = 0; r == 0 && i < n; i++)
-		if (o[i].res >= 0)
-			queue_push(s, RC_OP_CLOSE, (uint32_t)o[i].res);
-	if (r == 0)
-		ret = batch_results(s, seq, o, n, p, np);
-	else
+	if (!q || !e) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	if (batch_reqs(keys, q, e) < 0 || enter(s) < 0)
+		goto out;
+	/* rc_read_many takes every request; refused keys ride as empty ones
+	 * and get their error below. */
+	for (size_t i = 0; i < n; i++)
+		if (!q[i].key)
+			q[i].max_ext = 0;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = rc_read_many(s->c, dataset, q, n);
+	Py_END_ALLOW_THREADS
+	if (r < 0)
 		raise_error(r, "read_many", NULL);
-	send_queued(s, 1); /* the CLOSEs (and releases) go now, unwaited */
+	else
+		ret = batch_results(s, dataset, keys, q);
 	leave(s);
-out_free:
-	PyMem_Free(p);
-	PyMem_Free(o);
-	PyMem_Free(keys);
-	PyMem_Free(lens);
-	Py_DECREF(seq);
+out:
+	PyMem_Free(q);
+	PyMem_Free(e);
+	Py_DECREF(keys);
 	return ret;
 }
 
@@ -722,24 +755,30 @@ static PyObject *Session_dataset(Session *s, PyObject *args)
 	return PyLong_FromLong(r);
 }
 
-/* Sends the queued RELEASE/CLOSE entries and waits for every unwaited
- * completion: afterwards nothing of this module is in flight. */
+/* Publishes the lazy RELEASE/CLOSE entries and waits until the daemon has
+ * completed them (and everything else of this client). */
 static PyObject *Session_quiesce(Session *s, PyObject *unused)
 {
 	(void)unused;
-	if (!session_live(s) || (s->async == 0 && s->queued == 0))
+	if (!session_live(s))
 		Py_RETURN_NONE;
 	if (enter(s) < 0)
 		return NULL;
-	int r = 0;
-	while (r == 0 && (s->queued || s->async)) {
-		r = send_queued(s, 1);
-		if (r >= 0)
-			r = drain_async(s);
-	}
+	int r = wait_idle(s);
 	leave(s);
 	if (r < 0)
 		return raise_error(r, "quiesce", NULL);
+	Py_RETURN_NONE;
+}
+
+/* Posts what views dropped during a ctypes call queued (no waiting). */
+static PyObject *Session_post(Session *s, PyObject *unused)
+{
+	(void)unused;
+	if (session_live(s) && !s->busy) {
+		post_queued(s);
+		maybe_submit(s);
+	}
 	Py_RETURN_NONE;
 }
 
@@ -757,7 +796,7 @@ static PyObject *Session_detach(Session *s, PyObject *unused)
 		rc_detach(s->c);
 	s->attached = 0;
 	s->queued = 0;
-	s->async = 0;
+	s->unsent = 0;
 	Py_RETURN_NONE;
 }
 
@@ -770,7 +809,8 @@ static PyObject *Session_address(Session *s, void *unused)
 static PyObject *Session_pending(Session *s, void *unused)
 {
 	(void)unused;
-	return PyLong_FromSize_t(s->queued + s->async);
+	return PyLong_FromSize_t(s->queued +
+				 (session_live(s) ? s->c->inflight : 0));
 }
 
 static PyMethodDef Session_methods[] = {
@@ -785,7 +825,9 @@ static PyMethodDef Session_methods[] = {
 	{"dataset", (PyCFunction)Session_dataset, METH_VARARGS,
 	 "dataset(name) -> id"},
 	{"quiesce", (PyCFunction)Session_quiesce, METH_NOARGS,
-	 "send queued releases and closes, reap every completion"},
+	 "publish lazy releases and closes, wait until the daemon has them"},
+	{"post", (PyCFunction)Session_post, METH_NOARGS,
+	 "post the releases queued while busy (no waiting)"},
 	{"detach", (PyCFunction)Session_detach, METH_NOARGS, "end the session"},
 	{NULL, NULL, 0, NULL}};
 
@@ -793,7 +835,7 @@ static PyGetSetDef Session_getset[] = {
 	{"address", (getter)Session_address, NULL,
 	 "address of the struct rc_client (for ctypes.from_address)", NULL},
 	{"pending", (getter)Session_pending, NULL,
-	 "RELEASE/CLOSE entries queued or not yet reaped", NULL},
+	 "entries queued, posted or in flight", NULL},
 	{NULL, NULL, NULL, NULL, NULL}};
 
 static PyMemberDef Session_members[] = {
