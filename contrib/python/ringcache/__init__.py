@@ -434,8 +434,8 @@ class Client:
 
     def read_many(self, dataset, keys):
         """Whole objects of dataset (name or id), one per key, read
-        together: with the extension, the OPENs go in one submission, then
-        the READs, and the CLOSEs without waiting. Returns a list with, for
+        together: with the extension, one READ_KEY entry per key (open,
+        read, close in one), all in one submission. Returns a list with, for
         each key, a read-only memoryview or the OSError of that key alone
         (FileNotFoundError for a missing one). A view of an object within
         one cache block is zero-copy over the daemon's arena and holds the

@@ -52,7 +52,7 @@ static void on_fork_child(void)
 /* ---- Session ------------------------------------------------------------ */
 
 struct deferred {
-	uint8_t op;   /* RC_OP_RELEASE or RC_OP_CLOSE */
+	uint8_t op;   /* RC_OP_RELEASE (or RC_OP_CLOSE) */
 	uint32_t id;  /* lease or handle */
 };
 

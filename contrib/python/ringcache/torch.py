@@ -13,8 +13,8 @@ notices the fork); with the spawn start method the Dataset pickles without
 its client and attaches in the worker the same way.
 
 Batches: with batch_size set, the DataLoader calls __getitems__ with the
-batch's indices, and the whole batch is one Client.read_many (its OPENs in
-one submission, then its READs). Where torch does not call __getitems__,
+batch's indices, and the whole batch is one Client.read_many (one
+READ_KEY entry per sample, all in one submission). Where torch does not call __getitems__,
 hand the dataset whole batches with sampler=BatchSampler(...),
 batch_size=None, collate_fn=torch.utils.data.default_collate: __getitem__
 takes a list of indices the same way.
