@@ -255,9 +255,9 @@ class TestLeases(unittest.TestCase):
         self.assertEqual(drained(self.c), 0)
 
     def test_close_with_live_views_then_fork(self):
-        """close() ends the session with views alive (their release is a
-        no-op afterwards; the daemon dropped the leases); a forked child
-        reads with its own session and never releases the parent's."""
+        """A forked child reads with its own session and never releases
+        the parent's lease; close() with a view alive keeps its bytes
+        mapped and leased until the view goes, then the session ends."""
         c = ringcache.Client(Env.socket, backend="native")
         v = c.read_many("ds", [small_key(33)])[0]
         pid = os.fork()
@@ -275,9 +275,16 @@ class TestLeases(unittest.TestCase):
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         self.assertTrue(v.tobytes() == ds_bytes(small_key(33)))
         c.close()
+        with self.assertRaises(OSError):
+            c.read_many("ds", [small_key(33)])  # closed: EBADF
+        self.assertTrue(v.tobytes() == ds_bytes(small_key(33)))
+        self.assertEqual(drained(self.c), 1)  # still leased, still mapped
+        arr = np.frombuffer(v, dtype=np.uint8)
         del v
-        gc.collect()
-        self.assertEqual(drained(self.c), 0)
+        self.assertEqual(drained(self.c), 1)  # the array holds it
+        self.assertTrue(arr.tobytes() == ds_bytes(small_key(33)))
+        del arr
+        self.assertEqual(drained(self.c), 0)  # detached, leases dropped
 
     def test_ctypes_calls_between_batches(self):
         """A ctypes call after a batch sees no stray completion (the

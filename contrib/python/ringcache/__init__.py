@@ -315,9 +315,11 @@ class Client:
         return ctypes.byref(self._c)
 
     def close(self):
-        """Release every outstanding lease and detach. Memoryviews handed
-        out earlier must not be touched afterwards (the arena is
-        unmapped)."""
+        """Release every outstanding lease and detach. Memoryviews of
+        Leases (File.read) must not be touched afterwards (the arena is
+        unmapped). With the extension, views from read_many and
+        File.view keep their bytes mapped and leased: the session ends
+        when the last of them goes."""
         if self._c is None:
             return
         if self._pid != os.getpid():
@@ -441,7 +443,9 @@ class Client:
         one cache block is zero-copy over the daemon's arena and holds the
         lease until the view and every array or tensor made from it
         (numpy.frombuffer, torch.frombuffer) are gone; a larger object is
-        one copy. Do not touch a view after close()."""
+        one copy. With the extension a view outlives close(): the session
+        ends when the last view goes; through ctypes it must not be
+        touched after close()."""
         ds = self.dataset(dataset)
         self._ptr()
         if self._session is not None:

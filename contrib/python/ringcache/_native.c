@@ -62,6 +62,8 @@ typedef struct {
 	unsigned generation;  /* fork_generation at attach */
 	int attached;
 	int busy;             /* a call is inside (the GIL may be released) */
+	int closing;          /* detach() came while views lived */
+	Py_ssize_t views;     /* live Views: the mappings stay while any */
 	uint32_t unsent;      /* lazy entries posted since the last submit */
 	struct deferred *queue; /* dropped while busy, not yet posted */
 	size_t queued, queue_cap;
@@ -245,8 +247,9 @@ static int wait_idle(Session *s)
  * flushed into the SQ (sent with the call's own entries). */
 static int enter(Session *s)
 {
-	if (!session_live(s)) {
-		PyErr_SetString(PyExc_ValueError, s->attached ?
+	if (!session_live(s) || s->closing) {
+		PyErr_SetString(PyExc_ValueError,
+				s->attached && !s->closing ?
 				"ringcache session of the parent process" :
 				"ringcache session is detached");
 		return -1;
@@ -365,6 +368,7 @@ static PyObject *view_of(Session *s, struct rc_extent *e, size_t n)
 		if (!v)
 			return NULL;
 		Py_INCREF(s);
+		s->views++;
 		v->session = s;
 		v->data = e[0].data;
 		v->len = e[0].len;
@@ -782,9 +786,10 @@ static PyObject *Session_post(Session *s, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* detach(): the session ends (the daemon drops its leases and handles);
- * views still alive must not be read any more. forget() is the same for a
- * forked child's copy. */
+/* detach(): the session ends (the daemon drops its leases and handles),
+ * at once or, while views live, when the last of them goes: until then
+ * their bytes stay mapped and leased, and every call is refused. In a
+ * forked child it closes the copies of the parent's fds and mappings. */
 static PyObject *Session_detach(Session *s, PyObject *unused)
 {
 	(void)unused;
@@ -792,11 +797,17 @@ static PyObject *Session_detach(Session *s, PyObject *unused)
 		PyErr_SetString(PyExc_RuntimeError, "ringcache client busy");
 		return NULL;
 	}
+	s->queued = 0;
+	s->unsent = 0;
+	if (s->views > 0) {
+		/* Unmapping now would leave views over nothing: the last one
+		 * to go detaches (the daemon then drops its leases). */
+		s->closing = 1;
+		Py_RETURN_NONE;
+	}
 	if (s->attached)
 		rc_detach(s->c);
 	s->attached = 0;
-	s->queued = 0;
-	s->unsent = 0;
 	Py_RETURN_NONE;
 }
 
@@ -873,9 +884,14 @@ static int View_getbuffer(View *v, Py_buffer *b, int flags)
 
 static void View_dealloc(View *v)
 {
-	if (v->lease != RC_NO_LEASE)
-		session_release(v->session, v->lease);
-	Py_DECREF(v->session);
+	Session *s = v->session;
+	if (v->lease != RC_NO_LEASE && !s->closing)
+		session_release(s, v->lease);
+	if (--s->views == 0 && s->closing && s->attached) {
+		rc_detach(s->c);
+		s->attached = 0;
+	}
+	Py_DECREF(s);
 	PyObject_Free(v);
 }
 
