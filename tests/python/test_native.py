@@ -286,6 +286,31 @@ class TestLeases(unittest.TestCase):
         del arr
         self.assertEqual(drained(self.c), 0)  # detached, leases dropped
 
+    def test_views_dropped_in_another_thread(self):
+        """Views dropped by another thread, also while a batch waits
+        without the GIL, are released: nothing leaks, nothing breaks."""
+        import queue
+        import threading
+        q = queue.Queue()
+
+        def dropper():
+            while (item := q.get()) is not None:
+                del item
+        t = threading.Thread(target=dropper)
+        t.start()
+        keys = [small_key(i) for i in range(200, 232)]
+        try:
+            for _ in range(30):
+                views = self.c.read_many("ds", keys)
+                for k, v in zip(keys, views):
+                    self.assertEqual(len(v), ds_size(k))
+                q.put(views)
+                del views, v
+        finally:
+            q.put(None)
+            t.join()
+        self.assertEqual(drained(self.c), 0)
+
     def test_ctypes_calls_between_batches(self):
         """A ctypes call after a batch sees no stray completion (the
         extension's CLOSEs and RELEASEs are reaped first)."""
