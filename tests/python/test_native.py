@@ -175,6 +175,8 @@ class TestBackends(unittest.TestCase):
         self.assertEqual(self.native.read_many("ds", []), [])
         with self.assertRaises(FileNotFoundError):
             self.native.read_many("no-such-dataset", [small_key(1)])
+        with self.assertRaises(FileNotFoundError):
+            self.native.read_many(-3, [small_key(1)])
         with self.assertRaises(TypeError):
             self.native.read_many("ds", [small_key(1), 7])
 

@@ -710,6 +710,8 @@ static PyObject *Session_read_many(Session *s, PyObject *args)
 	PyObject *keys_in;
 	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
 		return NULL;
+	if (dataset < 0)
+		return raise_error(-ENOENT, "read_many", NULL);
 	PyObject *keys = PySequence_Tuple(keys_in);
 	if (!keys)
 		return NULL;
