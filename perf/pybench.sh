@@ -40,6 +40,7 @@ PYTHONPATH=$ROOT/contrib/python RINGCACHE_BUILD_DIR=$BUILD \
 	RINGCACHE_LIB=$BUILD/libringcache.so PYBENCH_SIZE=$SIZE \
 	/usr/bin/python3 perf/pybench.py "$SOCK" bench "$WORK/local" \
 	"${PYBENCH_PASSES:-7}" "${PYBENCH_EPOCHS:-5}"
-while read -r key; do
-	"$BUILD_BIN/rc-s3" rm "$BUCKET" "$prefix$key" >/dev/null || true
-done < <(ls "$WORK/local")
+# shellcheck disable=SC2016
+ls "$WORK/local" | xargs -P 8 -I{} sh -c \
+	'"$0" rm "$1" "$2{}" >/dev/null || echo "pybench: $2{} left in S3" >&2' \
+	"$BUILD_BIN/rc-s3" "$BUCKET" "$prefix"
