@@ -43,6 +43,7 @@ struct metrics_http {
 	pthread_t thread;
 	struct conn conns[HTTP_MAX_CONN];
 	size_t body_cap;
+	uint64_t accept_resume_ms; /* out of fds: accepts paused until then */
 };
 
 static void conn_close(struct conn *c)
@@ -209,8 +210,14 @@ static void on_accept(struct metrics_http *h)
 	for (;;) {
 		int fd = accept4(h->listen_fd, NULL, NULL,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return; /* EAGAIN, or out of fds: the next poll retries */
+		if (fd < 0) {
+			/* Out of fds the socket stays readable: polling it
+			 * again at once would spin. */
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				h->accept_resume_ms = rc_now_ms() + 100;
+			return;
+		}
 		struct conn *c = slot_for_new(h);
 		if (!c) {
 			close(fd);
@@ -232,7 +239,11 @@ static void *http_thread(void *arg)
 		int timeout = -1;
 		unsigned n = 0;
 		pfd[n++] = (struct pollfd){.fd = h->stop_fd, .events = POLLIN};
-		pfd[n++] = (struct pollfd){.fd = h->listen_fd, .events = POLLIN};
+		bool paused = now < h->accept_resume_ms;
+		pfd[n++] = (struct pollfd){.fd = h->listen_fd,
+					   .events = paused ? 0 : POLLIN};
+		if (paused)
+			timeout = (int)(h->accept_resume_ms - now);
 		for (unsigned i = 0; i < HTTP_MAX_CONN; i++) {
 			struct conn *c = &h->conns[i];
 			if (c->fd < 0)
@@ -248,8 +259,11 @@ static void *http_thread(void *arg)
 			pfd[n++] = (struct pollfd){.fd = c->fd,
 				.events = c->writing ? POLLOUT : POLLIN};
 		}
-		if (poll(pfd, n, timeout) < 0 && errno != EINTR)
+		if (poll(pfd, n, timeout) < 0 && errno != EINTR) {
+			log_error("metrics: poll: %s; the endpoint stops",
+				  strerror(errno));
 			break;
+		}
 		if (pfd[0].revents)
 			break;
 		for (unsigned i = 2; i < n; i++) {
