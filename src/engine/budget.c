@@ -23,9 +23,10 @@
 #define BUDGET_HOLD_NS 500000000ull
 #define BUDGET_HOLD_ABOVE_NS 50000000ull
 #define BUDGET_ABOVE 1.1
-/* Additive increase, per successful reply: the rate grows by this share of
- * the answered rate per second (about 3 s from a cut back to where it
- * was), plus this share of the ceiling per second (a floor's way back). */
+/* Additive increase, per successful reply, past the rate a cut came from:
+ * the rate grows by this share of the answered rate per second (probing
+ * for room another node left), plus this share of the ceiling per second
+ * (a floor's way back). */
 #define BUDGET_INCREASE 0.03
 #define BUDGET_INCREASE_CEIL 0.0002
 /* Below the rate it was cut from, the rate closes the gap to it with this
@@ -63,7 +64,7 @@ struct bucket {
 	double cut_from;        /* the rate just before it */
 	uint64_t start_ns;      /* the first request; 0: none yet */
 	bool probing;           /* slow start: no SlowDown yet */
-	uint32_t cuts;          /* tickets: slots lent since the last cut */
+	uint32_t cuts;          /* so far: the ticket of a slot lent now */
 	uint64_t ok_since_cut;  /* OK replies since then */
 };
 
@@ -116,6 +117,14 @@ static double burst_of(const struct bucket *k)
 	return fmax(1.0, k->rate * BUDGET_BURST_S);
 }
 
+/* Seconds from then to now; 0 if now is earlier (the shards' threads
+ * read the clock before taking the lock, so times arrive a little out of
+ * order). */
+static double secs_since(uint64_t now, uint64_t then)
+{
+	return now > then ? (double)(now - then) / 1e9 : 0;
+}
+
 /* Slow start's rate at now (see BUDGET_START_SHARE). */
 static void probe(struct bucket *k, uint64_t now)
 {
@@ -123,7 +132,7 @@ static void probe(struct bucket *k, uint64_t now)
 		return;
 	if (k->start_ns == 0)
 		k->start_ns = now;
-	double s = (double)(now - k->start_ns) / 1e9;
+	double s = secs_since(now, k->start_ns);
 	k->rate = k->ceiling * BUDGET_START_SHARE * exp2(s / BUDGET_DOUBLE_S);
 	if (k->rate >= k->ceiling) {
 		k->rate = k->ceiling;
@@ -183,8 +192,8 @@ static double ok_rate(const struct bucket *k, uint64_t now)
 {
 	if (k->ok_first_ns == 0)
 		return 0;
-	double since_last = (double)(now - k->ok_last_ns) / 1e9;
-	double since_first = (double)(now - k->ok_first_ns) / 1e9;
+	double since_last = secs_since(now, k->ok_last_ns);
+	double since_first = secs_since(now, k->ok_first_ns);
 	double weight = 1.0 - exp(-since_first / BUDGET_TAU_S);
 	if (weight < 1e-3)
 		return 0; /* one reply is no rate */
@@ -219,18 +228,37 @@ static void increase(struct bucket *k, uint64_t now)
 		k->rate = k->ceiling;
 }
 
+/* What S3 answers now. Soon after a cut the decayed estimate still
+ * remembers the rate before it; the replies since the cut say it better. */
+static double answered_now(const struct bucket *k, uint64_t now)
+{
+	double answered = ok_rate(k, now);
+	double since = secs_since(now, k->cut_ns);
+	if (k->cut_ns && since >= BUDGET_HOLD_ABOVE_NS / 1e9 &&
+	    since < BUDGET_HOLD_NS / 1e9)
+		answered = fmin(answered, k->ok_since_cut / since);
+	return answered;
+}
+
+/* The slots lent ahead were timed for the old rate: their requests ask
+ * again (tickets) and queue at the new one. A saved-up burst is cut to
+ * the new rate's. */
+static void take_back_slots(struct bucket *k, uint64_t now)
+{
+	refill(k, now);
+	if (k->tokens < 0)
+		k->tokens = 0;
+	if (k->tokens > burst_of(k))
+		k->tokens = burst_of(k);
+	k->cuts++;
+}
+
 static void decrease(struct bucket *k, uint64_t now)
 {
 	if (k->probing && k->start_ns)
 		probe(k, now);
 	k->probing = false;
-	double answered = ok_rate(k, now);
-	/* Soon after a cut the decayed estimate still remembers the rate
-	 * before it; the replies since the cut say what S3 answers now. */
-	uint64_t since = now - k->cut_ns;
-	if (k->cut_ns && since >= BUDGET_HOLD_ABOVE_NS &&
-	    since < BUDGET_HOLD_NS)
-		answered = fmin(answered, k->ok_since_cut * 1e9 / (double)since);
+	double answered = answered_now(k, now);
 	bool above = answered > 0 && k->rate > BUDGET_ABOVE * answered;
 	uint64_t hold = above ? BUDGET_HOLD_ABOVE_NS : BUDGET_HOLD_NS;
 	if (k->cut_ns && now < k->cut_ns + hold)
@@ -240,15 +268,7 @@ static void decrease(struct bucket *k, uint64_t now)
 	 * level to return to. */
 	k->cut_from = k->rate > 2 * base ? base : k->rate;
 	k->rate = fmax(k->floor, BUDGET_DECREASE * base);
-	/* The slots lent ahead were timed for the old rate: their requests
-	 * ask again (tickets) and queue at the new one. A saved-up burst is
-	 * cut to the new rate's. */
-	refill(k, now);
-	if (k->tokens < 0)
-		k->tokens = 0;
-	if (k->tokens > burst_of(k))
-		k->tokens = burst_of(k);
-	k->cuts++;
+	take_back_slots(k, now);
 	k->cut_ns = now;
 	k->ok_since_cut = 0;
 }
