@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fetch.h"
+#include "prefetch.h"
 #include "readkey.h"
 #include "validate.h"
+#include "writeback.h"
 
 /* The op of one READ_KEY; op first, so op_complete's free(op) frees it. */
 struct rk_op {
@@ -51,7 +54,7 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 	rk->want_end = e->offset + e->len < e->offset ? UINT64_MAX
 						     : e->offset + e->len;
 	s->refs++;
-	daemon_open(s->sh, op, ds, key, e->arg_len);
+	fetch_open(s->sh, op, ds, key);
 	return WB_DEFERRED;
 }
 
@@ -120,7 +123,7 @@ static bool start_read(struct rk_op *rk)
 	op->len = len;
 	op->cqe.flags = RC_CQE_F_HIT; /* cleared if the block must be fetched */
 	rk->reading = true;
-	daemon_read(s->sh, op);
+	fetch_read(s->sh, op);
 	return true;
 }
 

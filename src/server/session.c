@@ -16,7 +16,11 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fetch.h"
+#include "prefetch.h"
+#include "writeback.h"
 #include "log.h"
+#include "metrics.h"
 #include "readkey.h"
 #include "validate.h"
 
@@ -80,9 +84,9 @@ void session_put(struct session *s)
 		session_free(s);
 }
 
-static void cancel_armed(struct session *s, struct ev *ev)
+static void cancel_armed(struct session *s, struct rc_ev *ev)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_cancel(sqe, ev, 0);
 	io_uring_sqe_set_data(sqe, NULL);
 }
@@ -122,9 +126,20 @@ void session_close(struct session *s)
 
 /* ---- arming ------------------------------------------------------------- */
 
+static void on_sock_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_sock(rc_container_of(ev, struct session, sock_ev), cqe->res);
+}
+
+static void on_bell_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_doorbell(rc_container_of(ev, struct session, bell_ev),
+			    cqe->res);
+}
+
 static void arm_sock(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_poll_add(sqe, s->sock, POLLIN | POLLRDHUP);
 	io_uring_sqe_set_data(sqe, &s->sock_ev);
 	s->sock_armed = true;
@@ -133,7 +148,7 @@ static void arm_sock(struct session *s)
 
 static void arm_bell(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_read(sqe, s->sq_efd, &s->bell_buf, sizeof(s->bell_buf),
 			   0);
 	io_uring_sqe_set_data(sqe, &s->bell_ev);
@@ -165,8 +180,8 @@ void session_accept(struct daemon *d, int fd)
 		return;
 	}
 	s->usage = usage;
-	s->sock_ev.kind = EV_SESSION_SOCK;
-	s->bell_ev.kind = EV_SESSION_DOORBELL;
+	s->sock_ev.fn = on_sock_cqe;
+	s->bell_ev.fn = on_bell_cqe;
 	s->sh = sh;
 	s->sock = fd;
 	s->sq_efd = s->cq_efd = s->ring_fd = -1;
@@ -318,7 +333,7 @@ static void recheck_access(struct session *s)
 	}
 	/* Its plan would keep fetching into the arena it still maps. */
 	if (lost_read)
-		prefetch_set_plan(s, NULL, 0, false);
+		prefetch_set_plan(s, NULL, 0, false, session_handle);
 }
 
 static void handle_attach(struct session *s, const void *msg, size_t len)
@@ -521,7 +536,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 	s->next = to->inbox;
 	to->inbox = s;
 	pthread_mutex_unlock(&to->lock);
-	reactor_wake(to);
+	shard_wake(to);
 	return true;
 }
 
@@ -1054,7 +1069,7 @@ static int submit_open(struct session *s, const struct rc_sqe *e)
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
-	daemon_open(s->sh, op, ds, key, e->arg_len);
+	fetch_open(s->sh, op, ds, key);
 	return DEFERRED;
 }
 
@@ -1079,7 +1094,7 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 	op->offset = e->offset;
 	op->ds = ds;
 	op_hold_buf(op, e);
-	daemon_list(s->sh, op, ds, prefix, e->arg_len);
+	fetch_list(s->sh, op, ds, prefix);
 	return DEFERRED;
 }
 
@@ -1129,7 +1144,7 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	if (dst)
 		op_hold_buf(op, e);
 	op->cqe.flags = RC_CQE_F_HIT; /* cleared if any block must be fetched */
-	daemon_read(s->sh, op);
+	fetch_read(s->sh, op);
 	return DEFERRED;
 }
 
@@ -1156,7 +1171,7 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 		return err;
 	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
 				 e->len / sizeof(struct rc_plan_entry),
-				 e->flags & RC_PLAN_APPEND);
+				 e->flags & RC_PLAN_APPEND, session_handle);
 }
 
 static struct dataset *writable_dataset(struct session *s, uint32_t id,
