@@ -58,7 +58,8 @@ struct s3_req {
 	enum s3_abort abort;
 
 	char *buf;             /* collected body, NUL-terminated when non-NULL */
-	size_t buf_len, buf_cap;
+	size_t buf_len;
+	uint32_t buf_cap;       /* vec.h; bodies are capped far below 4 GiB */
 	char errbuf[CURL_ERROR_SIZE];
 };
 
