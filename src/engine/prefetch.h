@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "plan.h"
+#include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "ringcache.h"
 
 struct shard;
@@ -30,44 +32,6 @@ struct object;
 struct cache_entry;
 struct uid_usage;
 
-#define RC_MAX_PLAN_ENTRIES (16u << 20)
-
-struct plan_item {
-	struct object *obj;
-	uint64_t offset, len;
-	uint64_t blk;        /* its first block's slot in plan.blk_next */
-};
-
-struct plan_pin {
-	uint64_t item;
-	struct cache_entry *e;
-};
-
-/* Entry indexes are absolute: appending drops the entries before the
- * cursor and raises base, so the indexes cache entries hold stay valid. */
-struct plan {
-	struct plan_item *items; /* entries base .. n-1 */
-	uint64_t base, n;
-	uint64_t *blk_next;  /* per block of an entry: the next entry that
-				uses that block, UINT64_MAX if none */
-	uint64_t cursor;     /* first entry the session has not reached */
-	uint64_t issued;     /* entries before it have their blocks pinned */
-	uint64_t issued_blk; /* next block of items[issued] */
-	struct plan_pin *pins; /* FIFO in entry order */
-	uint64_t pin_head, pin_tail, pin_cap;
-	uint64_t pinned_bytes;
-	int64_t deficit;
-	uint32_t inflight;   /* its prefetch GETs in flight */
-	uint32_t ramp;       /* how many it may have: slow start, so the
-				first samples are not shared out among a full
-				window of transfers */
-	uint64_t generation;
-	_Atomic uint64_t prefetched_bytes; /* stats (other shards read it) */
-	uint64_t blocks;     /* block uses of entries base .. n-1 */
-	struct uid_usage *usage; /* its uid's: blocks and pins charged */
-	uint64_t charged;    /* blocks charged to usage */
-	bool pins_held;      /* its uid's pinned bytes are at their limit */
-};
 
 struct pqueue {
 	int gpu;             /* -1: private to one session */
@@ -84,13 +48,15 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);
 void pqueue_put(struct shard *sh, struct pqueue *q);
 
 /* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
- * copied and validated here; append: RC_PLAN_APPEND. Returns entries
+ * copied and validated here, each handle turned into its object by the
+ * caller's resolve (NULL: -EBADF); append: RC_PLAN_APPEND. Returns entries
  * accepted or a negated errno: -E2BIG past max_plan_entries (counted in
  * blocks: an entry covering k blocks counts k; appended entries add to
  * those from the cursor on), -EDQUOT past the uid's
  * max_plan_entries_per_uid (the same count over its plans). */
+typedef struct object *(*plan_resolve_fn)(struct session *s, uint32_t handle);
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append);
+		      uint64_t n, bool append, plan_resolve_fn resolve);
 /* The session read obj at offset: slide its queue's window. */
 void prefetch_consumed(struct session *s, const struct object *obj,
 		       uint64_t offset);

@@ -793,12 +793,20 @@ bool upload_is_engine_req(const struct s3_req *req)
 	return x && x->magic == XFER_MAGIC;
 }
 
+void *upload_req_tag(const struct s3_req *req)
+{
+	const struct xfer *x = s3_req_get_private(req);
+	return x->u->p.tag;
+}
+
 void upload_transfer_done(struct s3_req *req, CURLcode code)
 {
 	struct xfer *x = s3_req_get_private(req);
 	struct upload *u = x->u;
 	struct s3_result r;
 	s3_req_result(req, code, &r);
+	if (u->e->drv.replied)
+		u->e->drv.replied(u->e->drv.ctx, req, &r);
 	if (r.err && xfer_retry(x, &r))
 		return;
 	upload_hold(u);
