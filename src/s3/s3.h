@@ -24,24 +24,8 @@
 #include "s3_checksum.h"
 #include "s3_request.h"
 #include "s3_result.h"
+#include "s3_types.h"
 #include "s3_xml.h"
-
-enum s3_addressing { S3_PATH_STYLE = 0, S3_VIRTUAL_HOSTED };
-
-struct s3_config {
-	const char *endpoint;    /* "http://127.0.0.1:9080", "https://s3.us-east-1.amazonaws.com";
-				    NULL: https://s3.<region>.amazonaws.com */
-	const char *region;      /* "us-east-1" */
-	enum s3_addressing addressing;
-	bool tls_verify;         /* true unless the config turns it off */
-	const char *ca_file;     /* NULL: system store */
-	long connect_timeout_ms; /* default 3000 */
-	long request_timeout_ms; /* whole transfer, default 30000 */
-	long low_speed_time_s;   /* abort if < 1 KB/s for this long, default 10 */
-	unsigned max_retries;    /* default 5 */
-	unsigned backoff_base_ms, backoff_cap_ms; /* default 50, 5000 */
-	struct creds_provider *creds; /* borrowed */
-};
 
 struct s3_client;
 struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "s3.h"
 
 
 static char *dup_or_null(const char *s, bool *oom)

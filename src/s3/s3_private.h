@@ -1,6 +1,7 @@
 /* s3_private.h - the two structures the S3 modules share, for the .c
  * files of src/s3/s3_*.c only: the client and the request. Everything
- * outside src/s3 sees them as opaque (s3.h).
+ * outside src/s3 sees them as opaque (s3.h). It includes only
+ * s3_types.h, so no module reaches another through it.
  *
  * Ownership: an s3_client owns copies of its config strings. An s3_req
  * owns its easy handle, header list, URL, own body and response buffer;
@@ -10,7 +11,12 @@
 #ifndef RC_S3_PRIVATE_H
 #define RC_S3_PRIVATE_H
 
-#include "s3.h"
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3_types.h"
 
 #define S3_KEY_MAX 1024                 /* S3's own limit, in bytes */
 
@@ -58,7 +64,8 @@ struct s3_req {
 	enum s3_abort abort;
 
 	char *buf;             /* collected body, NUL-terminated when non-NULL */
-	size_t buf_len, buf_cap;
+	size_t buf_len;
+	uint32_t buf_cap;       /* vec.h; bodies are capped far below 4 GiB */
 	char errbuf[CURL_ERROR_SIZE];
 };
 

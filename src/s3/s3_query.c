@@ -9,6 +9,7 @@
 
 #include "s3_op.h"
 #include "sigv4.h"
+#include "vec.h"
 
 char *s3_uri_encode(const char *s, int keep_slash)
 {
@@ -26,7 +27,8 @@ char *s3_uri_encode(const char *s, int keep_slash)
 /* A growable string for paths and queries. */
 struct strbuf {
 	char *s;
-	size_t len, cap;
+	size_t len;
+	uint32_t cap;
 	bool failed;
 };
 
@@ -35,17 +37,9 @@ static void sb_add(struct strbuf *b, const char *s)
 	size_t n = strlen(s);
 	if (b->failed)
 		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t want = b->cap ? b->cap * 2 : 256;
-		while (want < b->len + n + 1)
-			want *= 2;
-		char *ns = realloc(b->s, want);
-		if (!ns) {
-			b->failed = true;
-			return;
-		}
-		b->s = ns;
-		b->cap = want;
+	if (RC_GROW(b->s, b->cap, (uint64_t)b->len + n + 1)) {
+		b->failed = true;
+		return;
 	}
 	memcpy(b->s + b->len, s, n + 1);
 	b->len += n;

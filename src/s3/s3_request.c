@@ -11,9 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "creds.h"
 #include "log.h"
+#include "s3_checksum.h"
 #include "s3_op.h"
 #include "s3_query.h"
+#include "s3_request.h"
 #include "s3_response.h"
 #include "sigv4.h"
 

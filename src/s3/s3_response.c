@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "decimal.h"
+#include "vec.h"
 
 #define S3_ERROR_BODY_CAP (64u << 10)   /* error documents are small */
 #define S3_LIST_BODY_CAP (16u << 20)    /* one ListObjectsV2 page */
@@ -133,17 +134,9 @@ static int buffer_append(struct s3_req *r, const char *data, size_t n)
 			return -1;
 		}
 	}
-	if (r->buf_len + n + 1 > r->buf_cap) {
-		size_t want = r->buf_cap ? r->buf_cap : 4096;
-		while (want < r->buf_len + n + 1)
-			want *= 2;
-		char *nb = realloc(r->buf, want);
-		if (!nb) {
-			r->abort = ABORT_NOMEM;
-			return -1;
-		}
-		r->buf = nb;
-		r->buf_cap = want;
+	if (RC_GROW(r->buf, r->buf_cap, (uint64_t)r->buf_len + n + 1)) {
+		r->abort = ABORT_NOMEM;
+		return -1;
 	}
 	memcpy(r->buf + r->buf_len, data, n);
 	r->buf_len += n;

@@ -18,6 +18,8 @@
 #include "log.h"
 #include "s3_op.h"
 #include "s3_response.h"
+#include "s3_result.h"
+#include "s3_xml.h"
 
 
 static bool code_is(const char *code, const char *const *set)

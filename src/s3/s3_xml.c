@@ -38,7 +38,8 @@ struct xml_ctx {
 	int depth;
 	const char *stack[XML_MAX_DEPTH]; /* only names we match on */
 	char *text;
-	size_t text_len, text_cap;
+	size_t text_len;
+	uint32_t text_cap;
 	bool collecting;
 	char err[160];
 	const char *root;      /* required root element */
@@ -127,17 +128,9 @@ static void XMLCALL xml_text(void *userp, const XML_Char *s, int len)
 		xml_fail(x, "element text longer than %u bytes", XML_TEXT_CAP);
 		return;
 	}
-	if (x->text_len + (size_t)len + 1 > x->text_cap) {
-		size_t want = x->text_cap ? x->text_cap : 256;
-		while (want < x->text_len + (size_t)len + 1)
-			want *= 2;
-		char *nt = realloc(x->text, want);
-		if (!nt) {
-			xml_fail(x, "out of memory");
-			return;
-		}
-		x->text = nt;
-		x->text_cap = want;
+	if (RC_GROW(x->text, x->text_cap, x->text_len + (size_t)len + 1)) {
+		xml_fail(x, "out of memory");
+		return;
 	}
 	memcpy(x->text + x->text_len, s, (size_t)len);
 	x->text_len += (size_t)len;

@@ -16,6 +16,7 @@
 #include "crc32c.h"
 #include "hugemem.h"
 #include "journal.h"
+#include "list.h"
 #include "log.h"
 #include "uring.h"
 #include "vec.h"
@@ -99,14 +100,14 @@ struct jbuf {
 	uint32_t used;
 	uint32_t n_new;     /* records appended since it was started */
 	uint64_t lsn_end;   /* records appended when it was sealed */
-	struct jbuf *next;  /* issue order, or the free list */
+	struct rc_list link; /* on issued (in issue order) or free_bufs */
 };
 
 struct waiter {
 	uint64_t lsn;
 	journal_done_fn done;
 	void *ctx;
-	struct waiter *next;
+	struct rc_list link; /* on waiters or room_waiters, FIFO */
 };
 
 struct journal {
@@ -121,7 +122,7 @@ struct journal {
 	size_t n_objs;
 	uint32_t cap_objs;
 	struct jbuf *cur;
-	struct jbuf *issued_head, *issued_tail, *free_bufs;
+	struct rc_list issued, free_bufs;
 	uint8_t *pool;          /* J_POOL_BUFS buffers, carved in order */
 	unsigned pool_carved;
 	unsigned writes_inflight;
@@ -130,8 +131,8 @@ struct journal {
 	bool fsync_inflight;
 	uint64_t fsync_lsn;
 	uint64_t lsn, written_lsn, synced_lsn;
-	struct waiter *wait_head, *wait_tail;
-	struct waiter *room_head, *room_tail; /* journal_wait_room, FIFO */
+	struct rc_list waiters;      /* journal_flush, by lsn */
+	struct rc_list room_waiters; /* journal_wait_room */
 	struct journal_object *replayed, *discarded;
 	size_t n_replayed, n_discarded;
 	struct journal_stats st;
@@ -466,9 +467,10 @@ static uint8_t *buf_mem(struct journal *j, bool *pooled)
 
 static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 {
-	struct jbuf *b = j->free_bufs;
+	struct rc_list *spare = rc_list_first(&j->free_bufs);
+	struct jbuf *b = spare ? rc_list_entry(spare, struct jbuf, link) : NULL;
 	if (b) {
-		j->free_bufs = b->next;
+		rc_list_del(&b->link);
 	} else {
 		b = calloc(1, sizeof(*b));
 		if (b && !(b->mem = buf_mem(j, &b->pooled))) {
@@ -487,19 +489,23 @@ static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 
 static void buf_put(struct journal *j, struct jbuf *b)
 {
-	b->next = j->free_bufs;
-	j->free_bufs = b;
+	rc_list_add(&j->free_bufs, &b->link);
 }
 
-static void bufs_free(struct jbuf *b)
+static void buf_destroy(struct jbuf *b)
 {
-	while (b) {
-		struct jbuf *n = b->next;
-		if (!b->pooled)
-			free(b->mem);
-		free(b);
-		b = n;
-	}
+	if (!b->pooled)
+		free(b->mem);
+	free(b);
+}
+
+static void bufs_free(struct rc_list *bufs)
+{
+	struct rc_list *pos, *tmp;
+
+	rc_list_for_each_safe(pos, tmp, bufs)
+		buf_destroy(rc_list_entry(pos, struct jbuf, link));
+	rc_list_init(bufs);
 }
 
 static uint64_t tail_off(const struct journal *j)
@@ -551,12 +557,7 @@ static int buf_seal(struct journal *j)
 	/* At once, not at the reactor's next wait: the disk writes this
 	 * buffer while the reactor copies the next bytes of a WRITE. */
 	io_uring_submit(j->ring);
-	b->next = NULL;
-	if (j->issued_tail)
-		j->issued_tail->next = b;
-	else
-		j->issued_head = b;
-	j->issued_tail = b;
+	rc_list_add_tail(&j->issued, &b->link);
 	j->writes_inflight++;
 	j->pending_bytes += b->used;
 	j->st.writes++;
@@ -870,14 +871,29 @@ static void fail(struct journal *j, int res, const char *what)
 	j->failed = -EIO;
 }
 
+static struct waiter *first_waiter(const struct rc_list *list)
+{
+	struct rc_list *n = rc_list_first(list);
+	return n ? rc_list_entry(n, struct waiter, link) : NULL;
+}
+
+static void waiters_free(struct rc_list *list)
+{
+	struct rc_list *pos, *tmp;
+
+	rc_list_for_each_safe(pos, tmp, list)
+		free(rc_list_entry(pos, struct waiter, link));
+	rc_list_init(list);
+}
+
 /* Runs the waiters that are satisfied (or all, with res < 0). */
 static void wake_waiters(struct journal *j, int res)
 {
-	while (j->wait_head && (res < 0 || j->wait_head->lsn <= j->synced_lsn)) {
-		struct waiter *w = j->wait_head;
-		j->wait_head = w->next;
-		if (!j->wait_head)
-			j->wait_tail = NULL;
+	struct waiter *w;
+
+	while ((w = first_waiter(&j->waiters)) &&
+	       (res < 0 || w->lsn <= j->synced_lsn)) {
+		rc_list_del(&w->link);
 		w->done(w->ctx, res); /* may append or flush again */
 		free(w);
 	}
@@ -886,8 +902,8 @@ static void wake_waiters(struct journal *j, int res)
 /* Queues an fdatasync covering every completed write, if one is wanted. */
 static void maybe_fsync(struct journal *j)
 {
-	if (j->fsync_inflight || !j->wait_head ||
-	    j->wait_head->lsn > j->written_lsn)
+	const struct waiter *first = first_waiter(&j->waiters);
+	if (j->fsync_inflight || !first || first->lsn > j->written_lsn)
 		return;
 	struct io_uring_sqe *sqe = get_sqe(j);
 	if (!sqe) {
@@ -920,11 +936,7 @@ int journal_flush(struct journal *j, journal_done_fn done, void *ctx)
 		return r;
 	}
 	*w = (struct waiter){.lsn = j->lsn, .done = done, .ctx = ctx};
-	if (j->wait_tail)
-		j->wait_tail->next = w;
-	else
-		j->wait_head = w;
-	j->wait_tail = w;
+	rc_list_add_tail(&j->waiters, &w->link);
 	maybe_fsync(j);
 	return 0;
 }
@@ -939,11 +951,7 @@ int journal_wait_room(struct journal *j, journal_done_fn done, void *ctx)
 	if (!w)
 		return -ENOMEM;
 	*w = (struct waiter){.done = done, .ctx = ctx};
-	if (j->room_tail)
-		j->room_tail->next = w;
-	else
-		j->room_head = w;
-	j->room_tail = w;
+	rc_list_add_tail(&j->room_waiters, &w->link);
 	return 0;
 }
 
@@ -951,13 +959,13 @@ int journal_wait_room(struct journal *j, journal_done_fn done, void *ctx)
  * (and may wait again, on a fresh list). */
 static void wake_room_waiters(struct journal *j, int res)
 {
-	struct waiter *w = j->room_head;
-	j->room_head = j->room_tail = NULL;
-	while (w) {
-		struct waiter *next = w->next;
+	struct rc_list woken = RC_LIST_INIT(woken), *pos, *tmp;
+
+	rc_list_splice_tail(&woken, &j->room_waiters);
+	rc_list_for_each_safe(pos, tmp, &woken) {
+		struct waiter *w = rc_list_entry(pos, struct waiter, link);
 		w->done(w->ctx, res);
 		free(w);
-		w = next;
 	}
 }
 
@@ -969,11 +977,11 @@ static void write_done(struct journal *j, struct jbuf *b, int res)
 	if (res != (int)b->used)
 		fail(j, res < 0 ? res : -ENOSPC, "write");
 	/* Only a prefix of completed writes counts as written. */
-	while (j->issued_head && j->issued_head->written) {
-		struct jbuf *h = j->issued_head;
-		j->issued_head = h->next;
-		if (!j->issued_head)
-			j->issued_tail = NULL;
+	struct rc_list *first;
+	while ((first = rc_list_first(&j->issued)) &&
+	       rc_list_entry(first, struct jbuf, link)->written) {
+		struct jbuf *h = rc_list_entry(first, struct jbuf, link);
+		rc_list_del(&h->link);
 		j->written_lsn = h->lsn_end;
 		buf_put(j, h);
 	}
@@ -1207,23 +1215,15 @@ static void journal_free(struct journal *j)
 		object_free(&j->replayed[i]);
 	for (size_t i = 0; i < j->n_discarded; i++)
 		object_free(&j->discarded[i]);
-	while (j->wait_head) {
-		struct waiter *w = j->wait_head;
-		j->wait_head = w->next;
-		free(w);
-	}
-	while (j->room_head) {
-		struct waiter *w = j->room_head;
-		j->room_head = w->next;
-		free(w);
-	}
+	waiters_free(&j->waiters);
+	waiters_free(&j->room_waiters);
 	free(j->objs);
 	free(j->replayed);
 	free(j->discarded);
 	if (j->cur)
-		j->cur->next = j->issued_head;
-	bufs_free(j->cur ? j->cur : j->issued_head);
-	bufs_free(j->free_bufs);
+		buf_destroy(j->cur);
+	bufs_free(&j->issued);
+	bufs_free(&j->free_bufs);
 	hugemem_free(j->pool, (size_t)J_POOL_BUFS * J_BUF);
 	free(j->path);
 	free(j);
@@ -1244,6 +1244,10 @@ struct journal *journal_open(const struct journal_config *cfg,
 		rc_set_err(err, errlen, "journal: out of memory");
 		return NULL;
 	}
+	rc_list_init(&j->issued);
+	rc_list_init(&j->free_bufs);
+	rc_list_init(&j->waiters);
+	rc_list_init(&j->room_waiters);
 	j->ring = ring;
 	j->fd = j->rfd = -1;
 	j->limit = limit;

@@ -76,7 +76,7 @@ struct upload {
 
 /* A part buffer kept for the next part (see part_buf_get). */
 struct spare_buf {
-	struct spare_buf *next;
+	struct rc_list link;     /* on the engine's spares */
 	size_t cap;
 };
 
@@ -86,7 +86,7 @@ struct upload_engine {
 	char *daemon_id;
 	struct rc_list uploads;
 	unsigned active, pending;
-	struct spare_buf *spares;
+	struct rc_list spares;   /* struct spare_buf, most recent first */
 	uint64_t spare_bytes;
 };
 
@@ -156,10 +156,12 @@ static void set_failure(struct upload *u, int err, const struct s3_result *r)
 
 static void *part_buf_get(struct upload_engine *e, size_t len, size_t *cap)
 {
-	for (struct spare_buf **pp = &e->spares; *pp; pp = &(*pp)->next) {
-		struct spare_buf *b = *pp;
+	struct rc_list *pos;
+
+	rc_list_for_each(pos, &e->spares) {
+		struct spare_buf *b = rc_list_entry(pos, struct spare_buf, link);
 		if (b->cap >= len && b->cap / 2 < len + HUGEMEM_PAGE) {
-			*pp = b->next;
+			rc_list_del(&b->link);
 			e->spare_bytes -= b->cap;
 			*cap = b->cap;
 			return b;
@@ -179,18 +181,19 @@ static void part_buf_put(struct upload_engine *e, void *p, size_t cap)
 	}
 	struct spare_buf *b = p;
 	b->cap = cap;
-	b->next = e->spares;
-	e->spares = b;
+	rc_list_add(&e->spares, &b->link);
 	e->spare_bytes += cap;
 }
 
 static void part_bufs_release(struct upload_engine *e)
 {
-	while (e->spares) {
-		struct spare_buf *b = e->spares;
-		e->spares = b->next;
+	struct rc_list *pos, *tmp;
+
+	rc_list_for_each_safe(pos, tmp, &e->spares) {
+		struct spare_buf *b = rc_list_entry(pos, struct spare_buf, link);
 		hugemem_free(b, b->cap);
 	}
+	rc_list_init(&e->spares);
 	e->spare_bytes = 0;
 }
 
@@ -834,6 +837,7 @@ struct upload_engine *upload_engine_new(struct s3_client *s3,
 	e->s3 = s3;
 	e->drv = *drv;
 	rc_list_init(&e->uploads);
+	rc_list_init(&e->spares);
 	if (daemon_id && !(e->daemon_id = strdup(daemon_id))) {
 		free(e);
 		return NULL;

@@ -1,0 +1,118 @@
+/* test_common.c - the header-only helpers of src/common that parse or hold
+ * hostile or unbounded input: decimal.h's strict reader (HTTP header
+ * numbers, XML <Size>), list.h's splice (a queue taken whole under a
+ * lock) and vec.h's growth (zeroed slots, overflow refused). */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "decimal.h"
+#include "list.h"
+#include "vec.h"
+
+Test(decimal, reads_digits_up_to_uint64_max)
+{
+	uint64_t v = 7;
+
+	cr_assert(rc_parse_dec_u64("0", 1, &v));
+	cr_assert_eq(v, 0);
+	cr_assert(rc_parse_dec_u64("18446744073709551615", 20, &v));
+	cr_assert_eq(v, UINT64_MAX);
+	/* Only the n bytes given: a header value is not NUL-ended. */
+	cr_assert(rc_parse_dec_u64("123456", 3, &v));
+	cr_assert_eq(v, 123);
+}
+
+Test(decimal, refuses_what_is_not_plain_digits)
+{
+	static const char *const bad[] = {
+		"", "18446744073709551616", "99999999999999999999",
+		"000000000000000000001", "-1", "+1", " 1", "1 ", "0x10", "1e3",
+		"１",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 42;
+		cr_assert(!rc_parse_dec_u64(bad[i], strlen(bad[i]), &v),
+			  "accepted \"%s\"", bad[i]);
+		cr_assert_eq(v, 42, "\"%s\" changed the output", bad[i]);
+	}
+}
+
+struct item {
+	int n;
+	struct rc_list link;
+};
+
+static int drain(struct rc_list *head, int *out, int cap)
+{
+	struct rc_list *pos, *tmp;
+	int k = 0;
+
+	rc_list_for_each_safe(pos, tmp, head) {
+		cr_assert_lt(k, cap);
+		out[k++] = rc_list_entry(pos, struct item, link)->n;
+		rc_list_del(pos);
+	}
+	return k;
+}
+
+Test(list, splice_tail_appends_in_order_and_empties_the_source)
+{
+	struct rc_list dst = RC_LIST_INIT(dst), src = RC_LIST_INIT(src);
+	struct item it[5];
+	int got[8];
+
+	for (int i = 0; i < 5; i++) {
+		it[i].n = i;
+		rc_list_add_tail(i < 2 ? &dst : &src, &it[i].link);
+	}
+	rc_list_splice_tail(&dst, &src);
+	cr_assert(rc_list_empty(&src));
+	cr_assert_eq(drain(&dst, got, 8), 5);
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(got[i], i);
+	cr_assert(rc_list_empty(&dst));
+}
+
+Test(list, splice_of_an_empty_list_changes_nothing)
+{
+	struct rc_list dst = RC_LIST_INIT(dst), src = RC_LIST_INIT(src);
+	struct item a = { .n = 1 };
+	int got[2];
+
+	rc_list_splice_tail(&dst, &src);
+	cr_assert(rc_list_empty(&dst));
+	rc_list_add_tail(&dst, &a.link);
+	rc_list_splice_tail(&dst, &src);
+	cr_assert_eq(drain(&dst, got, 2), 1);
+	cr_assert_eq(got[0], 1);
+}
+
+Test(vec, grows_to_need_with_zeroed_slots)
+{
+	uint64_t *items = NULL;
+	uint32_t cap = 0;
+
+	for (uint64_t n = 1; n <= 1000; n++) {
+		cr_assert_eq(RC_GROW(items, cap, n), 0);
+		cr_assert_geq(cap, n);
+		cr_assert_eq(items[n - 1], 0, "slot %llu not zeroed",
+			     (unsigned long long)(n - 1));
+		items[n - 1] = n;
+	}
+	for (uint64_t n = 1; n <= 1000; n++)
+		cr_assert_eq(items[n - 1], n);
+	free(items);
+}
+
+Test(vec, refuses_a_capacity_past_uint32)
+{
+	char *items = NULL;
+	uint32_t cap = 0;
+
+	cr_assert_eq(RC_GROW(items, cap, 16), 0);
+	cr_assert_eq(RC_GROW(items, cap, (uint64_t)UINT32_MAX + 1), -ENOMEM);
+	cr_assert_eq(cap, 16, "capacity changed on failure");
+	cr_assert_not_null(items);
+	free(items);
+}
