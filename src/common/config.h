@@ -6,8 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "creds.h"
-#include "s3.h"
+#include "s3_names.h"
 
 struct rc_dataset_config {
 	char *name;      /* from [dataset NAME] */

@@ -3,17 +3,9 @@
 #ifndef RC_CREDS_H
 #define RC_CREDS_H
 
+#include "s3_names.h"
 #include "sigv4.h"
 
-enum creds_source {
-	CREDS_AUTO = 0,  /* the standard chain, in order */
-	CREDS_CONFIG,    /* access_key/secret_key from the config only */
-	CREDS_ENV,
-	CREDS_FILE,
-	CREDS_CONTAINER,
-	CREDS_IMDS,
-	CREDS_ANONYMOUS, /* unsigned requests (public buckets) */
-};
 
 struct creds_config {
 	enum creds_source source;

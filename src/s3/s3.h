@@ -12,9 +12,6 @@
 #ifndef RC_S3_H
 #define RC_S3_H
 
-/* S3's largest object: 5 TiB. */
-#define RC_S3_MAX_OBJECT (5ull << 40)
-
 #include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>

@@ -13,9 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3_names.h"
+
 struct creds_provider;
 
-enum s3_addressing { S3_PATH_STYLE = 0, S3_VIRTUAL_HOSTED };
 
 struct s3_config {
 	const char *endpoint;    /* "http://127.0.0.1:9080", "https://s3.us-east-1.amazonaws.com";
