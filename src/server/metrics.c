@@ -315,9 +315,13 @@ void metrics_publish(struct shard *sh)
 	}
 }
 
+/* Only the owning shard's thread writes its struct metrics: a relaxed
+ * load and store (two plain moves) instead of a locked add, still whole
+ * values for a reader on another thread. */
 static void add(counter_t *c, uint64_t v)
 {
-	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed)
+			      + v, memory_order_relaxed);
 }
 
 void metrics_read_wait(struct metrics *m, int gpu, uint64_t wait_ns)
@@ -328,7 +332,8 @@ void metrics_read_wait(struct metrics *m, int gpu, uint64_t wait_ns)
 	while (k < RC_WAIT_BUCKETS && wait_ns > wait_le_ns[k])
 		k++;
 	add(&m->wait[g].bucket[k], 1);
-	add(&m->wait[g].sum_ns, wait_ns);
+	if (wait_ns) /* a hit's 0 costs no second atomic add */
+		add(&m->wait[g].sum_ns, wait_ns);
 }
 
 void metrics_dataset_lookup(struct metrics *m, uint32_t ds_id, bool hit)
@@ -366,10 +371,8 @@ void metrics_wb_leave(struct shard *sh, struct wobject *w)
 	if (!w->in_backlog)
 		return;
 	w->in_backlog = false;
-	atomic_fetch_sub_explicit(&sh->m.wb_backlog_objects, 1,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&sh->m.wb_backlog_bytes, w->size,
-				  memory_order_relaxed);
+	add(&sh->m.wb_backlog_objects, (uint64_t)-1);
+	add(&sh->m.wb_backlog_bytes, -w->size);
 	if (w->committed_ns <= load(&sh->m.wb_oldest_ns))
 		atomic_store_explicit(&sh->m.wb_oldest_ns, backlog_oldest(sh),
 				      memory_order_relaxed);
