@@ -877,6 +877,32 @@ static int key_upload_concurrency(struct parser *p, const char *key,
 	return 1;
 }
 
+/* Requests/s of the prefix's budget (budget.h); 0: not shaped. */
+static int key_rate(struct parser *p, const char *key, const char *value,
+		    uint32_t *field)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(value, &end, 10);
+	if (errno || *end || value[0] == '-' || n > 1000000)
+		return fail_value(p, key, value,
+				  "must be requests/s from 0 (off) to 1000000");
+	*field = (uint32_t)n;
+	return 1;
+}
+
+static int key_s3_get_rate(struct parser *p, const char *key,
+			   const char *value)
+{
+	return key_rate(p, key, value, &current_dataset(p)->s3_get_rate);
+}
+
+static int key_s3_put_rate(struct parser *p, const char *key,
+			   const char *value)
+{
+	return key_rate(p, key, value, &current_dataset(p)->s3_put_rate);
+}
+
 static int key_journal(struct parser *p, const char *key, const char *value)
 {
 	if (value[0] != '/')
@@ -1046,6 +1072,8 @@ static const struct key_spec dataset_keys[] = {
 	FN("upload_concurrency", key_upload_concurrency),
 	FN("max_object_size", key_max_object_size),
 	FN("overwrite", key_overwrite),
+	FN("s3_get_rate", key_s3_get_rate),
+	FN("s3_put_rate", key_s3_put_rate),
 	{0},
 };
 
@@ -1192,6 +1220,8 @@ static void open_dataset(struct parser *p, const char *name)
 	ds->part_size = 64ull << 20;
 	ds->upload_concurrency = 4;
 	ds->max_object_size = RC_S3_MAX_OBJECT;
+	ds->s3_get_rate = 5500;
+	ds->s3_put_rate = 3500;
 	ds->name = strdup(name);
 	if (!ds->name) {
 		fail(p, NULL, "out of memory");

@@ -37,6 +37,9 @@ struct rc_dataset_config {
 	/* overwrite = true; false: an upload never replaces an object
 	 * already at its key (SYNC then fails with -EEXIST). */
 	bool no_overwrite;
+	/* s3_get_rate = 5500, s3_put_rate = 3500: the request budget of the
+	 * prefix, requests/s (S3's per-prefix rates; 0: not shaped). */
+	uint32_t s3_get_rate, s3_put_rate;
 };
 
 struct rc_config {

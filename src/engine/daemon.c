@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -176,12 +177,16 @@ static bool first_block_cached(struct shard *sh, const struct object *o)
 	return e && e->state == ENTRY_VALID;
 }
 
+static bool fetch_throttled(struct fetch *f);
+
 static int fetch_start(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	struct daemon *d = sh->d;
 	struct s3_req_params p = {0};
 	char *key = NULL;
+	if (fetch_throttled(f))
+		return 0;
 	p.bucket = f->kind == FETCH_LIST ? f->op->ds->cfg->bucket
 					 : f->obj->ds->cfg->bucket;
 	if (f->kind != FETCH_LIST) {
@@ -280,18 +285,59 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 	return f;
 }
 
-static void retry_schedule(struct fetch *f)
+/* f starts again (fetch_start) at due_ns, from the shard's timers. */
+static void retry_insert(struct fetch *f, uint64_t due_ns)
 {
-	struct shard *sh = f->sh;
-	f->attempt++;
-	f->due_ns = now_ns() +
-		    (uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull;
-	struct fetch **pp = &sh->retries;
+	struct fetch **pp = &f->sh->retries;
+	f->due_ns = due_ns;
 	while (*pp && (*pp)->due_ns <= f->due_ns)
 		pp = &(*pp)->next_retry;
 	f->next_retry = *pp;
 	*pp = f;
+}
+
+static void retry_schedule(struct fetch *f)
+{
+	struct shard *sh = f->sh;
+	f->attempt++;
+	retry_insert(f, now_ns() + (uint64_t)s3_backoff_ms(sh->d->s3,
+							   f->attempt) * 1000000ull);
 	sh->m.s3_retries++;
+}
+
+static struct dataset *fetch_dataset(const struct fetch *f)
+{
+	return f->kind == FETCH_LIST ? f->op->ds : f->obj->ds;
+}
+
+/* The prefix's request budget: every request (retries and second tries
+ * too) takes a slot; one whose slot is later waits for it on the retry
+ * timers, then goes, unless a SlowDown took the slot back meanwhile. */
+static bool fetch_throttled(struct fetch *f)
+{
+	struct budget *b = fetch_dataset(f)->budget;
+	if (f->budgeted) {
+		f->budgeted = false;
+		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
+			return false;
+	}
+	uint64_t now = now_ns();
+	uint64_t wait = budget_admit(b, BUDGET_GET, now, &f->budget_ticket);
+	if (!wait)
+		return false;
+	f->budgeted = true;
+	f->sh->m.s3_throttled_ns += wait;
+	retry_insert(f, now + wait);
+	return true;
+}
+
+/* What the reply says about the prefix's request rate. */
+static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
+{
+	enum budget_reply k = budget_classify(r->http_status, r->code);
+	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, now_ns());
+	if (k == BUDGET_REPLY_SLOWDOWN)
+		f->sh->m.s3_slowdowns++;
 }
 
 static void fetch_finish(struct fetch *f, int err);
@@ -558,6 +604,7 @@ void fetch_done(struct fetch *f, CURLcode code)
 	struct shard *sh = f->sh;
 	struct s3_result r;
 	s3_req_result(f->req, code, &r);
+	fetch_budget_reply(f, &r);
 	int err = r.err;
 	if (err == 0 && f->kind != FETCH_LIST)
 		err = check_object_reply(f, &r);
@@ -1018,7 +1065,8 @@ static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 	if (!ds)
 		return -ENOMEM;
 	ds->cfg = config_dataset_dup(cfg);
-	int err = ds->cfg ? 0 : -ENOMEM;
+	ds->budget = budget_new(cfg->s3_get_rate, cfg->s3_put_rate);
+	int err = ds->cfg && ds->budget ? 0 : -ENOMEM;
 	uint32_t made = 0;
 	for (; made < d->n_shards && !err; made++) {
 		char name[96];
@@ -1035,6 +1083,7 @@ static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 		for (uint32_t k = 0; k + 1 < made; k++)
 			arena_destroy(&ds->arena[k]);
 		dataset_cfg_free(ds->cfg);
+		budget_free(ds->budget);
 		free(ds);
 		return err;
 	}
@@ -1243,6 +1292,8 @@ static unsigned reload_datasets(struct daemon *d, const struct rc_config *nc)
 		 * the daemon. */
 		retire_cfg(d, ds->cfg);
 		ds->cfg = c;
+		budget_set_ceiling(ds->budget, BUDGET_GET, c->s3_get_rate);
+		budget_set_ceiling(ds->budget, BUDGET_PUT, c->s3_put_rate);
 		if (same_acl)
 			continue;
 		changed++;
@@ -1611,6 +1662,7 @@ void daemon_destroy(struct daemon *d)
 		for (uint32_t k = 0; k < d->n_shards; k++)
 			arena_destroy(&d->datasets[i]->arena[k]);
 		dataset_cfg_free(d->datasets[i]->cfg);
+		budget_free(d->datasets[i]->budget);
 		free(d->datasets[i]);
 	}
 	for (size_t i = 0; i < d->n_retired; i++)

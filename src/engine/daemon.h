@@ -28,6 +28,7 @@
 
 struct shard;
 struct session;
+struct budget;
 
 /* Every io_uring submission carries a pointer to one of these. */
 enum ev_kind {
@@ -53,6 +54,7 @@ struct dataset {
 	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
 	struct arena arena[RC_MAX_SHARDS];   /* one per shard, on its node */
 	struct cache_arena *ca[RC_MAX_SHARDS]; /* set by the shard itself */
+	struct budget *budget;    /* its prefix's S3 requests (budget.h) */
 };
 
 /* One object version as S3 last described it. */
@@ -110,6 +112,8 @@ struct fetch {
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
+	bool budgeted;             /* holds a budget slot, waiting for it */
+	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
 	uint64_t plan_gen;         /* which plan asked for it */
 	uint64_t due_ns;           /* retry time */
 	uint64_t received;
@@ -177,6 +181,7 @@ struct session {
 struct curl_sock;
 
 struct wtimer;
+struct wdelay;
 struct journal;
 struct upload_engine;
 
@@ -224,6 +229,7 @@ struct shard {
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
+	struct wdelay *wb_delayed; /* upload requests waiting for the budget */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */

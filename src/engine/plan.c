@@ -113,7 +113,8 @@ int plan_append_items(struct plan *p, const struct plan_item *more,
 	if (!items)
 		return -ENOMEM;
 	memcpy(items, p->items + (p->cursor - p->base), keep * sizeof(*items));
-	memcpy(items + keep, more, n * sizeof(*items));
+	if (n) /* more may be NULL then */
+		memcpy(items + keep, more, n * sizeof(*items));
 	struct plan_item *old = p->items;
 	uint64_t old_base = p->base, old_n = p->n, old_blocks = p->blocks;
 	p->items = items;

@@ -69,6 +69,18 @@ static void emit_table(struct out *o, const struct daemon *d)
 #undef RC_COUNTER_EMIT
 }
 
+static void emit_throttled(struct out *o, const struct daemon *d)
+{
+	const char *name = "ringcache_s3_throttled_seconds_total";
+	uint64_t ns = 0;
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		ns += load(&d->shards[i].m.s3_throttled_ns);
+	head(o, name, "counter",
+	     "Time S3 requests waited for their prefix's request budget "
+	     "(s3_get_rate, s3_put_rate), summed over requests.");
+	put(o, "%s %.6f\n", name, (double)ns / 1e9);
+}
+
 /* ---- gauges read from each layer's own state ---------------------------- */
 
 static uint64_t sh_handles(const struct shard *sh)
@@ -280,6 +292,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	if (len)
 		buf[0] = 0;
 	emit_table(&o, d);
+	emit_throttled(&o, d);
 	emit_gauges(&o, d);
 	emit_refused(&o, d);
 	emit_queues(&o, d);

@@ -37,6 +37,9 @@ struct metrics {
 #define RC_COUNTER_FIELD(field, type, name, help) counter_t field;
 	RC_COUNTERS(RC_COUNTER_FIELD)
 #undef RC_COUNTER_FIELD
+	/* Time requests waited for their prefix's request budget: rendered
+	 * in seconds, so outside the integer table. */
+	counter_t s3_throttled_ns;
 	/* Committed time of the oldest object in the backlog; 0: none. */
 	counter_t wb_oldest_ns;
 	counter_t ds_hits[RC_MAX_DATASETS], ds_misses[RC_MAX_DATASETS];

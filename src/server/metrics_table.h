@@ -33,6 +33,8 @@
 	  "Failed S3 requests (before retry).")                                \
 	X(s3_retries, counter, "ringcache_s3_retries_total",                   \
 	  "S3 requests retried.")                                              \
+	X(s3_slowdowns, counter, "ringcache_s3_slowdowns_total",               \
+	  "S3 replies asking to slow down (503, SlowDown).")                   \
 	X(bytes_from_s3, counter, "ringcache_s3_bytes_total",                  \
 	  "Bytes fetched from S3.")                                            \
 	X(stale, counter, "ringcache_objects_stale_total",                     \

@@ -829,3 +829,23 @@ Test(config, metrics_listen)
 		expect_error(text, ":2: [daemon] metrics_listen: must be HOST:PORT");
 	}
 }
+
+Test(config, request_budget_keys_of_a_dataset)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].s3_get_rate, 5500, "S3's GET rate");
+	cr_assert_eq(cfg.datasets[0].s3_put_rate, 3500, "S3's PUT rate");
+	config_free(&cfg);
+	cr_assert_eq(load(DATASET "s3_get_rate = 200\ns3_put_rate = 0\n", &cfg),
+		     0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].s3_get_rate, 200);
+	cr_assert_eq(cfg.datasets[0].s3_put_rate, 0, "0: not shaped");
+	config_free(&cfg);
+	expect_error(DATASET "s3_get_rate = fast\n",
+		     "[dataset d] s3_get_rate: must be requests/s from 0 (off) "
+		     "to 1000000 (got 'fast')");
+	expect_error(DATASET "s3_put_rate = -1\n",
+		     "[dataset d] s3_put_rate: must be requests/s from 0 (off) "
+		     "to 1000000 (got '-1')");
+}

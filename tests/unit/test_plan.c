@@ -61,7 +61,8 @@ static void plan_del(struct plan *p)
 	free(p);
 }
 
-/* Fake cache entries to pin: plan.c reads only their len. */
+/* Fake cache entries to pin: plan.c reads only their len (the tests
+ * their block numbers). */
 struct pool {
 	struct cache_entry e[4096];
 	unsigned used;
@@ -76,8 +77,8 @@ static unsigned fill(struct plan *p, struct pool *pool, uint64_t entries,
 	while (plan_window_open(p, entries, bytes)) {
 		uint64_t b;
 		const struct plan_item *it = plan_next_block(p, BS, &b);
-		cr_assert_lt(pool->used, 4096);
-		struct cache_entry *e = &pool->e[pool->used++];
+		/* a ring: an entry is reused only long after it was unpinned */
+		struct cache_entry *e = &pool->e[pool->used++ % 4096];
 		*e = (struct cache_entry){.obj_id = it->obj_id, .blkno = b,
 					  .len = BS};
 		cr_assert_eq(plan_pin_push(p, p->issued, e), 0);
@@ -196,6 +197,25 @@ Test(plan_window, advances_with_consumption)
 	}
 	cr_assert_eq(p->issued, n);
 	cr_assert_eq(pool.used, n, "each block issued once");
+	plan_del(p);
+}
+
+/* A wide window over a long plan: the pin FIFO wraps its storage many
+ * times (compacting, growing) and keeps entry order and byte counts. */
+Test(plan_window, pin_fifo_survives_wrapping)
+{
+	const uint64_t n = 3000, w = 200;
+	struct plan *p = plan_sequential(0, n, BS, 1);
+	static struct pool pool;
+	for (uint64_t i = 0; i < n; i += 3) {
+		cr_assert(consume(p, 0, i * BS, w + 16));
+		fill(p, &pool, w, UINT64_MAX);
+		check_pins(p);
+		cr_assert_eq(plan_pin_count(p), p->issued - i);
+		cr_assert_eq(p->pins[p->pin_head].e->blkno, i,
+			     "the oldest pin is the cursor's block");
+		cr_assert_leq(p->pin_cap, 512, "compacted, not grown without end");
+	}
 	plan_del(p);
 }
 

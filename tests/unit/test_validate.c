@@ -435,7 +435,7 @@ Test(validate_ring, cq_room)
 {
 	cr_assert_eq(validate_cq_room(10, 10, 128), 128);
 	cr_assert_eq(validate_cq_room(11, 10, 128), 127);
-	cr_assert_eq(validate_cq_room(137, 10, 127 + 1), 1);
+	cr_assert_eq(validate_cq_room(137, 10, 128), 1);
 	cr_assert_eq(validate_cq_room(138, 10, 128), 0);
 	/* a wild head: ahead of the tail, or more than a ring behind */
 	cr_assert_eq(validate_cq_room(10, 11, 128), 0);
