@@ -28,7 +28,6 @@
 
 #include "inifile.h"
 #include "log.h"
-#include "prefetch.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define DEFAULT_REGION "us-east-1"

@@ -42,6 +42,10 @@ struct rc_dataset_config {
 	uint32_t s3_get_rate, s3_put_rate;
 };
 
+/* The largest max_plan_entries: a plan's entries are copied and scanned
+ * on a shard's thread (prefetch.c). */
+#define RC_MAX_PLAN_ENTRIES (16u << 20)
+
 struct rc_config {
 	char *path;
 	/* [daemon] */

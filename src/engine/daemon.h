@@ -13,40 +13,30 @@
 
 #include "arena.h"
 #include "cache.h"
+#include "clock.h"
 #include "config.h"
-#include "prefetch.h"
+#include "curlio.h"
 #include "quota.h"
+#include "reactor.h"
 #include "creds.h"
 #include "listing.h"
-#include "metrics.h"
+#include "counters.h"
+#include "plan.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
 #include "tier.h"
 #include "topology.h"
-#include "writeback.h"
 
 struct shard;
 struct session;
 struct budget;
+struct fetch_ops;
+struct pqueue;
+struct wobject;
+struct wtimer;
 
-/* Every io_uring submission carries a pointer to one of these. */
-enum ev_kind {
-	EV_ACCEPT = 1,
-	EV_SIGNAL,
-	EV_SESSION_SOCK,
-	EV_SESSION_DOORBELL,
-	EV_CURL_SOCK,
-	EV_IGNORE,
-	/* 7 is EV_TIER (tier.h) */
-	EV_WAKE = 8,
-	/* 9 is EV_JOURNAL (journal.h) */
-	EV_WORKERS = 10, /* the shard's helper threads finished jobs */
-};
 #define RC_MAX_SHARDS 16
-struct ev {
-	uint8_t kind;
-};
 
 struct dataset {
 	uint32_t id;
@@ -67,7 +57,8 @@ struct object {
 	uint64_t fetched_ns;      /* when HEAD/LIST last confirmed it */
 	uint32_t refs;            /* handles, ops, fetches */
 	bool stale;               /* replaced or gone: not in the table */
-	struct wobject *pending;  /* written here, not yet in S3: the bytes */
+	void *pending;            /* written here, not yet in S3: the bytes */
+	void (*unpend)(void *pending); /* drops that reference (fetch_ops) */
 	bool head_pending;
 	struct waiter *head_waiters;
 	struct object *hnext;
@@ -95,32 +86,7 @@ struct waiter {
 	struct waiter *next;
 };
 
-enum fetch_kind { FETCH_BLOCK, FETCH_HEAD, FETCH_LIST };
-
-struct fetch {
-	enum fetch_kind kind;
-	struct shard *sh;
-	struct s3_req *req;
-	struct object *obj;
-	struct cache_entry *entry; /* FETCH_BLOCK */
-	struct op *op;             /* FETCH_LIST */
-	char *list_prefix;         /* FETCH_LIST: dataset prefix + asked */
-	struct listing *lst;       /* FETCH_LIST: owned while fetching */
-	unsigned attempt;
-	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
-	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
-	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
-	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
-	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
-	bool budgeted;             /* holds a budget slot, waiting for it */
-	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
-	uint64_t plan_gen;         /* which plan asked for it */
-	uint64_t due_ns;           /* retry time */
-	uint64_t received;
-	struct fetch *next_retry;
-	struct fetch *all_next, *all_prev; /* shard's list of fetches */
-	bool in_curl;
-};
+struct fetch;
 
 struct lease_table {
 	struct cache_entry **e;
@@ -136,7 +102,7 @@ struct regbuf {
 };
 
 struct session {
-	struct ev sock_ev, bell_ev;
+	struct rc_ev sock_ev, bell_ev;
 	struct shard *sh;
 	int sock, sq_efd, cq_efd, ring_fd;
 	uint64_t bell_buf;
@@ -178,8 +144,6 @@ struct session {
 	struct session *next, *prev;
 };
 
-struct curl_sock;
-
 struct wtimer;
 struct wdelay;
 struct journal;
@@ -196,16 +160,14 @@ struct shard {
 	uint32_t id;
 	struct daemon *d;
 	pthread_t thread;          /* shards > 0 run a thread each */
-	struct ev wake_ev;
-	int wake_fd;               /* eventfd: inbox, new datasets, stop */
-	uint64_t wake_buf;
+	struct reactor *reactor;   /* its wake: inbox, new datasets, stop */
+	struct curlio *curl;
 	pthread_mutex_t lock;      /* inbox, and the lists metrics walk */
 	struct session *inbox;     /* sessions handed over by shard 0 */
+	const struct fetch_ops *fops; /* how fetches complete (lifecycle.c) */
 	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
 	struct object **objects;   /* hash (dataset, key) -> current version */
 	uint64_t objects_mask, n_objects, next_obj_id;
-	struct io_uring ring;
-	CURLM *multi;
 	struct arena_budget budget;
 	struct cache cache;
 	struct session *sessions;
@@ -213,11 +175,7 @@ struct shard {
 	_Atomic uint32_t n_sessions;
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
 	struct listing_cache listings; /* LIST continuations */
-	struct fetch *retries;     /* sorted by due_ns */
 	struct fetch *fetches;     /* all live fetches, for shutdown */
-	struct curl_sock *csocks;  /* all curl sockets, for shutdown */
-	int64_t curl_due_ns;       /* -1: no curl timer */
-	_Atomic uint32_t s3_inflight;
 	struct pqueue *pqueues;
 	uint32_t n_planned;        /* queues with a plan */
 	uint32_t pq_next_id;
@@ -226,6 +184,7 @@ struct shard {
 	uint64_t pf_generation;
 	struct plan_index plan_index; /* (object, block) -> next use */
 	struct journal *journal;   /* write-back, durability local */
+	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, by due time */
@@ -234,19 +193,20 @@ struct shard {
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
 	struct workers *workers;   /* upload digests off this thread */
-	struct ev workers_ev;
+	struct rc_ev workers_ev;
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
-	uint64_t tier_sync_due_ns;
+	struct reactor_timer tier_tick; /* index sync every 30 s */
 	struct metrics m;
 };
 
 struct daemon {
 	struct rc_config cfg;
 	char *config_path;
-	struct ev accept_ev, signal_ev;
-	int listen_fd, signal_fd;
-	bool accept_armed, reload;
+	struct listener *listener;
+	struct rc_ev signal_ev;
+	int signal_fd;
+	bool reload;
 	_Atomic bool stopping;
 	struct creds_provider *creds;
 	struct s3_client *s3;
@@ -260,11 +220,6 @@ struct daemon {
 	_Alignas(8) uint8_t sigbuf[128];
 	uint64_t started_ns;
 	struct quota quota;
-	/* accept() out of fds: paused until resume_ns, then retried with a
-	 * doubling pause; failures counted, logged once per episode. */
-	uint64_t accept_resume_ns;
-	uint32_t accept_pause_ms;
-	uint64_t accept_failures;
 	/* Reload (daemon.c): sessions recompute their access when acl_gen
 	 * moves; status shows whether the file on disk still matches. */
 	_Atomic uint64_t acl_gen;
@@ -276,9 +231,12 @@ struct daemon {
 					 in the file, running the old value */
 };
 
-uint64_t now_ns(void);
+static inline uint64_t now_ns(void)
+{
+	return rc_now_ns();
+}
 
-/* daemon.c: lifecycle, datasets, objects, fetches. */
+/* daemon.c (src/server): lifecycle, datasets, reload. */
 int daemon_init(struct daemon *d, const char *config_path, char *err,
 		size_t errlen);
 /* SIGHUP: applies the file if it is valid and the running daemon can
@@ -288,29 +246,18 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 int daemon_reload(struct daemon *d);
 /* True if the config file on disk is not the one last loaded. */
 bool daemon_config_file_changed(const struct daemon *d);
-/* An enabled dataset by its config name, or NULL. */
-struct dataset *dataset_by_name(struct daemon *d, const char *name);
+/* An enabled dataset by its config name, or NULL. A lookup, not the
+ * lifecycle's: write-back's replay uses it too. */
+static inline struct dataset *dataset_by_name(struct daemon *d,
+					      const char *name)
+{
+	for (uint32_t i = 0; i < d->n_datasets; i++)
+		if (d->datasets[i]->enabled &&
+		    __builtin_strcmp(d->datasets[i]->cfg->name, name) == 0)
+			return d->datasets[i];
+	return NULL;
+}
 void daemon_destroy(struct daemon *d);
-void object_put(struct daemon *d, struct object *o);
-void object_get(struct object *o);
-/* OPEN: resolves the key (metadata cache or HEAD) then completes op. */
-void daemon_open(struct shard *sh, struct op *op, struct dataset *ds,
-		 const char *key, size_t key_len);
-/* READ/READ_INTO: entries for blocks [first, last] of op->obj, fetching
- * misses; calls block_ready(op, entry) or block_failed(op, err). */
-void daemon_read(struct shard *sh, struct op *op);
-void daemon_list(struct shard *sh, struct op *op, struct dataset *ds,
-		 const char *prefix, size_t len);
-void fetch_done(struct fetch *f, CURLcode code);
-/* The block's entry, inserted and fetched for plan gen if absent. */
-int daemon_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
-			  uint64_t gen, struct cache_entry **out,
-			  bool *started);
-/* Cancels plan gen's GETs that no read waits for. */
-void daemon_cancel_prefetch(struct shard *sh, uint64_t gen);
-void fetch_run_retries(struct shard *sh);
-/* Persists the tier's index every 30 s. */
-void daemon_tier_tick(struct shard *sh);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);
 
@@ -343,18 +290,14 @@ void op_block_ready(struct op *op, struct cache_entry *e);
 void op_block_failed(struct op *op, int err);
 void op_list_ready(struct op *op, const struct listing *l, int err);
 
-/* reactor.c */
-int reactor_init(struct shard *sh);
-void reactor_destroy(struct shard *sh);
-int reactor_run(struct daemon *d);
-/* Shards > 0: a thread each, until the daemon stops. */
-void *reactor_thread(void *shard);
-void reactor_wake(struct shard *sh);
-/* One turn of the loop without client work (shutdown drains). */
-void reactor_poll_once(struct shard *sh);
-/* Waits until the tier has no I/O in flight (shutdown). */
-void reactor_drain_tier(struct daemon *d, struct shard *sh);
-struct io_uring_sqe *reactor_sqe(struct shard *sh);
-void reactor_add_transfer(struct shard *sh, struct fetch *f);
+/* lifecycle.c: the shards' loops, signals, drain. */
+int daemon_run(struct daemon *d);
+/* Wakes shard sh's loop from any thread (inbox, datasets, stop). */
+void shard_wake(struct shard *sh);
+/* One turn of the loop without client work (fuzzers, drains). */
+void shard_poll_once(struct shard *sh);
+/* The shard's loop state: reactor, curl, wake handler. */
+int shard_loop_init(struct shard *sh);
+void shard_loop_destroy(struct shard *sh);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "fetch.h"
 #include "log.h"
 
 /* ---- the plan index (plan.h): (object, block) -> its next planned use
@@ -153,7 +154,8 @@ static void plan_free(struct shard *sh, struct plan *p)
  * linked, p->blocks counted) or NULL with *err set. */
 static struct plan *plan_copy(struct session *s,
 			      const struct rc_plan_entry *entries, uint64_t n,
-			      uint64_t max_blocks, int *err)
+			      uint64_t max_blocks, plan_resolve_fn resolve,
+			      int *err)
 {
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	struct plan *p = calloc(1, sizeof(*p));
@@ -166,7 +168,7 @@ static struct plan *plan_copy(struct session *s,
 	for (uint64_t i = 0; i < n && !*err; i++) {
 		struct rc_plan_entry e;
 		copy_from_client(&e, &entries[i], sizeof(e));
-		struct object *o = session_handle(s, e.handle);
+		struct object *o = resolve(s, e.handle);
 		*err = o ? plan_entry_check(&e, o->size) : -EBADF;
 		if (*err)
 			break;
@@ -214,7 +216,7 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	q->plan = NULL;
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned--;
-	daemon_cancel_prefetch(sh, p->generation);
+	fetch_cancel_prefetch(sh, p->generation);
 	index_rebuild(sh); /* first: the index lists the plans it reads */
 	plan_free(sh, p);
 }
@@ -272,7 +274,8 @@ static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
 }
 
 static int append_plan(struct session *s, struct plan *cur,
-		       const struct rc_plan_entry *entries, uint64_t n)
+		       const struct rc_plan_entry *entries, uint64_t n,
+		       plan_resolve_fn resolve)
 {
 	struct shard *sh = s->sh;
 	uint64_t limit = sh->d->quota.v.plan_entries;
@@ -281,7 +284,8 @@ static int append_plan(struct session *s, struct plan *cur,
 	int err = 0;
 	if (n == 0)
 		return 0;
-	struct plan *p = plan_copy(s, entries, n, limit - kept, &err);
+	struct plan *p = plan_copy(s, entries, n, limit - kept, resolve,
+				   &err);
 	if (!p)
 		return err;
 	uint64_t added = p->blocks;
@@ -299,7 +303,7 @@ static int append_plan(struct session *s, struct plan *cur,
 }
 
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append)
+		      uint64_t n, bool append, plan_resolve_fn resolve)
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
@@ -316,7 +320,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	int accepted = (int)(n > INT32_MAX ? INT32_MAX : n);
 	struct plan *cur = q->plan;
 	if (append && cur) {
-		err = append_plan(s, cur, entries, n);
+		err = append_plan(s, cur, entries, n, resolve);
 		return err ? err : accepted;
 	}
 	if (n == 0) {
@@ -324,7 +328,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 			queue_drop_plan(sh, q); /* an empty plan drops the old one */
 		return 0;
 	}
-	struct plan *p = plan_copy(s, entries, n, limit, &err);
+	struct plan *p = plan_copy(s, entries, n, limit, resolve, &err);
 	if (!p)
 		return err;
 	if ((err = plan_charge(s, p->blocks, cur ? cur->charged : 0))) {
@@ -393,7 +397,7 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 	if (!it->obj->stale) {
 		struct cache_entry *e;
 		bool started;
-		if (daemon_prefetch_block(sh, it->obj, b, p->generation, &e,
+		if (fetch_prefetch_block(sh, it->obj, b, p->generation, &e,
 					  &started) < 0 ||
 		    pin_push(sh, p, p->issued, e) < 0)
 			return -1; /* no memory now: try again later */

@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "plan.h"
+#include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "ringcache.h"
 
 struct shard;
@@ -31,7 +32,6 @@ struct object;
 struct cache_entry;
 struct uid_usage;
 
-#define RC_MAX_PLAN_ENTRIES (16u << 20)
 
 struct pqueue {
 	int gpu;             /* -1: private to one session */
@@ -48,13 +48,15 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);
 void pqueue_put(struct shard *sh, struct pqueue *q);
 
 /* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
- * copied and validated here; append: RC_PLAN_APPEND. Returns entries
+ * copied and validated here, each handle turned into its object by the
+ * caller's resolve (NULL: -EBADF); append: RC_PLAN_APPEND. Returns entries
  * accepted or a negated errno: -E2BIG past max_plan_entries (counted in
  * blocks: an entry covering k blocks counts k; appended entries add to
  * those from the cursor on), -EDQUOT past the uid's
  * max_plan_entries_per_uid (the same count over its plans). */
+typedef struct object *(*plan_resolve_fn)(struct session *s, uint32_t handle);
 int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append);
+		      uint64_t n, bool append, plan_resolve_fn resolve);
 /* The session read obj at offset: slide its queue's window. */
 void prefetch_consumed(struct session *s, const struct object *obj,
 		       uint64_t offset);

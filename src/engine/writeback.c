@@ -26,11 +26,13 @@
  * free of them. */
 #define WB_HASH_THREADS 2
 
+/* An engine timer: a reactor timer, listed for shutdown. */
 struct wtimer {
-	uint64_t due_ns;
+	struct reactor_timer t;
+	struct shard *sh;
 	void (*cb)(void *arg);
 	void *arg;
-	struct wtimer *next;
+	struct wtimer *next, *prev;
 };
 
 /* An upload request waiting for its slot in the dataset's request budget
@@ -55,12 +57,15 @@ static enum budget_class req_class(struct s3_req *req)
 	return m && strcmp(m, "HEAD") == 0 ? BUDGET_GET : BUDGET_PUT;
 }
 
+static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
+{
+	(void)easy;
+	upload_transfer_done(ctx, code);
+}
+
 static int transfer_now(struct shard *sh, struct s3_req *req)
 {
-	if (curl_multi_add_handle(sh->multi, s3_req_easy(req)) != CURLM_OK)
-		return -EIO;
-	sh->s3_inflight++;
-	return 0;
+	return curlio_add(sh->curl, s3_req_easy(req), drv_transfer_done, req);
 }
 
 /* The slot's time came; a SlowDown may have taken it back meanwhile. */
@@ -124,8 +129,27 @@ static void drv_remove_transfer(void *ctx, struct s3_req *req)
 			return;
 		}
 	}
-	curl_multi_remove_handle(sh->multi, s3_req_easy(req));
-	sh->s3_inflight--;
+	curlio_remove(sh->curl, s3_req_easy(req));
+}
+
+static void wtimer_unlink(struct wtimer *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		t->sh->wb_timers = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+}
+
+static void wtimer_due(struct reactor_timer *rt)
+{
+	struct wtimer *t = rc_container_of(rt, struct wtimer, t);
+	wtimer_unlink(t);
+	void (*cb)(void *) = t->cb;
+	void *arg = t->arg;
+	free(t);
+	cb(arg);
 }
 
 static void drv_replied(void *ctx, struct s3_req *req,
@@ -142,17 +166,18 @@ static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			 void *arg)
 {
 	struct shard *sh = ctx;
-	struct wtimer *t = malloc(sizeof(*t));
+	struct wtimer *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->due_ns = now_ns() + (uint64_t)delay_ms * 1000000ull;
+	t->sh = sh;
 	t->cb = cb;
 	t->arg = arg;
-	struct wtimer **pp = &sh->wb_timers;
-	while (*pp && (*pp)->due_ns <= t->due_ns)
-		pp = &(*pp)->next;
-	t->next = *pp;
-	*pp = t;
+	t->next = sh->wb_timers;
+	if (t->next)
+		t->next->prev = t;
+	sh->wb_timers = t;
+	reactor_timer_init(&t->t, wtimer_due);
+	reactor_timer_after(sh->reactor, &t->t, (uint64_t)delay_ms * 1000000ull);
 	return 0;
 }
 
@@ -168,34 +193,18 @@ static void writeback_arm_workers(struct shard *sh)
 {
 	if (!sh->workers)
 		return;
-	struct io_uring_sqe *sqe = reactor_sqe(sh);
+	struct io_uring_sqe *sqe = reactor_sqe(sh->reactor);
 	io_uring_prep_poll_add(sqe, workers_fd(sh->workers), POLLIN);
 	io_uring_sqe_set_data(sqe, &sh->workers_ev);
 }
 
-void writeback_workers_ready(struct shard *sh)
+/* The digest threads finished jobs: they go on, the poll is queued again. */
+static void workers_ready(struct rc_ev *ev, struct io_uring_cqe *cqe)
 {
+	struct shard *sh = rc_container_of(ev, struct shard, workers_ev);
+	(void)cqe;
 	workers_reap(sh->workers);
 	writeback_arm_workers(sh);
-}
-
-void writeback_run_timers(struct shard *sh)
-{
-	uint64_t now = now_ns();
-	struct wtimer *t;
-	while ((t = sh->wb_timers) && t->due_ns <= now) {
-		sh->wb_timers = t->next;
-		t->cb(t->arg);
-		free(t);
-	}
-}
-
-int64_t writeback_next_timer(const struct shard *sh, uint64_t now)
-{
-	const struct wtimer *t = sh->wb_timers;
-	if (!t)
-		return INT64_MAX;
-	return t->due_ns > now ? (int64_t)(t->due_ns - now) : 0;
 }
 
 /* ---- staging chunks ------------------------------------------------------ */
@@ -230,6 +239,48 @@ static void chunks_release(struct shard *sh)
 		memcpy(&sh->wb_spare, c, sizeof(void *));
 		hugemem_free(c, WB_CHUNK);
 	}
+}
+
+/* ---- the backlog figures (metrics.h): committed, not yet in S3 ---- */
+
+static void backlog_enter(struct shard *sh, struct wobject *w)
+{
+	if (w->in_backlog)
+		return;
+	w->in_backlog = true;
+	w->committed_ns = now_ns();
+	atomic_fetch_add_explicit(&sh->m.wb_backlog_objects, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->m.wb_backlog_bytes, w->size,
+				  memory_order_relaxed);
+	if (!atomic_load_explicit(&sh->m.wb_oldest_ns, memory_order_relaxed))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, w->committed_ns,
+				      memory_order_relaxed);
+}
+
+/* The oldest commit time among the shard's backlog, 0 if it is empty:
+ * walked only when the oldest leaves, on the shard's thread. */
+static uint64_t backlog_oldest(const struct shard *sh)
+{
+	uint64_t t = 0;
+	for (const struct wobject *w = sh->wobjects; w; w = w->next)
+		if (w->in_backlog && (!t || w->committed_ns < t))
+			t = w->committed_ns;
+	return t;
+}
+
+static void backlog_leave(struct shard *sh, struct wobject *w)
+{
+	if (!w->in_backlog)
+		return;
+	w->in_backlog = false;
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_objects, 1,
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_bytes, w->size,
+				  memory_order_relaxed);
+	if (w->committed_ns <= atomic_load_explicit(&sh->m.wb_oldest_ns, memory_order_relaxed))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, backlog_oldest(sh),
+				      memory_order_relaxed);
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -321,12 +372,23 @@ static void delete_old_name(struct shard *sh, const struct dataset *ds,
 
 /* ---- completion of waiters ---------------------------------------------- */
 
+void writeback_set_completion(struct shard *sh, void (*fn)(struct op *))
+{
+	sh->wb_op_done = fn;
+}
+
+/* Through the callback the shard's owner registered: no call up. */
+static void op_done(struct op *op)
+{
+	op->s->sh->wb_op_done(op);
+}
+
 static void sync_one_done(struct op *op, int err)
 {
 	if (err && !op->err)
 		op->err = err;
 	if (--op->pending == 0)
-		op_complete(op);
+		op_done(op);
 }
 
 static void wake_syncs(struct wobject *w)
@@ -348,7 +410,7 @@ static void ack_commit(struct wobject *w, int err)
 		return;
 	w->commit_op = NULL;
 	op->err = err;
-	op_complete(op);
+	op_done(op);
 }
 
 /* ---- uploads ------------------------------------------------------------ */
@@ -466,7 +528,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		return;
 	}
 	w->err = out->err;
-	metrics_wb_leave(sh, w);
+	backlog_leave(sh, w);
 	if (out->err == 0) {
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
@@ -668,7 +730,7 @@ static void parked_retry(void *ctx, int res)
 		return; /* still behind: wait for the next write */
 	pw->op->err = err == -ENOBUFS ? -EAGAIN : err;
 	pw->op->cqe.res = (int32_t)pw->len;
-	op_complete(pw->op);
+	op_done(pw->op);
 	wobject_put(sh, pw->w);
 	free(pw);
 }
@@ -747,7 +809,7 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		}
 	}
 	sh->m.wb_committed++;
-	metrics_wb_enter(sh, w);
+	backlog_enter(sh, w);
 	upload_start_for(sh, w);
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
@@ -759,7 +821,7 @@ static void op_flushed(void *ctx, int res)
 	struct op *op = ctx;
 	if (res < 0 && !op->err)
 		op->err = -EIO;
-	op_complete(op);
+	op_done(op);
 }
 
 static int ack_when_durable(struct shard *sh, struct op *op)
@@ -1074,7 +1136,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
-		metrics_wb_enter(sh, w);
+		backlog_enter(sh, w);
 		clean_old_names(sh, ds, o);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
@@ -1127,7 +1189,7 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 	}
 	char wname[16];
 	snprintf(wname, sizeof(wname), "rc-hash%u", sh->id);
-	sh->workers_ev.kind = EV_WORKERS;
+	sh->workers_ev.fn = workers_ready;
 	sh->workers = workers_new(WB_HASH_THREADS, wname);
 	if (!sh->workers)
 		log_warn("shard %u: no digest threads (%s): digests inline",
@@ -1146,13 +1208,21 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 	struct journal_config jc = {.path = path,
 				    .size_limit = d->cfg.journal_bytes};
 	char jerr[256];
-	sh->journal = journal_open(&jc, &sh->ring, jerr, sizeof(jerr));
+	sh->journal = journal_open(&jc, reactor_ring(sh->reactor), jerr,
+				   sizeof(jerr));
 	if (!sh->journal) {
 		snprintf(err, errlen, "journal %s: %s", path, jerr);
 		return -1;
 	}
 	replay(sh);
 	return 0;
+}
+
+/* One turn of the shard's reactor (timers, I/O) while draining. */
+static void pump(struct shard *sh)
+{
+	reactor_run_timers(sh->reactor);
+	reactor_turn(sh->reactor, 10000000);
 }
 
 static bool must_wait(const struct shard *sh)
@@ -1169,7 +1239,7 @@ void writeback_drain(struct shard *sh)
 		return;
 	uint64_t until = now_ns() + DRAIN_NS;
 	while (must_wait(sh) && now_ns() < until)
-		reactor_poll_once(sh);
+		pump(sh);
 	/* Journaled objects are uploaded again at the next start. A cancel
 	 * reports the upload done, which may drop the object's last
 	 * reference: ours keeps it (and its next) readable until then. */
@@ -1184,7 +1254,7 @@ void writeback_drain(struct shard *sh)
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&
 	       now_ns() < until)
-		reactor_poll_once(sh);
+		pump(sh);
 }
 
 void writeback_destroy(struct shard *sh)
@@ -1193,7 +1263,8 @@ void writeback_destroy(struct shard *sh)
 	sh->workers = NULL;
 	while (sh->wb_timers) {
 		struct wtimer *t = sh->wb_timers;
-		sh->wb_timers = t->next;
+		reactor_timer_cancel(&t->t);
+		wtimer_unlink(t);
 		free(t);
 	}
 	while (sh->wb_delayed) {

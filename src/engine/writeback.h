@@ -46,6 +46,9 @@ struct wobject {
 	struct wobject *next, *prev;
 };
 
+/* How write-back's deferred ops (COMMIT, SYNC, RENAME, ABORT) complete:
+ * the session layer's completion, set before writeback_init. */
+void writeback_set_completion(struct shard *sh, void (*op_done)(struct op *));
 /* Opens the shard's journal (replaying it: acknowledged objects are
  * uploaded again) and upload engine. 0, or -1 with err set. */
 int writeback_init(struct shard *sh, char *err, size_t errlen);
@@ -53,13 +56,6 @@ int writeback_init(struct shard *sh, char *err, size_t errlen);
  * rest, and frees everything. */
 void writeback_drain(struct shard *sh);
 void writeback_destroy(struct shard *sh);
-void writeback_run_timers(struct shard *sh);
-/* Nanoseconds until the next engine timer, or INT64_MAX. */
-int64_t writeback_next_timer(const struct shard *sh, uint64_t now);
-/* The reactor's half of the digest threads: their eventfd poll (queued
- * by writeback_init) completed (EV_WORKERS); finished jobs go on, and the
- * poll is queued again. */
-void writeback_workers_ready(struct shard *sh);
 
 /* Session operations: each returns a result now, or WB_DEFERRED when an
  * op completes it later (never a handle nor a negated errno). */

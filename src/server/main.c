@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 			rc = 1;
 		} else {
 			notify_ready();
-			rc = reactor_run(&d) < 0;
+			rc = daemon_run(&d) < 0;
 			metrics_http_stop(http);
 		}
 	}

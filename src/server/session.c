@@ -16,7 +16,12 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "fetch.h"
+#include "prefetch.h"
+#include "writeback.h"
 #include "log.h"
+#include "metrics.h"
+#include "readkey.h"
 #include "validate.h"
 
 #define MAX_LEASES (1u << 20)
@@ -85,9 +90,9 @@ void session_put(struct session *s)
 		session_free(s);
 }
 
-static void cancel_armed(struct session *s, struct ev *ev)
+static void cancel_armed(struct session *s, struct rc_ev *ev)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_cancel(sqe, ev, 0);
 	io_uring_sqe_set_data(sqe, NULL);
 }
@@ -127,9 +132,20 @@ void session_close(struct session *s)
 
 /* ---- arming ------------------------------------------------------------- */
 
+static void on_sock_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_sock(rc_container_of(ev, struct session, sock_ev), cqe->res);
+}
+
+static void on_bell_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	session_on_doorbell(rc_container_of(ev, struct session, bell_ev),
+			    cqe->res);
+}
+
 static void arm_sock(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_poll_add(sqe, s->sock, POLLIN | POLLRDHUP);
 	io_uring_sqe_set_data(sqe, &s->sock_ev);
 	s->sock_armed = true;
@@ -138,7 +154,7 @@ static void arm_sock(struct session *s)
 
 static void arm_bell(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->sh);
+	struct io_uring_sqe *sqe = reactor_sqe(s->sh->reactor);
 	io_uring_prep_read(sqe, s->sq_efd, &s->bell_buf, sizeof(s->bell_buf),
 			   0);
 	io_uring_sqe_set_data(sqe, &s->bell_ev);
@@ -170,8 +186,8 @@ void session_accept(struct daemon *d, int fd)
 		return;
 	}
 	s->usage = usage;
-	s->sock_ev.kind = EV_SESSION_SOCK;
-	s->bell_ev.kind = EV_SESSION_DOORBELL;
+	s->sock_ev.fn = on_sock_cqe;
+	s->bell_ev.fn = on_bell_cqe;
 	s->sh = sh;
 	s->sock = fd;
 	s->sq_efd = s->cq_efd = s->ring_fd = -1;
@@ -323,7 +339,7 @@ static void recheck_access(struct session *s)
 	}
 	/* Its plan would keep fetching into the arena it still maps. */
 	if (lost_read)
-		prefetch_set_plan(s, NULL, 0, false);
+		prefetch_set_plan(s, NULL, 0, false, session_handle);
 }
 
 static void handle_attach(struct session *s, const void *msg, size_t len)
@@ -526,7 +542,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 	s->next = to->inbox;
 	to->inbox = s;
 	pthread_mutex_unlock(&to->lock);
-	reactor_wake(to);
+	shard_wake(to);
 	return true;
 }
 
@@ -861,6 +877,8 @@ void op_complete(struct op *op)
 {
 	struct session *s = op->s;
 	struct shard *sh = s->sh;
+	if (op->opcode == RC_OP_READ_KEY && readkey_step(op))
+		return; /* opened: now reading */
 	if (!s->closed) {
 		if (op->err) {
 			op->cqe.res = op->err;
@@ -880,7 +898,8 @@ void op_complete(struct op *op)
 		}
 		post_cqe(s, &op->cqe);
 	}
-	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO)
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO ||
+	    op->opcode == RC_OP_READ_KEY)
 		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,
 				  op->start_ns == pass_ns ? 0
 				  : now_ns() - op->start_ns);
@@ -901,7 +920,7 @@ void op_block_ready(struct op *op, struct cache_entry *e)
 	struct shard *sh = op->s->sh;
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t blk_start = (uint64_t)e->blkno * bs;
-	if (op->opcode == RC_OP_READ) {
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_KEY) {
 		if (!op->s->closed && op->err == 0) {
 			int id = lease_alloc(op->s, e);
 			if (id < 0) {
@@ -1057,7 +1076,7 @@ static int submit_open(struct session *s, const struct rc_sqe *e)
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
-	daemon_open(s->sh, op, ds, key, e->arg_len);
+	fetch_open(s->sh, op, ds, key);
 	return DEFERRED;
 }
 
@@ -1082,7 +1101,7 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 	op->offset = e->offset;
 	op->ds = ds;
 	op_hold_buf(op, e);
-	daemon_list(s->sh, op, ds, prefix, e->arg_len);
+	fetch_list(s->sh, op, ds, prefix);
 	return DEFERRED;
 }
 
@@ -1132,7 +1151,7 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	if (dst)
 		op_hold_buf(op, e);
 	op->cqe.flags = RC_CQE_F_HIT; /* cleared if any block must be fetched */
-	daemon_read(s->sh, op);
+	fetch_read(s->sh, op);
 	return DEFERRED;
 }
 
@@ -1159,7 +1178,7 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 		return err;
 	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
 				 e->len / sizeof(struct rc_plan_entry),
-				 e->flags & RC_PLAN_APPEND);
+				 e->flags & RC_PLAN_APPEND, session_handle);
 }
 
 static struct dataset *writable_dataset(struct session *s, uint32_t id,
@@ -1296,6 +1315,8 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 	case RC_OP_ABORT:
 	case RC_OP_RENAME:
 		return submit_wait_op(s, e);
+	case RC_OP_READ_KEY:
+		return readkey_submit(s, e);
 	}
 	return -EINVAL;
 }
@@ -1333,4 +1354,33 @@ bool session_process(struct session *s)
 			      memory_order_release);
 	session_put(s);
 	return true;
+}
+
+/* ---- what readkey.c builds on (readkey.h) ------------------------------- */
+
+int session_copy_key(struct session *s, const struct rc_sqe *e, char *key,
+		     bool allow_empty)
+{
+	return copy_key(s, e, key, allow_empty);
+}
+
+struct dataset *session_readable_dataset(struct session *s, uint32_t id,
+					 int *err)
+{
+	return readable_dataset(s, id, err);
+}
+
+bool session_lease_quota_full(struct session *s)
+{
+	return lease_quota_full(s);
+}
+
+int session_handle_open(struct session *s, struct object *o)
+{
+	return handle_alloc(s, o);
+}
+
+int session_handle_close(struct session *s, uint32_t h)
+{
+	return submit_close(s, h);
 }

@@ -81,11 +81,13 @@ struct jobj {
 
 enum jio_op { JIO_WRITE = 1, JIO_FSYNC };
 
-/* Starts every SQE's user_data: kind first, as in struct ev. */
+/* Every SQE's user_data: the handler (journal_on_cqe) and the journal. */
 struct jio {
-	uint8_t kind;
+	struct rc_ev ev;
+	struct journal *j;
 	uint8_t op;
 };
+static void journal_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe);
 
 /* One write buffer: whole records, written as whole 4 KiB blocks. */
 struct jbuf {
@@ -478,7 +480,7 @@ static struct jbuf *buf_get(struct journal *j, uint64_t file_off)
 	}
 	uint8_t *mem = b->mem;
 	bool pooled = b->pooled;
-	*b = (struct jbuf){.io = {EV_JOURNAL, JIO_WRITE}, .mem = mem,
+	*b = (struct jbuf){.io = {{journal_on_cqe}, j, JIO_WRITE}, .mem = mem,
 			   .pooled = pooled, .file_off = file_off};
 	return b;
 }
@@ -977,6 +979,11 @@ static void write_done(struct journal *j, struct jbuf *b, int res)
 	}
 }
 
+static void journal_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	journal_complete(rc_container_of(ev, struct jio, ev)->j, cqe);
+}
+
 void journal_complete(struct journal *j, struct io_uring_cqe *cqe)
 {
 	struct jio *io = io_uring_cqe_get_data(cqe);
@@ -1240,7 +1247,7 @@ struct journal *journal_open(const struct journal_config *cfg,
 	j->ring = ring;
 	j->fd = j->rfd = -1;
 	j->limit = limit;
-	j->fsync_io = (struct jio){EV_JOURNAL, JIO_FSYNC};
+	j->fsync_io = (struct jio){{journal_on_cqe}, j, JIO_FSYNC};
 	if (open_files(j, err, errlen) < 0 ||
 	    reserve_space(j, err, errlen) < 0 || load(j, err, errlen) < 0) {
 		journal_free(j);

@@ -5,9 +5,9 @@
  * Ownership. As with the tier (tier.h), the caller (a shard's reactor)
  * owns the io_uring and its loop: the journal queues SQEs (and submits
  * each write and fdatasync at once, so the disk is busy while the caller
- * goes on appending) and the caller routes every CQE whose
- * user_data points at a struct ev of kind EV_JOURNAL to
- * journal_complete(). The journal registers nothing with the ring.
+ * goes on appending), each carrying a struct rc_ev (uring.h) whose
+ * handler calls journal_complete(): the caller hands every CQE to
+ * rc_ev_dispatch. The journal registers nothing with the ring.
  *
  * Use. journal_append_*() record what happens to an object (OPEN, DATA,
  * COMMIT, RENAME, DONE once S3 has it, ABORT). They copy what they are
@@ -63,7 +63,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EV_JOURNAL 9 /* struct ev kind of the journal's SQEs (see daemon.h) */
 #define JOURNAL_MAX_NAME 1024 /* longest dataset name, key or ETag */
 
 struct journal;
@@ -143,7 +142,7 @@ int journal_flush(struct journal *j, journal_done_fn done, void *ctx);
  * not called). */
 int journal_wait_room(struct journal *j, journal_done_fn done, void *ctx);
 
-/* Handles one CQE whose user_data is the journal's (kind EV_JOURNAL). */
+/* Handles one CQE whose user_data is the journal's (its rc_ev handler calls this). */
 void journal_complete(struct journal *j, struct io_uring_cqe *cqe);
 
 /* SQEs queued and not yet completed. */

@@ -62,7 +62,8 @@ struct slot {
 
 /* One I/O in flight; its address is the SQE's user_data. */
 struct tier_io {
-	uint8_t kind; /* EV_TIER, first as in struct ev */
+	struct rc_ev ev;  /* the SQE's user_data: tier_on_cqe */
+	struct tier *t;
 	bool is_write;
 	uint32_t slot;
 	uint32_t len;
@@ -71,6 +72,8 @@ struct tier_io {
 	void *ctx;
 	struct tier_io *next_free;
 };
+
+static void tier_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe);
 
 struct tier {
 	struct io_uring *ring;
@@ -223,7 +226,6 @@ static struct tier_io *io_get(struct tier *t)
 	else if (!(io = malloc(sizeof(*io))))
 		return NULL;
 	memset(io, 0, sizeof(*io));
-	io->kind = EV_TIER;
 	return io;
 }
 
@@ -305,7 +307,7 @@ int tier_read(struct tier *t, const struct tier_key *k, void *dst,
 	struct tier_io *io = io_get(t);
 	if (!io)
 		return -ENOMEM;
-	*io = (struct tier_io){.kind = EV_TIER, .slot = s, .len = sl->len,
+	*io = (struct tier_io){.ev = {tier_on_cqe}, .t = t, .slot = s, .len = sl->len,
 			       .buf = dst, .done = done, .ctx = ctx};
 	int r = io_queue(t, io);
 	if (r < 0) {
@@ -334,7 +336,7 @@ int tier_write(struct tier *t, const struct tier_key *k, const void *src,
 		slot_free(t, s);
 		return -ENOMEM;
 	}
-	*io = (struct tier_io){.kind = EV_TIER, .is_write = true, .slot = s,
+	*io = (struct tier_io){.ev = {tier_on_cqe}, .t = t, .is_write = true, .slot = s,
 			       .len = len, .buf = (void *)src, .done = done,
 			       .ctx = ctx};
 	struct slot *sl = &t->slots[s];
@@ -399,6 +401,11 @@ static int write_done(struct tier *t, struct tier_io *io, int res)
 	t->dirty = true;
 	t->st.writes++;
 	return (int)io->len;
+}
+
+static void tier_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	tier_complete(rc_container_of(ev, struct tier_io, ev)->t, cqe);
 }
 
 void tier_complete(struct tier *t, struct io_uring_cqe *cqe)

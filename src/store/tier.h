@@ -4,8 +4,8 @@
  *
  * Ownership. The caller (a shard's reactor) owns the io_uring and its
  * loop: the tier only queues SQEs (submitting itself only when the SQ is
- * full) and the caller routes every CQE whose user_data points at a
- * struct ev of kind EV_TIER to tier_complete(). The tier takes the ring's
+ * full), each carrying a struct rc_ev (uring.h) whose handler calls
+ * tier_complete(): the caller hands every CQE to rc_ev_dispatch. The tier takes the ring's
  * registered-file table (the tier file) and registered-buffer table (the
  * arena iovecs given to tier_open), so nothing else may register files or
  * buffers on that ring; if either registration fails (table busy,
@@ -36,7 +36,6 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define EV_TIER 7 /* struct ev kind of the tier's SQEs (see daemon.h) */
 #define TIER_ALIGN 4096u
 
 struct tier;
@@ -93,7 +92,7 @@ int tier_write(struct tier *t, const struct tier_key *k, const void *src,
 /* Drops a block (its object changed or was deleted). */
 void tier_drop(struct tier *t, const struct tier_key *k);
 
-/* Handles one CQE whose user_data is the tier's (kind EV_TIER). */
+/* Handles one CQE of the tier's (its rc_ev handler calls this). */
 void tier_complete(struct tier *t, struct io_uring_cqe *cqe);
 
 /* Writes the index (pwrite + fdatasync; blocks the caller) if it changed.

@@ -152,7 +152,7 @@ long fuzz_reply(struct daemon *d, int client, void *reply, size_t cap)
 			return receive(client, reply, cap);
 		if (!d->shards[0].sessions)
 			return 0;
-		reactor_poll_once(&d->shards[0]);
+		shard_poll_once(&d->shards[0]);
 	}
 	return -1;
 }
@@ -162,9 +162,9 @@ void fuzz_turn(struct daemon *d, unsigned n)
 	struct shard *sh = &d->shards[0];
 	for (unsigned i = 0; i < n; i++) {
 		/* Only with completions ready: the loop itself would sleep. */
-		io_uring_submit(&sh->ring);
-		if (io_uring_cq_ready(&sh->ring))
-			reactor_poll_once(sh);
+		io_uring_submit(reactor_ring(sh->reactor));
+		if (reactor_cq_ready(sh->reactor))
+			shard_poll_once(sh);
 	}
 }
 
@@ -175,7 +175,7 @@ bool fuzz_session_end(struct daemon *d, int client)
 	close(client);
 	while ((sh->sessions || sh->n_zombies || sh->fetches) &&
 	       now_ns() < until)
-		reactor_poll_once(sh);
+		shard_poll_once(sh);
 	return !sh->sessions && !sh->n_zombies && !sh->fetches;
 }
 

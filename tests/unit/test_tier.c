@@ -16,6 +16,7 @@
 
 #include "crc32c.h"
 #include "tier.h"
+#include "uring.h"
 #include "ramfs.h"
 
 #define MIB (1024u * 1024u)
@@ -143,9 +144,7 @@ static void drain(struct tier *t)
 		cr_assert_eq(io_uring_submit_and_wait(&ring, 1) >= 0, true);
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&ring, head, cqe) {
-			cr_assert_eq(((uint8_t *)io_uring_cqe_get_data(cqe))[0],
-				     EV_TIER);
-			tier_complete(t, cqe);
+			rc_ev_dispatch(cqe); /* its handler: tier_complete */
 			n++;
 		}
 		io_uring_cq_advance(&ring, n);

@@ -1,0 +1,130 @@
+/* tiering.c - owns the glue between a shard's cache and its NVMe tier
+ * (tier.h): opening it on the shard's ring, naming blocks the way the tier
+ * keys them, copying evicted blocks out to it, reading a block back for a
+ * fetch, the 30 s index sync, and waiting for its I/O at shutdown. */
+#include "tiering.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+void tiering_name_entry(struct shard *sh, const struct object *o,
+			struct cache_entry *e)
+{
+	if (!sh->tier || !tier_enabled(sh->tier))
+		return;
+	struct tier_key k;
+	tier_key_make(&k, o->ds->cfg->uri, o->key, o->etag, e->blkno);
+	memcpy(e->ident, &k, sizeof(e->ident));
+}
+
+int tiering_read(struct shard *sh, const struct object *o,
+		 struct cache_entry *e, tier_done_fn done, void *ctx)
+{
+	if (!sh->tier || !tier_enabled(sh->tier))
+		return -ENODEV;
+	/* The tier reads whole pages: only into a slot that holds them. */
+	if (tier_io_len(e->len) > cache_entry_room(e))
+		return -ENODEV;
+	struct tier_key k;
+	tiering_name_entry(sh, o, e);
+	memcpy(&k, e->ident, sizeof(k));
+	return tier_read(sh->tier, &k, cache_entry_data(e), e->len, done, ctx);
+}
+
+#define TIER_SYNC_NS 30000000000ull
+
+static void tier_tick(struct reactor_timer *t)
+{
+	struct shard *sh = rc_container_of(t, struct shard, tier_tick);
+	if (!sh->tier)
+		return;
+	reactor_timer_after(sh->reactor, t, TIER_SYNC_NS);
+	if (tier_sync_index(sh->tier) < 0)
+		log_error("tier: index sync failed; tier disabled");
+}
+
+static void tier_tick_start(struct shard *sh)
+{
+	reactor_timer_init(&sh->tier_tick, tier_tick);
+	reactor_timer_after(sh->reactor, &sh->tier_tick, TIER_SYNC_NS);
+}
+
+static void tier_write_done(void *ctx, int res)
+{
+	struct tier_staging *st = ctx;
+	st->busy = false;
+	if (res >= 0)
+		st->sh->m.tier_admitted++;
+}
+
+/* The cache evicts a valid block: copy it out (the slot is reused at
+ * once) and let the tier write it in the background. */
+static void tier_admit(void *ctx, const struct cache_entry *e)
+{
+	struct shard *sh = ctx;
+	if (!tier_enabled(sh->tier) || !(e->ident[0] | e->ident[1]))
+		return;
+	struct tier_staging *st = NULL;
+	for (unsigned i = 0; i < TIER_STAGING && !st; i++)
+		if (!sh->staging[i].busy)
+			st = &sh->staging[i];
+	if (!st) {
+		sh->m.tier_skipped++; /* the tier is behind: drop, not wait */
+		return;
+	}
+	struct tier_key k;
+	memcpy(&k, e->ident, sizeof(e->ident));
+	memcpy(st->mem, cache_entry_data(e), e->len);
+	int r = tier_write(sh->tier, &k, st->mem, e->len, tier_write_done, st);
+	if (r == 0)
+		st->busy = true;
+	else if (r != -EEXIST)
+		sh->m.tier_skipped++;
+}
+
+void tiering_open(struct shard *sh)
+{
+	const struct rc_config *c = &sh->d->cfg;
+	struct tier_config tc = {.path = c->tier_path,
+				 .size_bytes = c->tier_bytes,
+				 .block_bytes = c->block_bytes};
+	char err[256];
+	/* No fixed buffers: arenas are sparse and give pages back, which
+	 * registered (pinned) buffers would not follow. */
+	sh->tier = tier_open(&tc, reactor_ring(sh->reactor), NULL, 0, err,
+			     sizeof(err));
+	if (!sh->tier) {
+		log_error("tier %s: %s; running from memory only", c->tier_path,
+			  err);
+		return;
+	}
+	for (unsigned i = 0; i < TIER_STAGING; i++) {
+		sh->staging[i].sh = sh;
+		if (posix_memalign((void **)&sh->staging[i].mem, TIER_ALIGN,
+				   tier_io_len(c->block_bytes))) {
+			log_error("tier: out of memory; running from memory only");
+			tier_close(sh->tier);
+			sh->tier = NULL;
+			return;
+		}
+	}
+	sh->cache.on_evict = tier_admit;
+	sh->cache.evict_ctx = sh;
+	tier_tick_start(sh);
+	struct tier_stats ts;
+	tier_get_stats(sh->tier, &ts);
+	log_info("tier %s: %llu slots of %u KiB, %llu blocks already there%s",
+		 c->tier_path, (unsigned long long)ts.n_slots,
+		 ts.block_bytes >> 10, (unsigned long long)ts.n_used,
+		 ts.direct ? "" : " (buffered: no O_DIRECT here)");
+}
+
+void tiering_drain(struct shard *sh)
+{
+	for (int i = 0; i < 1000 && sh->tier && tier_inflight(sh->tier); i++)
+		reactor_turn(sh->reactor, 10000000);
+}

@@ -1,0 +1,620 @@
+/* daemon.c - owns the daemon's lifecycle: config, credentials and the S3
+ * client, topology and shards (their caches, loops, tier, write-back),
+ * datasets and their arenas, the listening socket, signals, reload
+ * (SIGHUP) and teardown. The shards' loops are lifecycle.c's. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fetch.h"
+#include "listener.h"
+#include "budget.h"
+#include "log.h"
+#include "prefetch.h"
+#include "tiering.h"
+#include "writeback.h"
+
+/* ---- datasets ----------------------------------------------------------- */
+
+static void dataset_cfg_free(struct rc_dataset_config *c)
+{
+	if (c) {
+		config_dataset_clear(c);
+		free(c);
+	}
+}
+
+/* The arenas of every shard are made here, each bound to its shard's node;
+ * a shard joins its arena to its own cache itself (on its thread). */
+static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
+{
+	uint32_t id = atomic_load(&d->n_datasets);
+	if (id >= RC_MAX_DATASETS)
+		return -ENOSPC;
+	struct dataset *ds = calloc(1, sizeof(*ds));
+	if (!ds)
+		return -ENOMEM;
+	ds->cfg = config_dataset_dup(cfg);
+	ds->budget = budget_new(cfg->s3_get_rate, cfg->s3_put_rate);
+	int err = ds->cfg && ds->budget ? 0 : -ENOMEM;
+	uint32_t made = 0;
+	for (; made < d->n_shards && !err; made++) {
+		char name[96];
+		snprintf(name, sizeof(name), "ringcache-%s-%u", cfg->name, made);
+		struct arena *a = &ds->arena[made];
+		err = arena_init(a, &d->shards[made].budget, name,
+				 d->cfg.hugepages, d->cfg.mlock);
+		if (!err && d->topo.n_shards > 1 &&
+		    topology_bind_memory(&d->topo, (int)made, a->base, a->size) < 0)
+			log_warn("dataset %s: shard %u's arena not bound to its "
+				 "node", cfg->name, made);
+	}
+	if (err) {
+		for (uint32_t k = 0; k + 1 < made; k++)
+			arena_destroy(&ds->arena[k]);
+		dataset_cfg_free(ds->cfg);
+		budget_free(ds->budget);
+		free(ds);
+		return err;
+	}
+	ds->id = id;
+	ds->enabled = true;
+	d->datasets[id] = ds;
+	atomic_store_explicit(&d->n_datasets, id + 1, memory_order_release);
+	log_info("dataset %s: %s (id %u)", cfg->name, cfg->uri, ds->id);
+	return 0;
+}
+
+void daemon_shard_sync_datasets(struct shard *sh)
+{
+	struct daemon *d = sh->d;
+	uint32_t n = atomic_load_explicit(&d->n_datasets, memory_order_acquire);
+	for (; sh->n_datasets_seen < n; sh->n_datasets_seen++) {
+		struct dataset *ds = d->datasets[sh->n_datasets_seen];
+		ds->ca[sh->id] = cache_add_arena(&sh->cache, &ds->arena[sh->id]);
+		if (!ds->ca[sh->id]) {
+			log_error("dataset %s: out of memory on shard %u",
+				  ds->cfg->name, sh->id);
+			break; /* its sessions will see it as absent */
+		}
+	}
+}
+
+static void retire_cfg(struct daemon *d, struct rc_dataset_config *c)
+{
+	struct rc_dataset_config **r =
+		realloc(d->retired_cfgs, (d->n_retired + 1) * sizeof(*r));
+	if (!r)
+		return; /* leaked rather than freed under a reader */
+	d->retired_cfgs = r;
+	r[d->n_retired++] = c;
+}
+
+/* ---- reload ------------------------------------------------------------- */
+
+/* Keys a reload applies to the running daemon; any other changed key of
+ * [daemon] or [s3] needs a restart and is logged as such. */
+static const struct {
+	const char *section, *key;
+} live_keys[] = {
+	{"daemon", "log_level"},    {"daemon", "metadata_ttl"},
+	{"daemon", "max_sessions"}, {"daemon", "open_fetch"},
+	{"daemon", "root_reserved_sessions"},
+	{"daemon", "max_sessions_per_uid"},
+	{"daemon", "max_leased_per_session"},
+	{"daemon", "max_leased_per_uid"},
+	{"daemon", "max_pinned_per_uid"},
+	{"daemon", "max_inflight_per_session"},
+	{"daemon", "max_inflight_per_uid"},
+	{"daemon", "max_plan_entries"},
+	{"daemon", "max_plan_entries_per_uid"},
+	{"daemon", "max_handles"},         {"daemon", "max_registered"},
+	{"s3", "credentials"},      {"s3", "access_key"},
+	{"s3", "secret_key"},       {"s3", "session_token"},
+	{"s3", "profile"},          {"s3", "credentials_file"},
+};
+
+static bool key_is_live(const char *section, const char *key)
+{
+	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
+		if (!strcmp(live_keys[i].section, section) &&
+		    !strcmp(live_keys[i].key, key))
+			return true;
+	return false;
+}
+
+struct reload {
+	struct daemon *d;
+	struct rc_config *nc;
+	bool creds_changed;
+	unsigned n_live, n_restart;
+	char restart_keys[sizeof(((struct daemon *)0)->restart_keys)];
+};
+
+static void note_change(void *ctx, const char *section, const char *key,
+			const char *old_value, const char *new_value)
+{
+	(void)old_value;
+	(void)new_value;
+	struct reload *r = ctx;
+	if (key_is_live(section, key)) {
+		r->n_live++;
+		r->creds_changed |= !strcmp(section, "s3");
+		return;
+	}
+	r->n_restart++;
+	size_t used = strlen(r->restart_keys);
+	snprintf(r->restart_keys + used, sizeof(r->restart_keys) - used,
+		 "%s%s.%s", used ? " " : "", section, key);
+}
+
+static void log_change(void *ctx, const char *section, const char *key,
+		       const char *old_value, const char *new_value)
+{
+	(void)ctx;
+	bool secret = config_key_is_secret(key);
+	const char *was = secret ? "(hidden)" : old_value ? old_value : "(default)";
+	const char *now = secret ? "(hidden)" : new_value ? new_value : "(default)";
+	if (key_is_live(section, key))
+		log_info("reload: [%s] %s: %s -> %s, applied", section, key,
+			 rc_esc(was), rc_esc(now));
+	else
+		log_warn("reload: [%s] %s: %s -> %s needs a restart; still "
+			 "running with %s", section, key, rc_esc(was),
+			 rc_esc(now), rc_esc(was));
+}
+
+static bool dataset_kept(const struct dataset *ds, const struct rc_config *nc)
+{
+	for (size_t j = 0; j < nc->n_datasets; j++)
+		if (!strcmp(nc->datasets[j].name, ds->cfg->name) &&
+		    !strcmp(nc->datasets[j].uri, ds->cfg->uri))
+			return true;
+	return false;
+}
+
+/* Why the running daemon cannot serve nc's datasets, or NULL. Checked
+ * before anything changes: a refused reload changes nothing. */
+static const char *reload_refusal(struct daemon *d, const struct rc_config *nc,
+				  char *why, size_t len)
+{
+	uint32_t added = 0;
+	for (size_t j = 0; j < nc->n_datasets; j++) {
+		const struct rc_dataset_config *c = &nc->datasets[j];
+		if (c->writable && c->durability == DURABILITY_LOCAL &&
+		    !d->shards[0].journal) {
+			snprintf(why, len, "dataset %s: durability = local needs "
+				 "the journal, and this daemon started without "
+				 "one: restart ringcached to open %s", c->name,
+				 nc->journal_path ? nc->journal_path : "it");
+			return why;
+		}
+		const struct dataset *ds = dataset_by_name(d, c->name);
+		if (!ds || strcmp(ds->cfg->uri, c->uri) != 0)
+			added++;
+	}
+	if (d->n_datasets + added > RC_MAX_DATASETS) {
+		snprintf(why, len, "%u datasets added or moved: this daemon has "
+			 "room for %u more until a restart", added,
+			 RC_MAX_DATASETS - d->n_datasets);
+		return why;
+	}
+	return NULL;
+}
+
+static struct creds_provider *creds_for(const struct rc_config *c, char *err,
+					size_t errlen)
+{
+	struct creds_config cc = {
+		.source = c->creds_source,
+		.access_key = c->access_key,
+		.secret_key = c->secret_key,
+		.session_token = c->session_token,
+		.profile = c->profile,
+		.credentials_file = c->credentials_file,
+		.timeout_ms = 2000,
+	};
+	return creds_provider_new(&cc, err, errlen);
+}
+
+/* Datasets: removed ones disabled (mapped arenas stay valid), changed
+ * ACLs swapped in, new ones added. Returns how many changed. */
+static unsigned reload_datasets(struct daemon *d, const struct rc_config *nc)
+{
+	unsigned changed = 0;
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		struct dataset *ds = d->datasets[i];
+		if (ds->enabled && !dataset_kept(ds, nc)) {
+			ds->enabled = false;
+			changed++;
+			log_info("dataset %s removed: its sessions' handles and "
+				 "new opens fail with ENOENT", ds->cfg->name);
+		}
+	}
+	for (size_t j = 0; j < nc->n_datasets; j++) {
+		struct dataset *ds = dataset_by_name(d, nc->datasets[j].name);
+		if (!ds) {
+			int e = dataset_add(d, &nc->datasets[j]);
+			changed++;
+			if (e)
+				log_error("dataset %s: %s", nc->datasets[j].name,
+					  strerror(-e));
+			continue;
+		}
+		bool same_acl = config_dataset_same_acl(ds->cfg,
+							&nc->datasets[j]);
+		struct rc_dataset_config *c = config_dataset_dup(&nc->datasets[j]);
+		if (!c) {
+			log_error("dataset %s: out of memory: keeping its old "
+				  "access lists", ds->cfg->name);
+			continue;
+		}
+		/* Other shards may be reading the old one: it is freed with
+		 * the daemon. */
+		retire_cfg(d, ds->cfg);
+		ds->cfg = c;
+		budget_set_ceiling(ds->budget, BUDGET_GET, c->s3_get_rate);
+		budget_set_ceiling(ds->budget, BUDGET_PUT, c->s3_put_rate);
+		if (same_acl)
+			continue;
+		changed++;
+		log_info("dataset %s: access lists changed: live sessions "
+			 "recheck before their next entry", c->name);
+	}
+	return changed;
+}
+
+static void apply_live_keys(struct daemon *d, struct rc_config *nc)
+{
+	d->cfg.log_level = nc->log_level;
+	rc_log_level = nc->log_level;
+	d->cfg.metadata_ttl_s = nc->metadata_ttl_s;
+	d->cfg.max_sessions = nc->max_sessions;
+	d->cfg.open_fetches_block = nc->open_fetches_block;
+	d->cfg.root_reserved_sessions = nc->root_reserved_sessions;
+	d->cfg.max_sessions_per_uid = nc->max_sessions_per_uid;
+	d->cfg.max_leased_per_session = nc->max_leased_per_session;
+	d->cfg.max_leased_per_uid = nc->max_leased_per_uid;
+	d->cfg.max_pinned_per_uid = nc->max_pinned_per_uid;
+	d->cfg.max_inflight_per_session = nc->max_inflight_per_session;
+	d->cfg.max_inflight_per_uid = nc->max_inflight_per_uid;
+	d->cfg.max_plan_entries = nc->max_plan_entries;
+	d->cfg.max_plan_entries_per_uid = nc->max_plan_entries_per_uid;
+	d->cfg.max_handles = nc->max_handles;
+	d->cfg.max_registered = nc->max_registered;
+	quota_set_limits(&d->quota, &d->cfg);
+	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
+		if (config_adopt_value(&d->cfg, nc, live_keys[i].section,
+				       live_keys[i].key) < 0)
+			log_warn("reload: out of memory recording [%s] %s",
+				 live_keys[i].section, live_keys[i].key);
+}
+
+static void note_config_file(struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) == 0) {
+		d->config_mtime = st.st_mtim;
+		d->config_ino = st.st_ino;
+		d->config_size = st.st_size;
+	}
+}
+
+bool daemon_config_file_changed(const struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) != 0)
+		return true;
+	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
+	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
+	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
+}
+
+static int refuse(struct daemon *d, const char *why)
+{
+	d->reload_refused = true;
+	log_error("reload refused, keeping the running config: %s", why);
+	return -EINVAL;
+}
+
+int daemon_reload(struct daemon *d)
+{
+	struct rc_config nc;
+	static char err[CONFIG_ERR_MAX];
+	char why[512];
+	struct stat before;
+	bool have_stat = stat(d->config_path, &before) == 0;
+	if (config_load(d->config_path, &nc, err, sizeof(err)) < 0) {
+		for (char *line = strtok(err, "\n"); line;
+		     line = strtok(NULL, "\n"))
+			refuse(d, line);
+		return -EINVAL;
+	}
+	struct reload r = {.d = d, .nc = &nc};
+	config_changes(&d->cfg, &nc, note_change, &r);
+	struct creds_provider *fresh = NULL;
+	const char *no = reload_refusal(d, &nc, why, sizeof(why));
+	if (!no && r.creds_changed) {
+		char cerr[400];
+		if (!(fresh = creds_for(&nc, cerr, sizeof(cerr)))) {
+			snprintf(why, sizeof(why), "[s3] credentials: %s", cerr);
+			no = why;
+		}
+	}
+	if (no) {
+		refuse(d, no);
+		config_free(&nc);
+		return -EINVAL;
+	}
+	config_changes(&d->cfg, &nc, log_change, NULL);
+	unsigned ds_changed = reload_datasets(d, &nc);
+	apply_live_keys(d, &nc);
+	if (fresh) {
+		creds_provider_replace(d->creds, fresh);
+		log_info("reload: credentials now from %s",
+			 creds_source_name(d->creds));
+	}
+	/* After the datasets' new ACLs: a session that sees the new
+	 * generation sees them (release/acquire). */
+	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
+	snprintf(d->restart_keys, sizeof(d->restart_keys), "%s",
+		 r.restart_keys);
+	d->reload_refused = false;
+	if (have_stat) {
+		d->config_mtime = before.st_mtim;
+		d->config_ino = before.st_ino;
+		d->config_size = before.st_size;
+	}
+	config_free(&nc);
+	daemon_shard_sync_datasets(&d->shards[0]);
+	for (uint32_t i = 1; i < d->n_shards; i++)
+		shard_wake(&d->shards[i]);
+	log_info("reloaded %s: %u datasets, %u changed; %u keys applied, %u "
+		 "need a restart%s%s", d->config_path, d->n_datasets,
+		 ds_changed, r.n_live, r.n_restart, r.n_restart ? ": " : "",
+		 r.restart_keys);
+	return 0;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+static void on_conn(void *ctx, int fd)
+{
+	session_accept(ctx, fd);
+}
+
+static void on_fds_exhausted(void *ctx)
+{
+	struct daemon *d = ctx;
+	quota_refused(&d->quota, REFUSED_ACCEPT_FDS);
+}
+
+static int listen_socket(struct daemon *d, char *err, size_t errlen)
+{
+	struct listener_ops ops = {.on_conn = on_conn,
+				   .on_exhausted = on_fds_exhausted, .ctx = d};
+	d->listener = listener_open(d->shards[0].reactor, d->cfg.socket_path,
+				    d->cfg.socket_mode, &ops, err, errlen);
+	return d->listener ? 0 : -1;
+}
+
+static int signals_init(struct daemon *d)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+	return d->signal_fd < 0 ? -errno : 0;
+}
+
+static int s3_init(struct daemon *d, char *err, size_t errlen)
+{
+	const struct rc_config *c = &d->cfg;
+	d->creds = creds_for(c, err, errlen);
+	if (!d->creds)
+		return -1;
+	log_info("credentials from %s", creds_source_name(d->creds));
+	struct s3_config sc = {
+		.endpoint = c->endpoint,
+		.region = c->region,
+		.addressing = c->addressing,
+		.tls_verify = c->tls_verify,
+		.ca_file = c->ca_file,
+		.connect_timeout_ms = c->connect_timeout_ms,
+		.request_timeout_ms = c->request_timeout_ms,
+		.low_speed_time_s = 10,
+		.max_retries = c->max_retries,
+		.backoff_base_ms = 50,
+		.backoff_cap_ms = 5000,
+		.creds = d->creds,
+	};
+	d->s3 = s3_client_new(&sc, err, errlen);
+	return d->s3 ? 0 : -1;
+}
+
+static int topology_init(struct daemon *d, char *err, size_t errlen)
+{
+	char terr[256];
+	int r;
+	if (d->cfg.topology_file) {
+		FILE *f = fopen(d->cfg.topology_file, "r");
+		char text[16384];
+		size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		text[n] = 0;
+		r = topology_from_description(&d->topo, text, terr, sizeof(terr));
+	} else {
+		r = topology_from_sysfs(&d->topo, "/", terr, sizeof(terr));
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "topology %s: %s",
+			 d->cfg.topology_file ? d->cfg.topology_file : "(sysfs)",
+			 terr);
+		return -1;
+	}
+	int nodes = topology_shard_count(&d->topo);
+	d->n_shards = d->cfg.shards ? d->cfg.shards : (uint32_t)nodes;
+	if (d->n_shards < 1)
+		d->n_shards = 1;
+	if (d->n_shards > RC_MAX_SHARDS)
+		d->n_shards = RC_MAX_SHARDS;
+	if (d->cfg.memory_bytes / d->n_shards < d->cfg.block_bytes * 4ull) {
+		snprintf(err, errlen, "memory %llu is too small for %u shards",
+			 (unsigned long long)d->cfg.memory_bytes, d->n_shards);
+		return -1;
+	}
+	log_info("topology: %d NUMA node(s) with CPUs and memory, %d GPU(s): "
+		 "%u shard(s)", nodes, d->topo.n_gpus, d->n_shards);
+	return 0;
+}
+
+static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
+		      char *err, size_t errlen)
+{
+	sh->d = d;
+	sh->id = id;
+	pthread_mutex_init(&sh->lock, NULL);
+	if (fetch_shard_init(sh) < 0 ||
+	    arena_budget_init(&sh->budget, d->cfg.memory_bytes / d->n_shards,
+			      d->cfg.block_bytes) < 0 ||
+	    cache_init(&sh->cache, &sh->budget) < 0) {
+		snprintf(err, errlen, "memory %llu too small for block size %u",
+			 (unsigned long long)d->cfg.memory_bytes,
+			 d->cfg.block_bytes);
+		return -1;
+	}
+	sh->cache.next_use = prefetch_next_use;
+	sh->cache.owner_ctx = sh;
+	sh->cache.shed_pins = prefetch_shed;
+	int r = shard_loop_init(sh);
+	if (r < 0) {
+		snprintf(err, errlen, "io_uring/curl init: %s", strerror(-r));
+		return -1;
+	}
+	return 0;
+}
+
+/* After the datasets: replayed objects name theirs. */
+static int writeback_start(struct daemon *d, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		if (writeback_init(&d->shards[i], err, errlen) < 0)
+			return -1;
+	return 0;
+}
+
+int daemon_init(struct daemon *d, const char *config_path, char *err,
+		size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->signal_fd = -1;
+	d->started_ns = now_ns();
+	if (config_load(config_path, &d->cfg, err, errlen) < 0)
+		return -1;
+	d->config_path = strdup(config_path);
+	rc_log_level = d->cfg.log_level;
+	quota_init(&d->quota, &d->cfg);
+	if (d->config_path)
+		note_config_file(d);
+	if (topology_init(d, err, errlen) < 0)
+		return -1;
+	d->shards = calloc(d->n_shards, sizeof(*d->shards));
+	if (!d->config_path || !d->shards) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (s3_init(d, err, errlen) < 0)
+		return -1;
+	int r;
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		if ((r = shard_init(d, &d->shards[i], i, err, errlen)) < 0)
+			return -1;
+	if (d->cfg.tier_path)
+		tiering_open(&d->shards[0]);
+	for (size_t i = 0; i < d->cfg.n_datasets; i++) {
+		r = dataset_add(d, &d->cfg.datasets[i]);
+		if (r < 0) {
+			snprintf(err, errlen, "dataset %s: arena: %s",
+				 d->cfg.datasets[i].name, strerror(-r));
+			return -1;
+		}
+	}
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		daemon_shard_sync_datasets(&d->shards[i]);
+	if (writeback_start(d, err, errlen) < 0)
+		return -1;
+	struct shard *sh = &d->shards[0];
+	if ((r = signals_init(d)) < 0) {
+		snprintf(err, errlen, "signals: %s", strerror(-r));
+		return -1;
+	}
+	if (listen_socket(d, err, errlen) < 0)
+		return -1;
+	log_info("ringcached: %s, %u shard(s), %llu MiB in %llu superblocks "
+		 "each, block %u KiB, socket %s", config_path, d->n_shards,
+		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),
+		 (unsigned long long)sh->budget.sb_total,
+		 d->cfg.block_bytes >> 10, d->cfg.socket_path);
+	return 0;
+}
+
+void daemon_destroy(struct daemon *d)
+{
+	for (uint32_t i = 0; d->shards && i < d->n_shards; i++) {
+		struct shard *sh = &d->shards[i];
+		if (!sh->d)
+			continue; /* init failed before this shard */
+		while (sh->sessions)
+			session_close(sh->sessions);
+		fetch_shard_cancel(sh);
+		writeback_destroy(sh);
+		if (sh->tier) {
+			tier_close(sh->tier); /* syncs the index */
+			sh->tier = NULL;
+		}
+		for (unsigned k = 0; k < TIER_STAGING; k++)
+			free(sh->staging[k].mem);
+		shard_loop_destroy(sh);
+		plan_index_free(&sh->plan_index);
+		sh->cache.on_evict = NULL;
+		cache_destroy(&sh->cache);
+	}
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		for (uint32_t k = 0; k < d->n_shards; k++)
+			arena_destroy(&d->datasets[i]->arena[k]);
+		dataset_cfg_free(d->datasets[i]->cfg);
+		budget_free(d->datasets[i]->budget);
+		free(d->datasets[i]);
+	}
+	for (size_t i = 0; i < d->n_retired; i++)
+		dataset_cfg_free(d->retired_cfgs[i]);
+	free(d->retired_cfgs);
+	for (uint32_t k = 0; d->shards && k < d->n_shards; k++) {
+		struct shard *sh = &d->shards[k];
+		fetch_shard_free(sh);
+		pthread_mutex_destroy(&sh->lock);
+	}
+	free(d->shards);
+	if (d->s3)
+		s3_client_free(d->s3);
+	if (d->creds)
+		creds_provider_free(d->creds);
+	listener_close(d->listener);
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
+	quota_destroy(&d->quota);
+	config_free(&d->cfg);
+	free(d->config_path);
+}
