@@ -49,10 +49,13 @@ struct metrics {
 static inline void metrics_dataset_lookup(struct metrics *m, uint32_t ds_id,
 					  bool hit)
 {
-	if (ds_id < RC_MAX_DATASETS)
-		atomic_fetch_add_explicit(hit ? &m->ds_hits[ds_id]
-					      : &m->ds_misses[ds_id],
-					  1, memory_order_relaxed);
+	/* The shard's thread is the only writer: a relaxed load and store,
+	 * not a locked add (perf/README.md, read-path statistics). */
+	if (ds_id >= RC_MAX_DATASETS)
+		return;
+	counter_t *c = hit ? &m->ds_hits[ds_id] : &m->ds_misses[ds_id];
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed)
+			      + 1, memory_order_relaxed);
 }
 
 #endif
