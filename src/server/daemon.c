@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
+#include "session.h"
 #include "fetch.h"
 #include "listener.h"
 #include "log.h"

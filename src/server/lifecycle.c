@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
+#include "session.h"
 #include "fetch.h"
 #include "prefetch.h"
 #include "listener.h"

@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "lifecycle.h"
 #include "log.h"
 
 #define DEFAULT_CONFIG "/etc/ringcache/ringcache.conf"

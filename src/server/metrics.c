@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
 #include "prefetch.h"
 #include "journal.h"
 
