@@ -20,6 +20,7 @@ packages=(
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc
 	awscli # the tests read S3 back with an independent client
+	prometheus # promtool: the tests check the metrics endpoint's real output
 	clang libclang-rt-14-dev # tests/run's libFuzzer build (tests/fuzz)
 )
 perf_packages=(s3fs rclone fio gnuplot-nox)

@@ -1,7 +1,7 @@
 /* bench.h - the few helpers every benchmark program under perf/ shares:
- * a monotonic clock in seconds and a seeded shuffle (splitmix64), so two
- * programs given the same seed draw the same sample order. Header-only:
- * each program is one file plus this. */
+ * the one clock (src/common/clock.h: rc_now_s) and a seeded shuffle
+ * (splitmix64), so two programs given the same seed draw the same sample
+ * order. Header-only: each program is one file plus this. */
 #ifndef RC_PERF_BENCH_H
 #define RC_PERF_BENCH_H
 
@@ -9,12 +9,7 @@
 #include <stdint.h>
 #include <time.h>
 
-static inline double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 static inline uint64_t rng_next(uint64_t *s)
 {

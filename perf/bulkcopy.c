@@ -23,6 +23,7 @@
 
 #include "s3.h"
 #include "bench.h"
+#include "vec.h"
 
 #define MAX_ATTEMPTS 4
 
@@ -42,7 +43,8 @@ struct copy {
 	struct s3_client *s3;
 	const char *bucket, *prefix, *dir;
 	struct object *objs;
-	size_t n, cap, next;     /* next: first object not yet started */
+	size_t n, next;          /* next: first object not yet started */
+	uint32_t cap;
 	uint64_t bytes, errors;
 	double t0;
 	char error[256];
@@ -50,14 +52,8 @@ struct copy {
 
 static int add_object(struct copy *c, const char *key, uint64_t size)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 1024;
-		struct object *o = realloc(c->objs, cap * sizeof(*o));
-		if (!o)
-			return -ENOMEM;
-		c->objs = o;
-		c->cap = cap;
-	}
+	if (RC_GROW(c->objs, c->cap, c->n + 1))
+		return -ENOMEM;
 	c->objs[c->n] = (struct object){ .key = strdup(key), .size = size };
 	return c->objs[c->n++].key ? 0 : -ENOMEM;
 }
@@ -189,7 +185,7 @@ static int download_all(struct copy *c, int jobs)
 	int running = 0, active = 0;
 	if (!multi || !retry)
 		return -1;
-	c->t0 = now_s();
+	c->t0 = rc_now_s();
 	for (;;) {
 		while (active < jobs && (n_retry || c->next < c->n)) {
 			struct object *o = n_retry ? retry[--n_retry]
@@ -296,7 +292,7 @@ int main(int argc, char **argv)
 	}
 	if (list_prefix(&c) < 0 || download_all(&c, jobs) < 0)
 		return 1;
-	double secs = now_s() - c.t0;
+	double secs = rc_now_s() - c.t0;
 	printf("%s\t%zu\t%" PRIu64 "\t%.3f\t%.1f\t%.1f\t%" PRIu64 "\t%s\n",
 	       label, c.n, c.bytes, secs, (double)c.bytes / 1e6 / secs,
 	       (double)c.n / secs, c.errors, c.error[0] ? c.error : "-");

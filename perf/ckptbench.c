@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "creds.h"
 #include "ringcache.h"
 #include "s3.h"
@@ -58,13 +59,6 @@ struct writer_result {
 	int verified;                            /* 1 ok, 0 not checked, -1 bad */
 	char error[160];
 };
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ pattern */
 
@@ -176,13 +170,13 @@ static int daemon_save(const struct options *o, struct rc_client *c, int ds,
 		}
 	}
 	int r = rc_commit(c, (uint32_t)h);
-	res->commit_ns = now_ns() - t0;
+	res->commit_ns = (int64_t)rc_now_ns() - t0;
 	if (r < 0) {
 		snprintf(res->error, sizeof(res->error), "commit: %s", rc_strerror(r));
 		return -1;
 	}
 	r = rc_sync(c, (uint32_t)h);
-	res->durable_ns = now_ns() - t0;
+	res->durable_ns = (int64_t)rc_now_ns() - t0;
 	if (r < 0) {
 		snprintf(res->error, sizeof(res->error), "sync: %s", rc_strerror(r));
 		return -1;
@@ -307,12 +301,12 @@ static void writer_main(const struct options *o, unsigned shard, int ready_fd,
 	close(ready_fd);
 	wait_release(go_fd);
 	if (buf) {
-		res->start_ns = now_ns() - *t0;
+		res->start_ns = (int64_t)rc_now_ns() - *t0;
 		if (o->backend == BACKEND_DAEMON) {
 			daemon_save(o, &c, ds, key, (uint32_t)buf_index, *t0, res);
 		} else if (direct_upload(o, s3, s3_key, buf, res->error,
 					 sizeof(res->error)) == 0) {
-			res->commit_ns = res->durable_ns = now_ns() - *t0;
+			res->commit_ns = res->durable_ns = (int64_t)rc_now_ns() - *t0;
 		}
 	}
 	if (o->verify && !res->error[0] && (vs3 = s3_open(o->verify_endpoint, &vcreds)))
@@ -363,7 +357,7 @@ static int run_writers(const struct options *o)
 	char b;
 	for (int got = 0; got < o->writers && read(ready[0], &b, 1) == 1; got++)
 		;
-	*t0 = now_ns();
+	*t0 = (int64_t)rc_now_ns();
 	close(go[1]); /* the release */
 	for (int i = 0; i < o->writers; i++)
 		waitpid(pids[i], NULL, 0);

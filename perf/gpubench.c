@@ -183,7 +183,7 @@ static double pass(struct bench *b, enum mode m)
 {
 	uint64_t bs = b->c.block_size;
 	size_t batch = (size_t)b->o.batch;
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	for (size_t first = 0; first < b->n_blocks; first += batch) {
 		size_t n = b->n_blocks - first < batch ? b->n_blocks - first
 						       : batch;
@@ -219,7 +219,7 @@ static double pass(struct bench *b, enum mode m)
 			for (size_t j = 0; j < n; j++)
 				release_slot(b, j);
 	}
-	return now_s() - t0;
+	return rc_now_s() - t0;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -339,9 +339,9 @@ int main(int argc, char **argv)
 	}
 	plan_blocks(&b);
 	setup_buffers(&b);
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	pass(&b, ARENA); /* warm: every block into the cache */
-	double warm_s = now_s() - t0;
+	double warm_s = rc_now_s() - t0;
 
 	static const char *names[] = {"host-pinned", "host-pageable",
 				      "arena-pageable", "arena-pinned",
@@ -350,9 +350,9 @@ int main(int argc, char **argv)
 	gbps[0] = median_gbps(&b, HOST_PINNED);
 	gbps[1] = median_gbps(&b, HOST_PAGEABLE);
 	gbps[2] = median_gbps(&b, ARENA);
-	double pin_t0 = now_s();
+	double pin_t0 = rc_now_s();
 	r = rc_cuda_pin_arenas(&b.c);
-	double pin_s = now_s() - pin_t0;
+	double pin_s = rc_now_s() - pin_t0;
 	if (r < 0) {
 		fprintf(stderr, "rc-gpubench: rc_cuda_pin_arenas: %s\n",
 			rc_cuda_error());

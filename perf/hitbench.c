@@ -223,7 +223,7 @@ static bool read_sample(struct reader *r, size_t i)
 
 static void sleep_until(double deadline)
 {
-	double left = deadline - now_s();
+	double left = deadline - rc_now_s();
 	if (left <= 0)
 		return;
 	struct timespec ts = {(time_t)left,
@@ -235,14 +235,14 @@ static void sleep_until(double deadline)
 static struct reply reader_epoch(struct reader *r, int epoch)
 {
 	struct reply rep = {0};
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	plan_epoch(r, epoch);
 	shard_epoch(r, epoch);
-	rep.wait_s = now_s() - t0;
+	rep.wait_s = rc_now_s() - t0;
 	for (size_t k = 0; k < r->n_mine; k++) {
-		double a = now_s();
+		double a = rc_now_s();
 		rep.hits += read_sample(r, r->mine[k]);
-		double b = now_s();
+		double b = rc_now_s();
 		rep.wait_s += b - a;
 		sleep_until(b + r->o->step_ms / 1e3);
 	}

@@ -10,7 +10,8 @@
 #                      sets BUCKET and S3_KIND (words for the tables)
 #   lib_daemon_up ENDPOINT MEMORY URI [EXTRA]   a fresh ringcached on
 #                      $WORK/ringcache.sock serving URI as dataset "bench";
-#                      EXTRA: more [daemon] lines; sets DAEMON_PID
+#                      EXTRA: more [daemon] lines, $DATASET_EXTRA more
+#                      [dataset bench] lines; sets DAEMON_PID
 #   lib_daemon_down    stops it (SIGTERM, waits)
 #   lib_cleanup NAME [RC]   for the EXIT trap: stops all, keeps $WORK if
 #                      RC (default $?) is not 0 or KEEP_LOGS=1
@@ -66,6 +67,7 @@ access_key = $RINGCACHE_TEST_S3_ACCESS_KEY
 secret_key = $RINGCACHE_TEST_S3_SECRET_KEY
 [dataset bench]
 uri = $uri
+${DATASET_EXTRA:-}
 EOF
 	)
 	${RC_RUN:-} "$BUILD_BIN/ringcached" -c "$conf" >>"$WORK/ringcached.log" 2>&1 &

@@ -568,7 +568,7 @@ static double timed_run(const struct opts *o, struct proc *p, enum method m,
 			unsigned size_idx, uint64_t n_ops)
 {
 	struct command cmd = { (uint32_t)m, size_idx, n_ops };
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	for (int i = 0; i < o->procs; i++)
 		if (write_all(p[i].cmd_fd, &cmd, sizeof(cmd)) < 0)
 			return -1;
@@ -578,7 +578,7 @@ static double timed_run(const struct opts *o, struct proc *p, enum method m,
 		    rep.status || rep.ops != n_ops)
 			return -1;
 	}
-	return now_s() - t0;
+	return rc_now_s() - t0;
 }
 
 /* Ops per worker so one run lasts about run_s seconds. */

@@ -253,11 +253,11 @@ static void drain_releases(struct bench *b)
 static void compute_until(const struct opts *o, double deadline)
 {
 	if (o->spin) {
-		while (now_s() < deadline)
+		while (rc_now_s() < deadline)
 			;
 		return;
 	}
-	double left = deadline - now_s();
+	double left = deadline - rc_now_s();
 	if (left <= 0)
 		return;
 	struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
@@ -275,15 +275,15 @@ static struct epoch_result run_epoch(struct bench *b, int epoch)
 {
 	struct epoch_result r = {0};
 	build_order(b, epoch);
-	double start = now_s();
+	double start = rc_now_s();
 	if (b->o->prefetch)
 		send_plan(b);
-	r.wait_s = now_s() - start;
+	r.wait_s = rc_now_s() - start;
 	for (size_t i = 0; i < b->n_order; i++) {
 		const struct sample *s = &b->order[i];
-		double t0 = now_s();
+		double t0 = rc_now_s();
 		r.hits += read_sample(b, s);
-		double t1 = now_s();
+		double t1 = rc_now_s();
 		r.wait_s += t1 - t0;
 		b->waits[i] = t1 - t0;
 		if (i == 0)
@@ -294,7 +294,7 @@ static struct epoch_result run_epoch(struct bench *b, int epoch)
 			release_sample(b);
 		compute_until(b->o, t1 + b->o->step_ms / 1e3);
 	}
-	r.wall_s = now_s() - start;
+	r.wall_s = rc_now_s() - start;
 	drain_releases(b);
 	r.samples = b->n_order;
 	qsort(b->waits, b->n_order, sizeof(*b->waits), cmp_double);

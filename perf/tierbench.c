@@ -133,8 +133,8 @@ static struct rate run_tier(struct bench *b, double seconds)
 		slots[i] = (struct slot_ctx){b, b->bufs + (size_t)i * b->bs};
 		issue(&slots[i]);
 	}
-	double t0 = now_s(), t1;
-	while ((t1 = now_s()) - t0 < seconds)
+	double t0 = rc_now_s(), t1;
+	while ((t1 = rc_now_s()) - t0 < seconds)
 		drain_some(b, 1);
 	uint64_t ops = b->ops;
 	b->stop = true;

@@ -31,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ringcache.h"
+#include "vec.h"
 
 #define MAX_READERS 64
 #define MAX_EXTENTS 64
@@ -82,13 +84,6 @@ struct reader {
 	uint64_t *sizes;
 };
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Sum of the 64-bit words (tail bytes shifted in): touches every byte at
  * memory speed and does not depend on how reads were split. */
 static uint64_t word_sum(const uint8_t *p, size_t n, uint64_t off)
@@ -119,14 +114,14 @@ static void set_error(struct reader *r, const char *what, const char *key,
 static void note_bytes(struct reader *r, uint64_t n)
 {
 	if (n && r->res->first_byte_ns < 0)
-		r->res->first_byte_ns = now_ns() - r->t0;
+		r->res->first_byte_ns = (int64_t)rc_now_ns() - r->t0;
 	r->res->bytes += n;
 }
 
 static void record_latency(struct reader *r, int64_t started)
 {
 	if (r->n_lat > 0) {
-		*r->lat++ = now_ns() - started;
+		*r->lat++ = (int64_t)rc_now_ns() - started;
 		r->n_lat--;
 	}
 }
@@ -143,7 +138,7 @@ static uint64_t mix(uint64_t x)
 static void read_fs(struct reader *r, const struct object *o)
 {
 	char path[4096];
-	int64_t started = now_ns();
+	int64_t started = (int64_t)rc_now_ns();
 	snprintf(path, sizeof(path), "%s/%s", r->opt->dir, o->key);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -165,7 +160,7 @@ static void read_fs(struct reader *r, const struct object *o)
 		off += (uint64_t)n;
 		note_bytes(r, (uint64_t)n);
 		record_latency(r, started);
-		started = now_ns();
+		started = (int64_t)rc_now_ns();
 	}
 	close(fd);
 	if (off != o->size)
@@ -211,7 +206,7 @@ static void read_rc(struct reader *r, const struct object *o, int h,
 		off += (uint64_t)got;
 		note_bytes(r, (uint64_t)got);
 		record_latency(r, started);
-		started = now_ns();
+		started = (int64_t)rc_now_ns();
 	}
 	if (off != o->size)
 		set_error(r, "size", o->key, "size differs from the key list");
@@ -267,7 +262,7 @@ static int send_plan(struct reader *r, size_t n)
 static void read_shard_rc(struct reader *r, const struct object *objs,
 			  const size_t *shard, size_t n)
 {
-	int64_t started = now_ns();
+	int64_t started = (int64_t)rc_now_ns();
 	r->handles = malloc(n * sizeof(*r->handles));
 	r->sizes = calloc(n, sizeof(*r->sizes));
 	int e = r->handles && r->sizes ? 0 : -ENOMEM;
@@ -286,7 +281,7 @@ static void read_shard_rc(struct reader *r, const struct object *objs,
 			continue;
 		}
 		if (i > 0)
-			started = now_ns();
+			started = (int64_t)rc_now_ns();
 		read_rc(r, o, r->handles[i], r->sizes[i], started);
 		rc_close(&r->rc, (uint32_t)r->handles[i]);
 	}
@@ -336,7 +331,7 @@ static void reader_main(struct reader *r, const struct object *objs,
 	else if (e >= 0)
 		for (size_t i = 0; i < n_mine; i++)
 			read_fs(r, &objs[shard[i]]);
-	r->res->end_ns = now_ns() - r->t0;
+	r->res->end_ns = (int64_t)rc_now_ns() - r->t0;
 	if (r->opt->backend == BACKEND_RINGCACHE && e >= 0)
 		rc_detach(&r->rc);
 	_exit(0);
@@ -463,7 +458,7 @@ static int run_epoch(const struct options *opt, const struct object *objs,
 	/* Give the readers time to attach before the clock starts: attaching
 	 * is per process start-up, not per epoch. */
 	usleep(100000);
-	shm->t0 = now_ns();
+	shm->t0 = (int64_t)rc_now_ns();
 	close(pipefd[1]);
 	int failed = 0;
 	for (int r = 0; r < opt->readers; r++) {
@@ -486,20 +481,16 @@ static struct object *load_keys(const char *path, size_t *n_out)
 	if (!f)
 		return NULL;
 	struct object *objs = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0;
+	uint32_t cap = 0;
 	char line[RC_MAX_KEY + 64];
 	while (fgets(line, sizeof(line), f)) {
 		char *sp = strchr(line, ' ');
 		if (!sp)
 			continue;
 		line[strcspn(line, "\n")] = '\0';
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			struct object *o = realloc(objs, cap * sizeof(*o));
-			if (!o)
-				break;
-			objs = o;
-		}
+		if (RC_GROW(objs, cap, n + 1))
+			break;
 		objs[n].size = strtoull(line, NULL, 10);
 		objs[n].key = strdup(sp + 1);
 		n++;

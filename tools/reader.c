@@ -9,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "ringcache.h"
+#include "vec.h"
 
 #define LIST_BUF (1u << 20)
 #define READ_BUF (64u << 20)
@@ -17,15 +19,9 @@
 struct walk {
 	char **keys;
 	uint64_t *sizes;
-	size_t n, cap;
+	size_t n;
+	uint32_t cap;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -37,16 +33,11 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 static int add_key(struct walk *w, const char *key, uint64_t size)
 {
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 256;
-		char **k = realloc(w->keys, cap * sizeof(*k));
-		uint64_t *s = realloc(w->sizes, cap * sizeof(*s));
-		if (!k || !s)
-			return -ENOMEM;
-		w->keys = k;
-		w->sizes = s;
-		w->cap = cap;
-	}
+	/* Two arrays, one capacity: keys may end up the larger. */
+	uint32_t key_cap = w->cap;
+	if (RC_GROW(w->keys, key_cap, w->n + 1) ||
+	    RC_GROW(w->sizes, w->cap, w->n + 1))
+		return -ENOMEM;
 	if (!(w->keys[w->n] = strdup(key)))
 		return -ENOMEM;
 	w->sizes[w->n++] = size;
@@ -134,7 +125,7 @@ int main(int argc, char **argv)
 	printf("dataset %s: %zu objects under '%s'\n", dataset, w.n, prefix);
 	for (int pass = 1; pass <= passes; pass++) {
 		uint64_t bytes = 0, sum = 1469598103934665603ull;
-		double t0 = now_s();
+		double t0 = rc_now_s();
 		for (size_t i = 0; i < w.n; i++) {
 			struct rc_stat st;
 			int h = rc_open(&c, ds, w.keys[i], &st);
@@ -177,7 +168,7 @@ int main(int argc, char **argv)
 			else if (!quiet && pass == 1 && i == 5)
 				printf("  ...\n");
 		}
-		double dt = now_s() - t0;
+		double dt = rc_now_s() - t0;
 		printf("pass %d (%s, %s): %zu objects, %.1f MB in %.3f s = %.1f MB/s, "
 		       "%.0f objects/s, checksum %016llx\n", pass,
 		       pass == 1 ? "cold" : "warm", into ? "READ_INTO" : "zero-copy READ",

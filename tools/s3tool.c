@@ -15,10 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "creds.h"
 #include "s3.h"
 #include "upload.h"
 #include "dataset.h"
+#include "vec.h"
 
 #define MAX_ARGS 8
 #define DEFAULT_JOBS 16
@@ -512,7 +514,8 @@ static int cmd_ls(struct tool *t, const char *bucket, const char *prefix)
 struct existing {
 	char **keys;
 	uint64_t *sizes;
-	size_t n, cap;
+	size_t n;
+	uint32_t cap;
 	size_t prefix_len;
 };
 
@@ -520,18 +523,11 @@ static int collect_page(void *ctx, const struct s3_list_page *pg)
 {
 	struct existing *e = ctx;
 	for (size_t i = 0; i < pg->n_objects; i++) {
-		if (e->n == e->cap) {
-			size_t cap = e->cap ? e->cap * 2 : 1024;
-			char **nk = realloc(e->keys, cap * sizeof(*nk));
-			if (nk)
-				e->keys = nk;
-			uint64_t *ns = realloc(e->sizes, cap * sizeof(*ns));
-			if (ns)
-				e->sizes = ns;
-			if (!nk || !ns)
-				return -1;
-			e->cap = cap;
-		}
+		/* Two arrays, one capacity: keys may end up the larger. */
+		uint32_t key_cap = e->cap;
+		if (RC_GROW(e->keys, key_cap, e->n + 1) ||
+		    RC_GROW(e->sizes, e->cap, e->n + 1))
+			return -1;
 		e->keys[e->n] = strdup(pg->objects[i].key + e->prefix_len);
 		if (!e->keys[e->n])
 			return -1;
@@ -590,13 +586,6 @@ struct batch {
 	size_t failures, done;
 	uint64_t bytes;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int verify_sink(void *ctx, uint64_t off, const void *data, size_t len)
 {
@@ -658,7 +647,7 @@ static void slot_release(struct slot *s)
 /* Fills idle slots from the to-do list and restarts due retries. */
 static void batch_fill(struct batch *b)
 {
-	uint64_t now = now_ms();
+	uint64_t now = rc_now_ms();
 	for (unsigned i = 0; i < b->n_slots; i++) {
 		struct slot *s = &b->slots[i];
 		if (s->waiting && now >= s->retry_at_ms) {
@@ -709,7 +698,7 @@ static void slot_finish(struct batch *b, struct slot *s, CURLcode code)
 	if (r.err && r.retryable && s->attempt < max_retries) {
 		s->attempt++;
 		s->waiting = true;
-		s->retry_at_ms = now_ms() + s3_backoff_ms(b->t->s3, s->attempt);
+		s->retry_at_ms = rc_now_ms() + s3_backoff_ms(b->t->s3, s->attempt);
 		return;
 	}
 	if (r.err == -ENOENT && b->verify) {
@@ -825,7 +814,7 @@ static int cmd_dataset(struct tool *t, const char *bucket, const char *prefix,
 	struct batch b;
 	struct existing have = {0};
 	size_t skipped = 0;
-	uint64_t t0 = now_ms();
+	uint64_t t0 = rc_now_ms();
 
 	if (batch_init(t, &b, bucket, prefix) < 0)
 		return 1;
@@ -849,7 +838,7 @@ static int cmd_dataset(struct tool *t, const char *bucket, const char *prefix,
 	existing_free(&have);
 	batch_run(&b);
 	batch_summary(&b, verify ? "verified" : "uploaded",
-		      (double)(now_ms() - t0) / 1000.0, skipped);
+		      (double)(rc_now_ms() - t0) / 1000.0, skipped);
 	free(b.todo);
 	return b.failures ? 1 : 0;
 }

@@ -199,6 +199,81 @@ static void print_config_state(const char *t)
 		printf("  config      as in the file\n");
 }
 
+/* What write-back still owes S3: objects, bytes, the oldest's age. */
+static void print_backlog(const char *t)
+{
+	char a[32], b[32];
+	int64_t age = metric(t, "ringcache_writeback_oldest_unuploaded_seconds");
+	uint64_t n = counter(t, "ringcache_writeback_backlog_objects");
+	printf("  backlog     %" PRIu64 " objects (%s) not yet in S3", n,
+	       human_bytes(counter(t, "ringcache_writeback_backlog_bytes"), a,
+			   sizeof(a)));
+	if (n && age >= 0)
+		printf(", the oldest committed %s ago",
+		       human_duration((uint64_t)age, b, sizeof(b)));
+	printf(", %s staged in memory\n",
+	       human_bytes(counter(t, "ringcache_writeback_staged_bytes"), a,
+			   sizeof(a)));
+}
+
+/* Number of samples of a labelled metric (e.g. queues with a plan). */
+static unsigned samples(const char *text, const char *name)
+{
+	size_t nl = strlen(name);
+	unsigned n = 0;
+	for (const char *p = text; *p; ) {
+		const char *eol = strchrnul(p, '\n');
+		if (!strncmp(p, name, nl) && p[nl] == '{')
+			n++;
+		p = *eol ? eol + 1 : eol;
+	}
+	return n;
+}
+
+static void print_prefetch(const char *t)
+{
+	char a[32], b[32];
+	printf("  prefetch    %s fetched ahead, %s pinned unread, %u queues "
+	       "with a plan, %" PRIu64 " GETs cancelled, %" PRIu64
+	       " windows shed\n",
+	       human_bytes(counter(t, "ringcache_prefetch_bytes_total"), a,
+			   sizeof(a)),
+	       human_bytes(counter(t, "ringcache_prefetch_pinned_bytes"), b,
+			   sizeof(b)),
+	       samples(t, "ringcache_queue_prefetch_bytes"),
+	       counter(t, "ringcache_prefetch_cancelled_total"),
+	       counter(t, "ringcache_prefetch_shed_total"));
+}
+
+/* The data stall per GPU: reads and mean wait, from the histogram's
+ * _count and _sum lines ({gpu="G"} each). */
+static void print_read_wait(const char *t)
+{
+	static const char cnt[] = "ringcache_read_wait_seconds_count{gpu=\"";
+	static const char sum[] = "ringcache_read_wait_seconds_sum{gpu=\"";
+	bool first = true;
+	for (const char *p = t; (p = strstr(p, cnt)) != NULL; ) {
+		p += sizeof(cnt) - 1;
+		size_t gl = strcspn(p, "\"");
+		if (gl > 16 || p[gl] != '"')
+			break;
+		char gpu[17], key[sizeof(sum) + 20];
+		memcpy(gpu, p, gl);
+		gpu[gl] = 0;
+		const char *v = strchr(p, ' ');
+		double n = v ? strtod(v + 1, NULL) : 0;
+		snprintf(key, sizeof(key), "%s%s\"} ", sum, gpu);
+		const char *s = strstr(t, key);
+		double secs = s ? strtod(s + strlen(key), NULL) : 0;
+		printf("%s gpu %s: %.0f reads, mean wait %.3f ms", first ?
+		       "  read wait  " : ";", gpu, n, n ? secs * 1e3 / n : 0.0);
+		first = false;
+	}
+	if (first)
+		printf("  read wait   no reads yet");
+	putchar('\n');
+}
+
 static int cmd_status(void)
 {
 	char *t = malloc(STATS_BUF);
@@ -213,7 +288,7 @@ static int cmd_status(void)
 	uint64_t hits = counter(t, "ringcache_cache_hits_total");
 	uint64_t misses = counter(t, "ringcache_cache_misses_total");
 	uint64_t used = counter(t, "ringcache_arena_bytes_used");
-	uint64_t total = counter(t, "ringcache_arena_bytes_total");
+	uint64_t total = counter(t, "ringcache_arena_capacity_bytes");
 
 	printf("ringcached at %s\n", socket_shown());
 	printf("  uptime      %s\n", human_duration(
@@ -254,6 +329,9 @@ static int cmd_status(void)
 			   a, sizeof(a)),
 	       human_bytes(counter(t, "ringcache_writeback_journal_bytes"), b,
 			   sizeof(b)));
+	print_backlog(t);
+	print_prefetch(t);
+	print_read_wait(t);
 	print_config_state(t);
 	free(t);
 	return 0;

@@ -10,6 +10,7 @@
  * than CONFIG_MAX_LINE are refused, not split. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -273,6 +274,48 @@ static int key_open_fetch(struct parser *p, const char *key,
 	if (strcmp(value, "block") && strcmp(value, "head"))
 		return fail_value(p, key, value, "must be block or head");
 	p->cfg->open_fetches_block = strcmp(value, "block") == 0;
+	return 1;
+}
+
+/* HOST:PORT, [IPv6]:PORT, or a port alone (loopback): a non-loopback
+ * endpoint is there only if its address is written out. No name lookup
+ * but localhost: the daemon binds what the file says, nothing a resolver
+ * could change. */
+static int key_metrics_listen(struct parser *p, const char *key,
+			      const char *value)
+{
+	static const char why[] =
+		"must be HOST:PORT (an IPv4 address, [an IPv6 address] or "
+		"localhost; port 1-65535), or a port alone for 127.0.0.1";
+	char host[sizeof(p->cfg->metrics_host)] = "127.0.0.1";
+	const char *port = value, *colon = strrchr(value, ':');
+	if (value[0] == '[') {
+		const char *end = strchr(value, ']');
+		if (!end || end[1] != ':' || (size_t)(end - value - 1) >= sizeof(host))
+			return fail_value(p, key, value, why);
+		memcpy(host, value + 1, (size_t)(end - value - 1));
+		host[end - value - 1] = 0;
+		port = end + 2;
+	} else if (colon) {
+		if ((size_t)(colon - value) >= sizeof(host))
+			return fail_value(p, key, value, why);
+		if (colon != value) {
+			memcpy(host, value, (size_t)(colon - value));
+			host[colon - value] = 0;
+		}
+		port = colon + 1;
+	}
+	if (!strcmp(host, "localhost"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	unsigned char addr[16];
+	uint64_t n;
+	bool v6 = value[0] == '[';
+	if (inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) != 1 ||
+	    parse_u64(port, 10, &n) < 0 || n < 1 || n > 65535)
+		return fail_value(p, key, value, why);
+	snprintf(p->cfg->metrics_host, sizeof(p->cfg->metrics_host), "%s",
+		 host);
+	p->cfg->metrics_port = (uint16_t)n;
 	return 1;
 }
 
@@ -833,6 +876,32 @@ static int key_upload_concurrency(struct parser *p, const char *key,
 	return 1;
 }
 
+/* Requests/s of the prefix's budget (budget.h); 0: not shaped. */
+static int key_rate(struct parser *p, const char *key, const char *value,
+		    uint32_t *field)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(value, &end, 10);
+	if (errno || *end || value[0] == '-' || n > 1000000)
+		return fail_value(p, key, value,
+				  "must be requests/s from 0 (off) to 1000000");
+	*field = (uint32_t)n;
+	return 1;
+}
+
+static int key_s3_get_rate(struct parser *p, const char *key,
+			   const char *value)
+{
+	return key_rate(p, key, value, &current_dataset(p)->s3_get_rate);
+}
+
+static int key_s3_put_rate(struct parser *p, const char *key,
+			   const char *value)
+{
+	return key_rate(p, key, value, &current_dataset(p)->s3_put_rate);
+}
+
 static int key_journal(struct parser *p, const char *key, const char *value)
 {
 	if (value[0] != '/')
@@ -967,6 +1036,7 @@ static const struct key_spec daemon_keys[] = {
 	FN("staging_memory", key_staging_memory),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
+	FN("metrics_listen", key_metrics_listen),
 	{0},
 };
 
@@ -1001,6 +1071,8 @@ static const struct key_spec dataset_keys[] = {
 	FN("upload_concurrency", key_upload_concurrency),
 	FN("max_object_size", key_max_object_size),
 	FN("overwrite", key_overwrite),
+	FN("s3_get_rate", key_s3_get_rate),
+	FN("s3_put_rate", key_s3_put_rate),
 	{0},
 };
 
@@ -1147,6 +1219,8 @@ static void open_dataset(struct parser *p, const char *name)
 	ds->part_size = 64ull << 20;
 	ds->upload_concurrency = 4;
 	ds->max_object_size = RC_S3_MAX_OBJECT;
+	ds->s3_get_rate = 5500;
+	ds->s3_put_rate = 3500;
 	ds->name = strdup(name);
 	if (!ds->name) {
 		fail(p, NULL, "out of memory");

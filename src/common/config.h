@@ -37,6 +37,9 @@ struct rc_dataset_config {
 	/* overwrite = true; false: an upload never replaces an object
 	 * already at its key (SYNC then fails with -EEXIST). */
 	bool no_overwrite;
+	/* s3_get_rate = 5500, s3_put_rate = 3500: the request budget of the
+	 * prefix, requests/s (S3's per-prefix rates; 0: not shaped). */
+	uint32_t s3_get_rate, s3_put_rate;
 };
 
 /* The largest max_plan_entries: a plan's entries are copied and scanned
@@ -79,6 +82,10 @@ struct rc_config {
 	uint64_t staging_bytes;  /* staging_memory = 1G: checkpoint bytes held */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */
 	uint64_t tier_bytes;     /* tier_size = 64G; both or neither */
+	/* metrics_listen = HOST:PORT, the Prometheus endpoint; port 0: off.
+	 * A numeric address ("localhost" and a bare port: 127.0.0.1). */
+	char metrics_host[48];
+	uint16_t metrics_port;
 	/* [s3] */
 	char *endpoint;          /* endpoint = (default: AWS for region) */
 	char *region;            /* region = us-east-1 */

@@ -67,6 +67,19 @@ static inline void rc_list_del(struct rc_list *n)
 	rc_list_init(n);
 }
 
+/* Moves every element of src, in order, to the end of dst; src is left
+ * empty. (A queue taken whole under a lock, worked on outside it.) */
+static inline void rc_list_splice_tail(struct rc_list *dst, struct rc_list *src)
+{
+	if (rc_list_empty(src))
+		return;
+	src->next->prev = dst->prev;
+	dst->prev->next = src->next;
+	src->prev->next = dst;
+	dst->prev = src->prev;
+	rc_list_init(src);
+}
+
 static inline struct rc_list *rc_list_first(const struct rc_list *head)
 {
 	return rc_list_empty(head) ? NULL : head->next;

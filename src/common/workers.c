@@ -13,20 +13,22 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "list.h"
+
 #define MAX_WORKERS 16
 
 struct job {
 	void (*run)(void *arg);
 	void (*done)(void *arg);
 	void *arg;
-	struct job *next;
+	struct rc_list link; /* on the queue, then on finished */
 };
 
 struct workers {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct job *queue_head, *queue_tail; /* FIFO: parts in order */
-	struct job *finished;
+	struct rc_list queue;    /* FIFO: parts in order */
+	struct rc_list finished; /* in the order they finished */
 	bool stopping;
 	int efd;
 	unsigned pending; /* the reactor's count: submitted, not reaped */
@@ -37,14 +39,12 @@ struct workers {
 static struct job *take_job(struct workers *w)
 {
 	pthread_mutex_lock(&w->lock);
-	while (!w->queue_head && !w->stopping)
+	while (rc_list_empty(&w->queue) && !w->stopping)
 		pthread_cond_wait(&w->cond, &w->lock);
-	struct job *j = w->queue_head;
-	if (j) {
-		w->queue_head = j->next;
-		if (!w->queue_head)
-			w->queue_tail = NULL;
-	}
+	struct rc_list *first = rc_list_first(&w->queue);
+	struct job *j = first ? rc_list_entry(first, struct job, link) : NULL;
+	if (j)
+		rc_list_del(&j->link);
 	pthread_mutex_unlock(&w->lock);
 	return j;
 }
@@ -56,8 +56,7 @@ static void *worker_main(void *arg)
 	while ((j = take_job(w))) {
 		j->run(j->arg);
 		pthread_mutex_lock(&w->lock);
-		j->next = w->finished;
-		w->finished = j;
+		rc_list_add_tail(&w->finished, &j->link);
 		pthread_mutex_unlock(&w->lock);
 		uint64_t one = 1;
 		/* Only fails when the counter is saturated: it is set anyway. */
@@ -73,6 +72,8 @@ struct workers *workers_new(unsigned n, const char *name)
 		return NULL;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
+	rc_list_init(&w->queue);
+	rc_list_init(&w->finished);
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w->efd < 0) {
 		workers_free(w);
@@ -108,13 +109,13 @@ struct workers *workers_new(unsigned n, const char *name)
 }
 
 
-static void jobs_free(struct job *j)
+static void jobs_free(struct rc_list *jobs)
 {
-	while (j) {
-		struct job *next = j->next;
-		free(j);
-		j = next;
-	}
+	struct rc_list *pos, *tmp;
+
+	rc_list_for_each_safe(pos, tmp, jobs)
+		free(rc_list_entry(pos, struct job, link));
+	rc_list_init(jobs);
 }
 
 void workers_free(struct workers *w)
@@ -123,13 +124,12 @@ void workers_free(struct workers *w)
 		return;
 	pthread_mutex_lock(&w->lock);
 	w->stopping = true;
-	jobs_free(w->queue_head); /* never started: nobody waits for them */
-	w->queue_head = w->queue_tail = NULL;
+	jobs_free(&w->queue); /* never started: nobody waits for them */
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 	for (unsigned i = 0; i < w->n_threads; i++)
 		pthread_join(w->threads[i], NULL);
-	jobs_free(w->finished);
+	jobs_free(&w->finished);
 	if (w->efd >= 0)
 		close(w->efd);
 	pthread_cond_destroy(&w->cond);
@@ -143,13 +143,9 @@ int workers_submit(struct workers *w, void (*run)(void *arg),
 	struct job *j = malloc(sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	*j = (struct job){run, done, arg, NULL};
+	*j = (struct job){ .run = run, .done = done, .arg = arg };
 	pthread_mutex_lock(&w->lock);
-	if (w->queue_tail)
-		w->queue_tail->next = j;
-	else
-		w->queue_head = j;
-	w->queue_tail = j;
+	rc_list_add_tail(&w->queue, &j->link);
 	pthread_cond_signal(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 	w->pending++;
@@ -165,17 +161,16 @@ unsigned workers_reap(struct workers *w)
 {
 	uint64_t v;
 	(void)!read(w->efd, &v, sizeof(v)); /* EAGAIN: nothing signalled */
+	struct rc_list done = RC_LIST_INIT(done), *pos, *tmp;
 	pthread_mutex_lock(&w->lock);
-	struct job *j = w->finished;
-	w->finished = NULL;
+	rc_list_splice_tail(&done, &w->finished);
 	pthread_mutex_unlock(&w->lock);
 	unsigned n = 0;
-	while (j) {
-		struct job *next = j->next;
+	rc_list_for_each_safe(pos, tmp, &done) {
+		struct job *j = rc_list_entry(pos, struct job, link);
 		w->pending--;
-		j->done(j->arg); /* may submit more */
+		j->done(j->arg); /* may submit more: onto the queue, not done */
 		free(j);
-		j = next;
 		n++;
 	}
 	return n;

@@ -20,6 +20,8 @@
 #include "reactor.h"
 #include "creds.h"
 #include "listing.h"
+#include "plan.h"
+#include "metrics.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
@@ -32,6 +34,7 @@ struct fetch_ops;
 struct pqueue;
 struct wobject;
 struct wtimer;
+struct budget;
 
 #define RC_MAX_SHARDS 16
 
@@ -41,6 +44,7 @@ struct dataset {
 	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
 	struct arena arena[RC_MAX_SHARDS];   /* one per shard, on its node */
 	struct cache_arena *ca[RC_MAX_SHARDS]; /* set by the shard itself */
+	struct budget *budget;    /* its prefix's S3 requests (budget.h) */
 };
 
 /* One object version as S3 last described it. */
@@ -74,6 +78,7 @@ struct op {
 	uint16_t arg;
 	int32_t err;
 	uint64_t charged;         /* READ bytes in flight (quota) */
+	uint64_t start_ns;        /* taken from the ring (read-wait metric) */
 };
 
 struct waiter {
@@ -139,21 +144,8 @@ struct session {
 	struct session *next, *prev;
 };
 
-/* A shard's counters: written by its thread, summed by whichever shard
- * renders STATS, hence atomic (each update is one atomic add). */
-typedef _Atomic uint64_t counter_t;
-struct metrics {
-	counter_t hits, misses, s3_get, s3_head, s3_list, s3_errors, s3_retries;
-	counter_t bytes_from_s3, bytes_served_zero_copy, bytes_copied;
-	counter_t ops, bad_entries, sessions_total, sessions_refused;
-	counter_t stale;
-	counter_t prefetch_bytes, prefetch_cancelled, prefetch_shed;
-	counter_t tier_hits, tier_read_errors, tier_admitted, tier_skipped;
-	counter_t wb_committed, wb_uploaded, wb_uploaded_bytes, wb_failed;
-	counter_t wb_rejected; /* failed for good: dropped from the journal */
-	counter_t wb_written_bytes, wb_replayed, wb_write_waits;
-};
 struct wtimer;
+struct wdelay;
 struct journal;
 struct upload_engine;
 
@@ -190,13 +182,13 @@ struct shard {
 	uint32_t pf_inflight, pf_rr;
 	_Atomic uint64_t pf_pinned_bytes;
 	uint64_t pf_generation;
-	uint64_t *plan_keys, *plan_hints; /* (object, block) -> next use */
-	uint64_t plan_mask;
+	struct plan_index plan_index; /* (object, block) -> next use */
 	struct journal *journal;   /* write-back, durability local */
 	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
 	struct wtimer *wb_timers;  /* the upload engine's, for shutdown */
+	struct wdelay *wb_delayed; /* upload requests waiting for the budget */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
@@ -265,8 +257,5 @@ static inline void copy_from_client(void *dst, const void *src, size_t n)
 	__builtin_memcpy(dst, src, n);
 	__asm__ volatile("" ::: "memory");
 }
-
-/* metrics.c */
-size_t metrics_render(const struct daemon *d, char *buf, size_t len);
 
 #endif

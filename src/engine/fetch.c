@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "daemon.h"
 #include "log.h"
 #include "tiering.h"
@@ -33,6 +34,8 @@ struct fetch {
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
+	bool budgeted;             /* holds a budget slot, waiting for it */
+	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
 	uint64_t plan_gen;         /* which plan asked for it */
 	struct reactor_timer retry; /* armed while waiting to retry */
 	uint64_t received;
@@ -212,12 +215,16 @@ static void fetch_transfer_done(void *ctx, CURL *easy, CURLcode code)
 	fetch_done(f, code);
 }
 
+static bool fetch_throttled(struct fetch *f);
+
 static int fetch_start(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	struct daemon *d = sh->d;
 	struct s3_req_params p = {0};
 	char *key = NULL;
+	if (fetch_throttled(f))
+		return 0;
 	p.bucket = f->kind == FETCH_LIST ? f->op->ds->cfg->bucket
 					 : f->obj->ds->cfg->bucket;
 	if (f->kind != FETCH_LIST) {
@@ -324,13 +331,54 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 	return f;
 }
 
+/* f starts again (fetch_start) at due_ns, on its reactor timer. */
+static void retry_insert(struct fetch *f, uint64_t due_ns)
+{
+	reactor_timer_at(f->sh->reactor, &f->retry, due_ns);
+}
+
 static void retry_schedule(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	f->attempt++;
-	reactor_timer_after(sh->reactor, &f->retry,
-		(uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull);
+	retry_insert(f, now_ns() + (uint64_t)s3_backoff_ms(sh->d->s3,
+							   f->attempt) * 1000000ull);
 	sh->m.s3_retries++;
+}
+
+static struct dataset *fetch_dataset(const struct fetch *f)
+{
+	return f->kind == FETCH_LIST ? f->op->ds : f->obj->ds;
+}
+
+/* The prefix's request budget: every request (retries and second tries
+ * too) takes a slot; one whose slot is later waits for it on the retry
+ * timer, then goes, unless a SlowDown took the slot back meanwhile. */
+static bool fetch_throttled(struct fetch *f)
+{
+	struct budget *b = fetch_dataset(f)->budget;
+	if (f->budgeted) {
+		f->budgeted = false;
+		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
+			return false;
+	}
+	uint64_t now = now_ns();
+	uint64_t wait = budget_admit(b, BUDGET_GET, now, &f->budget_ticket);
+	if (!wait)
+		return false;
+	f->budgeted = true;
+	f->sh->m.s3_throttled_ns += wait;
+	retry_insert(f, now + wait);
+	return true;
+}
+
+/* What the reply says about the prefix's request rate. */
+static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
+{
+	enum budget_reply k = budget_classify(r->http_status, r->code);
+	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, now_ns());
+	if (k == BUDGET_REPLY_SLOWDOWN)
+		f->sh->m.s3_slowdowns++;
 }
 
 static void fetch_retry_due(struct reactor_timer *t)
@@ -584,6 +632,7 @@ static void fetch_done(struct fetch *f, CURLcode code)
 	struct shard *sh = f->sh;
 	struct s3_result r;
 	s3_req_result(f->req, code, &r);
+	fetch_budget_reply(f, &r);
 	int err = r.err;
 	if (err == 0 && f->kind != FETCH_LIST)
 		err = check_object_reply(f, &r);
@@ -894,10 +943,12 @@ void fetch_read(struct shard *sh, struct op *op)
 						     b, true);
 		if (e && e->state == ENTRY_VALID) {
 			sh->m.hits++;
+			metrics_dataset_lookup(&sh->m, o->ds->id, true);
 			ops->block_ready(op, e);
 			continue;
 		}
 		sh->m.misses++;
+		metrics_dataset_lookup(&sh->m, o->ds->id, false);
 		op->cqe.flags &= ~RC_CQE_F_HIT;
 		if (e) {
 			if (add_waiter(&e->waiters, op) < 0)

@@ -1,6 +1,8 @@
 /* prefetch.c - owns prefetch plans: validating and copying a session's
  * plan, the window of pinned blocks ahead of the session's reads, and the
- * deficit-round-robin scheduler that shares prefetch GETs between queues. */
+ * deficit-round-robin scheduler that shares prefetch GETs between queues.
+ * What to issue, unpin or evict is decided by plan.c's pure functions;
+ * this file applies it to the shard (fetches, cache pins, quotas). */
 #include "prefetch.h"
 
 #include <errno.h>
@@ -11,186 +13,55 @@
 #include "fetch.h"
 #include "log.h"
 
-/* ---- the plan index: (object, block) -> its next planned use ----------
- * One slot per (block, plan using it), holding a hint: the plan's
- * generation (low 24 bits) and the entry index (40 bits) of the block's
- * first use at or after the plan's cursor. Rebuilt whenever a plan comes,
- * grows or goes (once an epoch), so blocks fetched later learn their place
- * too. Once a session reads past a slot's entry, its plan's chain of uses
- * of that block gives the next one (the next epoch's, when it was
- * appended); the block's next use is the nearest over its plans, as the
- * next epoch usually gives it to another GPU's queue. Keys are 64-bit
- * hashes: a rare collision only misplaces one block in the eviction order.
+/* ---- the plan index (plan.h): (object, block) -> its next planned use
  * A cache entry's plan_hint is nonzero while the index may plan it. */
-
-#define HINT_IDX_BITS 40
-
-static uint64_t block_key(uint64_t obj_id, uint64_t b)
-{
-	uint64_t x = obj_id * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull);
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return (x ^ (x >> 29)) | 1;
-}
-
-static uint64_t hint_make(uint64_t gen, uint64_t idx)
-{
-	uint64_t g = gen & 0xffffff;
-	return ((g ? g : 1) << HINT_IDX_BITS) | (idx & ((1ull << HINT_IDX_BITS) - 1));
-}
-
-static struct plan *plan_of_hint(const struct shard *sh, uint64_t hint)
-{
-	uint64_t g = hint >> HINT_IDX_BITS;
-	for (const struct pqueue *q = sh->pqueues; q; q = q->next) {
-		uint64_t qg = q->plan ? q->plan->generation & 0xffffff : 0;
-		if (q->plan && (qg ? qg : 1) == g)
-			return q->plan;
-	}
-	return NULL;
-}
 
 uint64_t prefetch_hint(const struct shard *sh, uint64_t obj_id, uint64_t b)
 {
-	if (!sh->plan_keys)
-		return 0;
-	uint64_t k = block_key(obj_id, b);
-	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
-		if (sh->plan_keys[i] == k && sh->plan_hints[i])
-			return sh->plan_hints[i];
-		if (sh->plan_keys[i] == 0)
-			return 0;
-	}
-}
-
-static const struct plan_item *plan_item_at(const struct plan *p,
-					     uint64_t idx)
-{
-	return &p->items[idx - p->base];
-}
-
-static uint64_t item_first_block(const struct plan_item *it, uint64_t bs)
-{
-	return it->offset / bs;
-}
-
-static uint64_t item_last_block(const struct plan_item *it, uint64_t bs)
-{
-	return (it->offset + it->len - 1) / bs;
-}
-
-/* The entry after idx that uses block b of idx's object: UINT64_MAX if
- * none (or b is not idx's: a hash collision). */
-static uint64_t next_use_of_block(const struct plan *p, uint64_t idx,
-				  uint64_t b, uint64_t bs)
-{
-	const struct plan_item *it = plan_item_at(p, idx);
-	if (b < item_first_block(it, bs) || b > item_last_block(it, bs))
-		return UINT64_MAX;
-	return p->blk_next[it->blk + b - item_first_block(it, bs)];
-}
-
-/* How far ahead of its plan's cursor slot i's block is next used
- * (INT64_MAX: not any more); moves the slot along its chain. */
-static int64_t slot_distance(struct shard *sh, uint64_t i, uint64_t b)
-{
-	uint64_t hint = sh->plan_hints[i];
-	const struct plan *p = hint ? plan_of_hint(sh, hint) : NULL;
-	uint64_t idx = hint & ((1ull << HINT_IDX_BITS) - 1);
-	if (!p || idx < p->base) {
-		sh->plan_hints[i] = 0; /* plan gone, or that use long past */
-		return INT64_MAX;
-	}
-	while (idx < p->cursor) /* read already: follow the chain */
-		idx = next_use_of_block(p, idx, b, sh->d->cfg.block_bytes);
-	if (idx == UINT64_MAX) {
-		sh->plan_hints[i] = 0;
-		return INT64_MAX;
-	}
-	sh->plan_hints[i] = hint_make(p->generation, idx);
-	return (int64_t)(idx - p->cursor);
+	return plan_index_hint(&sh->plan_index, obj_id, b);
 }
 
 int64_t prefetch_next_use(void *shard, struct cache_entry *e)
 {
 	struct shard *sh = shard;
-	if (!e->plan_hint || !sh->plan_keys)
+	if (!e->plan_hint || !sh->plan_index.keys)
 		return INT64_MAX;
-	uint64_t k = block_key(e->obj_id, e->blkno);
-	int64_t best = INT64_MAX;
-	for (uint64_t i = k & sh->plan_mask; sh->plan_keys[i];
-	     i = (i + 1) & sh->plan_mask) {
-		if (sh->plan_keys[i] != k || !sh->plan_hints[i])
-			continue;
-		int64_t d = slot_distance(sh, i, e->blkno);
-		if (d < best)
-			best = d;
-	}
+	int64_t best = plan_index_next_use(&sh->plan_index, e->obj_id,
+					   e->blkno, sh->d->cfg.block_bytes);
 	if (best == INT64_MAX)
 		e->plan_hint = 0; /* no further use planned: skip the lookup */
 	return best;
 }
 
-/* Adds the block's use in the hint's plan, unless that plan has a nearer
- * one already (entries are added in order from the cursor). */
-static void index_put(struct shard *sh, uint64_t k, uint64_t hint)
+/* A planned block already cached learns its place. */
+static void hint_cached(void *shard, uint64_t obj_id, uint64_t b)
 {
-	for (uint64_t i = k & sh->plan_mask;; i = (i + 1) & sh->plan_mask) {
-		if (sh->plan_keys[i] == 0) {
-			sh->plan_keys[i] = k;
-			sh->plan_hints[i] = hint;
-			return;
-		}
-		if (sh->plan_keys[i] == k &&
-		    sh->plan_hints[i] >> HINT_IDX_BITS == hint >> HINT_IDX_BITS)
-			return;
-	}
+	struct shard *sh = shard;
+	struct cache_entry *e = cache_lookup(&sh->cache, obj_id, b, false);
+	if (e)
+		e->plan_hint = prefetch_hint(sh, obj_id, b);
 }
 
 static void index_rebuild(struct shard *sh)
 {
-	uint64_t bs = sh->d->cfg.block_bytes, blocks = 0;
-	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
-		struct plan *p = q->plan;
-		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++)
-			blocks += item_last_block(plan_item_at(p, i), bs) -
-				  item_first_block(plan_item_at(p, i), bs) + 1;
+	uint32_t n = 0;
+	for (struct pqueue *q = sh->pqueues; q; q = q->next)
+		n += q->plan != NULL;
+	struct plan **plans = malloc((n ? n : 1) * sizeof(*plans));
+	int r = -ENOMEM;
+	if (plans) {
+		n = 0;
+		for (struct pqueue *q = sh->pqueues; q; q = q->next)
+			if (q->plan)
+				plans[n++] = q->plan;
+		r = plan_index_build(&sh->plan_index, plans, n,
+				     sh->d->cfg.block_bytes, hint_cached, sh);
+		free(plans);
+	} else {
+		plan_index_free(&sh->plan_index);
 	}
-	free(sh->plan_keys);
-	free(sh->plan_hints);
-	sh->plan_keys = sh->plan_hints = NULL;
-	sh->cache.plans_active = blocks > 0;
-	if (!blocks)
-		return;
-	uint64_t cap = 1024;
-	while (cap < blocks * 2)
-		cap <<= 1;
-	sh->plan_keys = calloc(cap, sizeof(uint64_t));
-	sh->plan_hints = calloc(cap, sizeof(uint64_t));
-	if (!sh->plan_keys || !sh->plan_hints) {
-		free(sh->plan_keys);
-		free(sh->plan_hints);
-		sh->plan_keys = sh->plan_hints = NULL;
-		sh->cache.plans_active = false; /* the default policy stands */
-		return;
-	}
-	sh->plan_mask = cap - 1;
-	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
-		struct plan *p = q->plan;
-		for (uint64_t i = p ? p->cursor : 0; p && i < p->n; i++) {
-			const struct plan_item *it = plan_item_at(p, i);
-			uint64_t hint = hint_make(p->generation, i);
-			for (uint64_t b = item_first_block(it, bs);
-			     b <= item_last_block(it, bs); b++) {
-				uint64_t k = block_key(it->obj->id, b);
-				index_put(sh, k, hint);
-				struct cache_entry *e = cache_lookup(
-					&sh->cache, it->obj->id, b, false);
-				if (e)
-					e->plan_hint = prefetch_hint(sh, it->obj->id, b);
-			}
-		}
-	}
+	/* on -ENOMEM the default policy stands */
+	sh->cache.plans_active = r > 0;
 }
 
 /* What all windows together may pin: half the memory. */
@@ -199,17 +70,11 @@ static uint64_t pinned_budget(const struct shard *sh)
 	return sh->budget.sb_total * sh->budget.sb_bytes / 2;
 }
 
-/* One plan's window: the configured bytes, at most a quarter of memory
- * and its queue's share of the pinned budget, so a queue that runs ahead
- * (into the next epoch's appended order, while others finish this one)
- * cannot hold the pins another queue needs for its next sample. */
 static uint64_t window_bytes(const struct shard *sh)
 {
-	uint64_t cap = sh->budget.sb_total * sh->budget.sb_bytes / 4;
-	uint64_t share = pinned_budget(sh) / (sh->n_planned ? sh->n_planned : 1);
-	uint64_t w = sh->d->cfg.prefetch_window_bytes;
-	w = w < cap ? w : cap;
-	return w < share ? w : share;
+	return plan_window_bytes(sh->d->cfg.prefetch_window_bytes,
+				 sh->budget.sb_total * sh->budget.sb_bytes,
+				 sh->n_planned);
 }
 
 /* Whether the plan's uid pins all it may: its windows stop growing. */
@@ -221,9 +86,9 @@ static bool uid_pins_full(const struct shard *sh, const struct plan *p)
 		       sh->d->quota.v.pinned_per_uid;
 }
 
+/* The plan's own count goes in plan.c; the shard's and the uid's here. */
 static void pinned_sub(struct shard *sh, struct plan *p, uint64_t bytes)
 {
-	p->pinned_bytes -= bytes;
 	sh->pf_pinned_bytes -= bytes;
 	if (p->usage)
 		quota_uncharge(&p->usage->pinned_bytes, bytes);
@@ -231,13 +96,11 @@ static void pinned_sub(struct shard *sh, struct plan *p, uint64_t bytes)
 
 static void unpin_until(struct shard *sh, struct plan *p, uint64_t item)
 {
-	while (p->pin_head < p->pin_tail && p->pins[p->pin_head].item < item) {
-		struct cache_entry *e = p->pins[p->pin_head++].e;
+	struct cache_entry *e;
+	while ((e = plan_pin_pop_before(p, item))) {
 		pinned_sub(sh, p, e->len);
 		cache_unpin(&sh->cache, e);
 	}
-	if (p->pin_head == p->pin_tail)
-		p->pin_head = p->pin_tail = 0;
 }
 
 bool prefetch_shed(void *shard)
@@ -250,15 +113,11 @@ bool prefetch_shed(void *shard)
 			p = q->plan;
 	if (!p)
 		return false;
-	uint64_t n = (p->pin_tail - p->pin_head + 3) / 4;
+	uint64_t n = (plan_pin_count(p) + 3) / 4;
 	while (n--) {
-		struct plan_pin *pin = &p->pins[--p->pin_tail];
-		pinned_sub(sh, p, pin->e->len);
-		if (pin->item < p->issued) {
-			p->issued = pin->item; /* prefetched again later */
-			p->issued_blk = 0;
-		}
-		cache_unpin(&sh->cache, pin->e);
+		struct cache_entry *e = plan_pin_pop_last(p);
+		pinned_sub(sh, p, e->len);
+		cache_unpin(&sh->cache, e);
 	}
 	sh->m.prefetch_shed++;
 	return true;
@@ -267,23 +126,8 @@ bool prefetch_shed(void *shard)
 static int pin_push(struct shard *sh, struct plan *p, uint64_t item,
 		    struct cache_entry *e)
 {
-	if (p->pin_tail == p->pin_cap) {
-		if (p->pin_head > 0) {
-			memmove(p->pins, p->pins + p->pin_head,
-				(p->pin_tail - p->pin_head) * sizeof(*p->pins));
-			p->pin_tail -= p->pin_head;
-			p->pin_head = 0;
-		} else {
-			uint64_t cap = p->pin_cap ? p->pin_cap * 2 : 256;
-			struct plan_pin *np = realloc(p->pins, cap * sizeof(*np));
-			if (!np)
-				return -ENOMEM;
-			p->pins = np;
-			p->pin_cap = cap;
-		}
-	}
-	p->pins[p->pin_tail++] = (struct plan_pin){item, e};
-	p->pinned_bytes += e->len;
+	if (plan_pin_push(p, item, e) < 0)
+		return -ENOMEM;
 	sh->pf_pinned_bytes += e->len;
 	if (p->usage) /* the limit is checked before (plan_has_work) */
 		atomic_fetch_add_explicit(&p->usage->pinned_bytes, e->len,
@@ -303,49 +147,6 @@ static void plan_free(struct shard *sh, struct plan *p)
 	free(p->blk_next);
 	free(p->pins);
 	free(p);
-}
-
-/* Numbers the entries' blocks and chains each block's uses, walking the
- * plan backwards with a table of the nearest later use of each block. */
-static int plan_link(struct shard *sh, struct plan *p)
-{
-	uint64_t bs = sh->d->cfg.block_bytes, blocks = 0;
-	for (uint64_t i = p->base; i < p->n; i++) {
-		p->items[i - p->base].blk = blocks;
-		blocks += item_last_block(plan_item_at(p, i), bs) -
-			  item_first_block(plan_item_at(p, i), bs) + 1;
-	}
-	p->blocks = blocks;
-	uint64_t cap = 1024;
-	while (cap < blocks * 2)
-		cap <<= 1;
-	uint64_t *keys = calloc(cap, sizeof(*keys));
-	uint64_t *uses = malloc(cap * sizeof(*uses));
-	uint64_t *next = malloc((blocks ? blocks : 1) * sizeof(*next));
-	if (!keys || !uses || !next) {
-		free(keys);
-		free(uses);
-		free(next);
-		return -ENOMEM;
-	}
-	for (uint64_t i = p->n; i-- > p->base;) {
-		const struct plan_item *it = plan_item_at(p, i);
-		for (uint64_t b = item_first_block(it, bs);
-		     b <= item_last_block(it, bs); b++) {
-			uint64_t k = block_key(it->obj->id, b), j = k & (cap - 1);
-			while (keys[j] && keys[j] != k)
-				j = (j + 1) & (cap - 1);
-			next[it->blk + b - item_first_block(it, bs)] =
-				keys[j] ? uses[j] : UINT64_MAX;
-			keys[j] = k;
-			uses[j] = i;
-		}
-	}
-	free(keys);
-	free(uses);
-	free(p->blk_next);
-	p->blk_next = next;
-	return 0;
 }
 
 /* Copies and validates the client's entries, covering at most
@@ -368,18 +169,13 @@ static struct plan *plan_copy(struct session *s,
 		struct rc_plan_entry e;
 		copy_from_client(&e, &entries[i], sizeof(e));
 		struct object *o = resolve(s, e.handle);
-		if (!o)
-			*err = -EBADF;
-		else if (e.reserved || e.len == 0 || e.offset >= o->size)
-			*err = -EINVAL;
+		*err = o ? plan_entry_check(&e, o->size) : -EBADF;
 		if (*err)
 			break;
 		object_get(o);
 		struct plan_item *it = &p->items[p->n++];
-		*it = (struct plan_item){
-			o, e.offset,
-			e.len < o->size - e.offset ? e.len : o->size - e.offset, 0};
-		p->blocks += item_last_block(it, bs) - item_first_block(it, bs) + 1;
+		*it = plan_item_make(o, o->id, o->size, &e);
+		p->blocks += plan_item_blocks(it, bs);
 		if (p->blocks > max_blocks)
 			*err = -E2BIG; /* the cost of a plan is its blocks */
 	}
@@ -398,26 +194,13 @@ static struct plan *plan_copy(struct session *s,
  * were. */
 static int plan_append(struct shard *sh, struct plan *p, struct plan *more)
 {
-	uint64_t keep = p->n - p->cursor;
-	struct plan_item *items = malloc((keep + more->n) * sizeof(*items));
-	if (!items)
+	struct plan_item *old;
+	uint64_t n_old;
+	if (plan_append_items(p, more->items, more->n, sh->d->cfg.block_bytes,
+			      &old, &n_old) < 0)
 		return -ENOMEM;
-	memcpy(items, p->items + (p->cursor - p->base), keep * sizeof(*items));
-	memcpy(items + keep, more->items, more->n * sizeof(*items));
-	struct plan_item *old = p->items;
-	uint64_t old_base = p->base, old_n = p->n;
-	p->items = items;
-	p->base = p->cursor;
-	p->n = p->cursor + keep + more->n;
-	if (plan_link(sh, p) < 0) {
-		p->items = old;
-		p->base = old_base;
-		p->n = old_n;
-		free(items);
-		return -ENOMEM;
-	}
-	for (uint64_t i = old_base; i < p->base; i++)
-		object_put(sh->d, old[i - old_base].obj);
+	for (uint64_t i = 0; i < n_old; i++)
+		object_put(sh->d, old[i].obj);
 	free(old);
 	more->n = 0; /* its objects' references moved to p */
 	plan_free(sh, more);
@@ -434,8 +217,8 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned--;
 	fetch_cancel_prefetch(sh, p->generation);
+	index_rebuild(sh); /* first: the index lists the plans it reads */
 	plan_free(sh, p);
-	index_rebuild(sh);
 }
 
 struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
@@ -488,13 +271,6 @@ static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
 	return quota_charge(q, &s->usage->plan_entries, n,
 			    q->v.plan_entries_per_uid + freed,
 			    REFUSED_PLAN_ENTRIES_PER_UID);
-}
-
-/* Blocks of the plan's entries from its cursor on. */
-static uint64_t plan_blocks_ahead(const struct plan *p)
-{
-	return p->cursor < p->n ? p->blocks - plan_item_at(p, p->cursor)->blk
-				: 0;
 }
 
 static int append_plan(struct session *s, struct plan *cur,
@@ -561,7 +337,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	}
 	p->usage = s->usage;
 	p->charged = p->blocks;
-	if (plan_link(sh, p) < 0) {
+	if (plan_link(p, sh->d->cfg.block_bytes) < 0) {
 		plan_free(sh, p);
 		return -ENOMEM;
 	}
@@ -582,20 +358,12 @@ void prefetch_consumed(struct session *s, const struct object *obj,
 	struct plan *p = s->pq ? s->pq->plan : NULL;
 	if (!p)
 		return;
-	uint64_t end = p->cursor + s->sh->d->cfg.prefetch_window_entries + 16;
-	for (uint64_t i = p->cursor; i < p->n && i < end; i++) {
-		const struct plan_item *it = plan_item_at(p, i);
-		if (it->obj != obj || offset < it->offset ||
-		    offset >= it->offset + it->len)
-			continue;
-		p->cursor = i;
-		unpin_until(s->sh, p, i);
-		if (p->issued < i) {
-			p->issued = i;
-			p->issued_blk = 0;
-		}
+	uint64_t i = plan_find(p, obj, offset,
+			       s->sh->d->cfg.prefetch_window_entries + 16);
+	if (i == UINT64_MAX)
 		return;
-	}
+	plan_move_cursor(p, i);
+	unpin_until(s->sh, p, i);
 }
 
 void prefetch_fetch_done(struct shard *sh, uint64_t gen)
@@ -604,19 +372,15 @@ void prefetch_fetch_done(struct shard *sh, uint64_t gen)
 		struct plan *p = q->plan;
 		if (!p || p->generation != gen)
 			continue;
-		if (p->inflight)
-			p->inflight--;
-		if (p->ramp < sh->d->cfg.prefetch_inflight)
-			p->ramp++; /* one more per completion: doubles per RTT */
+		plan_fetch_done(p, sh->d->cfg.prefetch_inflight);
 		return;
 	}
 }
 
 static bool plan_has_work(const struct shard *sh, const struct plan *p)
 {
-	return p->issued < p->n && p->inflight < p->ramp &&
-	       p->issued < p->cursor + sh->d->cfg.prefetch_window_entries &&
-	       p->pinned_bytes < window_bytes(sh) &&
+	return plan_window_open(p, sh->d->cfg.prefetch_window_entries,
+				window_bytes(sh)) &&
 	       sh->pf_pinned_bytes < pinned_budget(sh) &&
 	       !uid_pins_full(sh, p);
 }
@@ -627,10 +391,8 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 {
 	if (!plan_has_work(sh, p))
 		return -1;
-	const struct plan_item *it = plan_item_at(p, p->issued);
-	uint64_t bs = sh->d->cfg.block_bytes;
-	uint64_t first = it->offset / bs, last = (it->offset + it->len - 1) / bs;
-	uint64_t b = first + p->issued_blk;
+	uint64_t bs = sh->d->cfg.block_bytes, b;
+	const struct plan_item *it = plan_next_block(p, bs, &b);
 	int64_t cost = 0;
 	if (!it->obj->stale) {
 		struct cache_entry *e;
@@ -645,12 +407,7 @@ static int64_t plan_issue_one(struct shard *sh, struct plan *p)
 			p->inflight++;
 		}
 	}
-	if (b >= last) {
-		p->issued++;
-		p->issued_blk = 0;
-	} else {
-		p->issued_blk++;
-	}
+	plan_block_issued(p, bs);
 	return cost;
 }
 

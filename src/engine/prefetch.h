@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include "config.h" /* RC_MAX_PLAN_ENTRIES */
+#include "plan.h"
 #include "ringcache.h"
 
 struct shard;
@@ -31,43 +32,6 @@ struct object;
 struct cache_entry;
 struct uid_usage;
 
-
-struct plan_item {
-	struct object *obj;
-	uint64_t offset, len;
-	uint64_t blk;        /* its first block's slot in plan.blk_next */
-};
-
-struct plan_pin {
-	uint64_t item;
-	struct cache_entry *e;
-};
-
-/* Entry indexes are absolute: appending drops the entries before the
- * cursor and raises base, so the indexes cache entries hold stay valid. */
-struct plan {
-	struct plan_item *items; /* entries base .. n-1 */
-	uint64_t base, n;
-	uint64_t *blk_next;  /* per block of an entry: the next entry that
-				uses that block, UINT64_MAX if none */
-	uint64_t cursor;     /* first entry the session has not reached */
-	uint64_t issued;     /* entries before it have their blocks pinned */
-	uint64_t issued_blk; /* next block of items[issued] */
-	struct plan_pin *pins; /* FIFO in entry order */
-	uint64_t pin_head, pin_tail, pin_cap;
-	uint64_t pinned_bytes;
-	int64_t deficit;
-	uint32_t inflight;   /* its prefetch GETs in flight */
-	uint32_t ramp;       /* how many it may have: slow start, so the
-				first samples are not shared out among a full
-				window of transfers */
-	uint64_t generation;
-	_Atomic uint64_t prefetched_bytes; /* stats (other shards read it) */
-	uint64_t blocks;     /* block uses of entries base .. n-1 */
-	struct uid_usage *usage; /* its uid's: blocks and pins charged */
-	uint64_t charged;    /* blocks charged to usage */
-	bool pins_held;      /* its uid's pinned bytes are at their limit */
-};
 
 struct pqueue {
 	int gpu;             /* -1: private to one session */

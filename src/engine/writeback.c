@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "daemon.h"
 #include "hugemem.h"
 #include "journal.h"
@@ -34,6 +35,16 @@ struct wtimer {
 	struct wtimer *next, *prev;
 };
 
+/* An upload request waiting for its slot in the dataset's request budget
+ * (budget.h); req NULL once the engine removed it (the timer still runs). */
+struct wdelay {
+	struct shard *sh;
+	struct s3_req *req;
+	enum budget_class cls;
+	uint32_t ticket;
+	struct wdelay *next, *prev;
+};
+
 /* ---- the upload engine's driver: the shard's curl handle and timers ---- */
 
 static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
@@ -42,15 +53,82 @@ static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
 	upload_transfer_done(ctx, code);
 }
 
+static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
+			 void *arg);
+
+static enum budget_class req_class(struct s3_req *req)
+{
+	const char *m = NULL;
+	curl_easy_getinfo(s3_req_easy(req), CURLINFO_EFFECTIVE_METHOD, &m);
+	return m && strcmp(m, "HEAD") == 0 ? BUDGET_GET : BUDGET_PUT;
+}
+
+static int transfer_now(struct shard *sh, struct s3_req *req)
+{
+	return curlio_add(sh->curl, s3_req_easy(req), drv_transfer_done, req);
+}
+
+/* The slot's time came; a SlowDown may have taken it back meanwhile. */
+static void delay_due(void *arg)
+{
+	struct wdelay *dl = arg;
+	struct shard *sh = dl->sh;
+	if (dl->req) {
+		struct budget *b = upload_req_tag(dl->req);
+		uint64_t wait = budget_ticket_valid(b, dl->cls, dl->ticket) ? 0 :
+			budget_admit(b, dl->cls, now_ns(), &dl->ticket);
+		if (wait && drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
+					  delay_due, dl) == 0) {
+			sh->m.s3_throttled_ns += wait;
+			return;
+		}
+	}
+	if (dl->prev)
+		dl->prev->next = dl->next;
+	else
+		sh->wb_delayed = dl->next;
+	if (dl->next)
+		dl->next->prev = dl->prev;
+	if (dl->req && transfer_now(sh, dl->req) < 0)
+		upload_transfer_done(dl->req, CURLE_FAILED_INIT);
+	free(dl);
+}
+
+/* A request whose budget slot is later waits for it on a timer. */
 static int drv_add_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
-	return curlio_add(sh->curl, s3_req_easy(req), drv_transfer_done, req);
+	enum budget_class cls = req_class(req);
+	uint32_t ticket;
+	uint64_t wait = budget_admit(upload_req_tag(req), cls, now_ns(),
+				     &ticket);
+	struct wdelay *dl = wait ? calloc(1, sizeof(*dl)) : NULL;
+	if (!dl || drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
+				 delay_due, dl) < 0) {
+		free(dl);
+		return transfer_now(sh, req); /* no memory to wait: go */
+	}
+	sh->m.s3_throttled_ns += wait;
+	dl->sh = sh;
+	dl->req = req;
+	dl->cls = cls;
+	dl->ticket = ticket;
+	dl->next = sh->wb_delayed;
+	if (dl->next)
+		dl->next->prev = dl;
+	sh->wb_delayed = dl;
+	return 0;
 }
 
 static void drv_remove_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
+	for (struct wdelay *dl = sh->wb_delayed; dl; dl = dl->next) {
+		if (dl->req == req) {
+			dl->req = NULL;
+			return;
+		}
+	}
 	curlio_remove(sh->curl, s3_req_easy(req));
 }
 
@@ -72,6 +150,16 @@ static void wtimer_due(struct reactor_timer *rt)
 	void *arg = t->arg;
 	free(t);
 	cb(arg);
+}
+
+static void drv_replied(void *ctx, struct s3_req *req,
+			const struct s3_result *r)
+{
+	struct shard *sh = ctx;
+	enum budget_reply k = budget_classify(r->http_status, r->code);
+	budget_reply(upload_req_tag(req), req_class(req), k, now_ns());
+	if (k == BUDGET_REPLY_SLOWDOWN)
+		sh->m.s3_slowdowns++;
 }
 
 static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
@@ -398,6 +486,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		return;
 	}
 	w->err = out->err;
+	metrics_wb_leave(sh, w);
 	if (out->err == 0) {
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
@@ -431,6 +520,7 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.done = upload_done,
 		.done_ctx = w,
 		.no_overwrite = w->ds->cfg->no_overwrite,
+		.tag = w->ds->budget,
 	};
 	int err = key ? 0 : -ENOMEM;
 	if (!err)
@@ -677,6 +767,7 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		}
 	}
 	sh->m.wb_committed++;
+	metrics_wb_enter(sh, w);
 	upload_start_for(sh, w);
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
@@ -1003,6 +1094,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
+		metrics_wb_enter(sh, w);
 		clean_old_names(sh, ds, o);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
@@ -1043,6 +1135,7 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 		.remove_transfer = drv_remove_transfer,
 		.add_timer = drv_add_timer,
 		.hash = drv_hash,
+		.replied = drv_replied,
 	};
 	char id[96], host[64] = "";
 	gethostname(host, sizeof(host) - 1);
@@ -1131,6 +1224,11 @@ void writeback_destroy(struct shard *sh)
 		reactor_timer_cancel(&t->t);
 		wtimer_unlink(t);
 		free(t);
+	}
+	while (sh->wb_delayed) {
+		struct wdelay *dl = sh->wb_delayed;
+		sh->wb_delayed = dl->next;
+		free(dl);
 	}
 	while (sh->wobjects) {
 		struct wobject *w = sh->wobjects;

@@ -41,6 +41,8 @@ struct wobject {
 	int err;                  /* final upload error, or 0 */
 	char etag[128];
 	uint32_t refs;            /* write handles + a running upload */
+	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
+	bool in_backlog;          /* committed, upload not ended */
 	struct wobject *next, *prev;
 };
 

@@ -410,66 +410,38 @@ static int json_member(const json_t *obj, const char *key, char *dst,
 	return 1;
 }
 
-static int parse_digits(const char **s, int n, int *out)
+/* Whether s starts with shape: 'd' a digit, any other byte itself.
+ * strptime alone would take blanks and one-digit fields. */
+static bool has_shape(const char *s, const char *shape)
 {
-	*out = 0;
-	for (int i = 0; i < n; i++, (*s)++) {
-		if (!isdigit((unsigned char)**s))
-			return -EINVAL;
-		*out = *out * 10 + (**s - '0');
+	for (; *shape; s++, shape++) {
+		if (*shape == 'd' ? !isdigit((unsigned char)*s) : *s != *shape)
+			return false;
 	}
-	return 0;
+	return true;
 }
 
-static int parse_char(const char **s, const char *allowed)
-{
-	if (!**s || !strchr(allowed, **s))
-		return -EINVAL;
-	(*s)++;
-	return 0;
-}
-
-/* "2024-01-02T03:04:05Z", optional fraction, 'Z' or +hh:mm / -hh:mm.
- * (strptime has no fractions or numeric offsets with a colon.) */
+/* "2024-01-02T03:04:05Z", optional fraction, 'Z' or +hh:mm / -hhmm:
+ * strptime reads and range-checks the fields and the offset (%z), timegm
+ * takes them as UTC; strptime has no directive for the fraction. */
 static int parse_iso8601(const char *s, time_t *out)
 {
-	struct tm tm = { 0 };
-	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+	struct tm tm = { 0 }, zone = { 0 };
+	const char *p;
 
-	if (parse_digits(&s, 4, &y) || parse_char(&s, "-") ||
-	    parse_digits(&s, 2, &mo) || parse_char(&s, "-") ||
-	    parse_digits(&s, 2, &d) || parse_char(&s, "Tt") ||
-	    parse_digits(&s, 2, &h) || parse_char(&s, ":") ||
-	    parse_digits(&s, 2, &mi) || parse_char(&s, ":") ||
-	    parse_digits(&s, 2, &sec))
+	if (!has_shape(s, "dddd-dd-ddTdd:dd:dd") ||
+	    !(p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)))
 		return -EINVAL;
-	if (*s == '.') {
-		if (!isdigit((unsigned char)*++s))
+	if (*p == '.') {
+		if (!isdigit((unsigned char)*++p))
 			return -EINVAL;
-		while (isdigit((unsigned char)*s))
-			s++;
+		while (isdigit((unsigned char)*p))
+			p++;
 	}
-	if (*s == '+' || *s == '-') {
-		sign = *s++ == '-' ? -1 : 1;
-		if (parse_digits(&s, 2, &oh))
-			return -EINVAL;
-		if (*s == ':')
-			s++;
-		if (parse_digits(&s, 2, &om))
-			return -EINVAL;
-	} else if (parse_char(&s, "Zz")) {
+	if ((*p != 'Z' && *p != '+' && *p != '-') ||
+	    !(p = strptime(p, "%z", &zone)) || *p)
 		return -EINVAL;
-	}
-	if (*s || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
-	    mi > 59 || sec > 60 || oh > 23 || om > 59)
-		return -EINVAL;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	*out = timegm(&tm) - sign * (oh * 3600 + om * 60);
+	*out = timegm(&tm) - zone.tm_gmtoff;
 	return 0;
 }
 

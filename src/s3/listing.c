@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "ringcache.h"
+#include "vec.h"
 
 struct list_rec {
 	char *name;          /* relative to the dataset prefix */
@@ -21,7 +22,8 @@ struct listing {
 	char *prefix;        /* as the client asked, relative to the dataset */
 	uint64_t used_ns;    /* when a LIST last took it */
 	struct list_rec *recs;
-	size_t first, n, cap; /* the window is recs[first, n) */
+	size_t first, n;     /* the window is recs[first, n) */
+	uint32_t cap;
 	uint64_t base;       /* entry index of recs[first] */
 	uint64_t drop_before; /* the last LIST started here: below it, gone */
 	uint64_t next_index; /* entry index the next page starts at */
@@ -225,15 +227,8 @@ static int push(struct listing *l, char **name, size_t ds_prefix_len,
 			l->n -= l->first;
 			l->first = 0;
 		}
-		if (l->n == l->cap) {
-			size_t cap = l->cap ? l->cap * 2 : 256;
-			struct list_rec *nr = realloc(l->recs,
-						      cap * sizeof(*nr));
-			if (!nr)
-				return -ENOMEM;
-			l->recs = nr;
-			l->cap = cap;
-		}
+		if (RC_GROW(l->recs, l->cap, l->n + 1))
+			return -ENOMEM;
 	}
 	if (l->first == l->n)
 		l->base = idx;

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "daemon.h"
 #include "lifecycle.h"
 #include "session.h"
@@ -42,7 +43,8 @@ static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 	if (!ds)
 		return -ENOMEM;
 	ds->cfg = config_dataset_dup(cfg);
-	int err = ds->cfg ? 0 : -ENOMEM;
+	ds->budget = budget_new(cfg->s3_get_rate, cfg->s3_put_rate);
+	int err = ds->cfg && ds->budget ? 0 : -ENOMEM;
 	uint32_t made = 0;
 	for (; made < d->n_shards && !err; made++) {
 		char name[96];
@@ -59,6 +61,7 @@ static int dataset_add(struct daemon *d, const struct rc_dataset_config *cfg)
 		for (uint32_t k = 0; k + 1 < made; k++)
 			arena_destroy(&ds->arena[k]);
 		dataset_cfg_free(ds->cfg);
+		budget_free(ds->budget);
 		free(ds);
 		return err;
 	}
@@ -258,6 +261,8 @@ static unsigned reload_datasets(struct daemon *d, const struct rc_config *nc)
 		 * the daemon. */
 		retire_cfg(d, ds->cfg);
 		ds->cfg = c;
+		budget_set_ceiling(ds->budget, BUDGET_GET, c->s3_get_rate);
+		budget_set_ceiling(ds->budget, BUDGET_PUT, c->s3_put_rate);
 		if (same_acl)
 			continue;
 		changed++;
@@ -584,8 +589,7 @@ void daemon_destroy(struct daemon *d)
 		for (unsigned k = 0; k < TIER_STAGING; k++)
 			free(sh->staging[k].mem);
 		shard_loop_destroy(sh);
-		free(sh->plan_keys);
-		free(sh->plan_hints);
+		plan_index_free(&sh->plan_index);
 		sh->cache.on_evict = NULL;
 		cache_destroy(&sh->cache);
 	}
@@ -593,6 +597,7 @@ void daemon_destroy(struct daemon *d)
 		for (uint32_t k = 0; k < d->n_shards; k++)
 			arena_destroy(&d->datasets[i]->arena[k]);
 		dataset_cfg_free(d->datasets[i]->cfg);
+		budget_free(d->datasets[i]->budget);
 		free(d->datasets[i]);
 	}
 	for (size_t i = 0; i < d->n_retired; i++)

@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "metrics_http.h"
 
 #define DEFAULT_CONFIG "/etc/ringcache/ringcache.conf"
 
@@ -109,8 +110,15 @@ int main(int argc, char **argv)
 			log_error("%s", line);
 		rc = 1;
 	} else {
-		notify_ready();
-		rc = daemon_run(&d) < 0;
+		struct metrics_http *http;
+		if (metrics_http_start(&d, &http, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			rc = 1;
+		} else {
+			notify_ready();
+			rc = daemon_run(&d) < 0;
+			metrics_http_stop(http);
+		}
 	}
 	daemon_destroy(&d);
 	curl_global_cleanup();

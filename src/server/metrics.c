@@ -1,5 +1,9 @@
-/* metrics.c - owns the daemon's counters as Prometheus text (the STATS
- * message, `ringcache stats`). */
+/* metrics.c - owns the daemon's statistics as Prometheus text (the STATS
+ * message, `ringcache stats`, the HTTP endpoint of metrics_http.c): the
+ * counters of metrics_table.h summed across shards, the gauges read from
+ * each layer's state, read-wait histograms per GPU, hits per dataset and
+ * the write-back backlog. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,47 +11,147 @@
 #include "daemon.h"
 #include "lifecycle.h"
 #include "prefetch.h"
+#include "writeback.h"
 #include "journal.h"
+#include "metrics.h"
 
 struct out {
 	char *buf;
 	size_t len, used;
 };
 
+/* Appends to o; a line that does not fit is dropped whole, and nothing
+ * after it is written (a truncated render stays parseable). */
+__attribute__((format(printf, 2, 3)))
+static void put(struct out *o, const char *fmt, ...)
+{
+	if (o->used + 1 >= o->len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(o->buf + o->used, o->len - o->used, fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < o->len - o->used) {
+		o->used += (size_t)n;
+	} else {
+		o->buf[o->used] = 0;
+		o->used = o->len; /* full: stop */
+	}
+}
+
+static void head(struct out *o, const char *name, const char *type,
+		 const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static void emit(struct out *o, const char *name, const char *type,
 		 const char *help, uint64_t v)
 {
-	if (o->used >= o->len)
-		return;
-	int n = snprintf(o->buf + o->used, o->len - o->used,
-			 "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help,
-			 name, type, name, (unsigned long long)v);
-	if (n > 0)
-		o->used += (size_t)n < o->len - o->used ? (size_t)n
-							 : o->len - o->used - 1;
+	head(o, name, type, help);
+	put(o, "%s %llu\n", name, (unsigned long long)v);
 }
+
+static uint64_t load(const counter_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* ---- the counter table, summed across shards ---------------------------- */
+
+static void emit_table(struct out *o, const struct daemon *d)
+{
+#define RC_COUNTER_EMIT(field, type, name, help)                               \
+	{                                                                      \
+		uint64_t v = 0;                                                \
+		for (uint32_t i = 0; i < d->n_shards; i++)                     \
+			v += load(&d->shards[i].m.field);                      \
+		emit(o, name, #type, help, v);                                 \
+	}
+	RC_COUNTERS(RC_COUNTER_EMIT)
+#undef RC_COUNTER_EMIT
+}
+
+static void emit_throttled(struct out *o, const struct daemon *d)
+{
+	const char *name = "ringcache_s3_throttled_seconds_total";
+	uint64_t ns = 0;
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		ns += load(&d->shards[i].m.s3_throttled_ns);
+	head(o, name, "counter",
+	     "Time S3 requests waited for their prefix's request budget "
+	     "(s3_get_rate, s3_put_rate), summed over requests.");
+	put(o, "%s %.6f\n", name, (double)ns / 1e9);
+}
+
+/* ---- gauges read from each layer's own state ---------------------------- */
+
+static uint64_t sh_handles(const struct shard *sh)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock((pthread_mutex_t *)&sh->lock);
+	for (const struct session *se = sh->sessions; se; se = se->next)
+		n += se->n_handles;
+	pthread_mutex_unlock((pthread_mutex_t *)&sh->lock);
+	return n;
+}
+
+/* G(name, type, help, value of one shard `sh`): summed across shards. */
+#define RC_GAUGES(G)                                                           \
+	G("ringcache_sessions_active", gauge, "Attached client sessions.",     \
+	  sh->n_sessions)                                                      \
+	G("ringcache_handles_open", gauge, "Open object handles.",             \
+	  sh_handles(sh))                                                      \
+	G("ringcache_leases_active", gauge,                                    \
+	  "Blocks leased to clients (not evictable).", sh->cache.stats.leases) \
+	G("ringcache_cache_entries", gauge, "Blocks in the cache.",            \
+	  sh->cache.stats.entries)                                             \
+	G("ringcache_cache_evictions_total", counter, "Blocks evicted.",       \
+	  sh->cache.stats.evictions)                                           \
+	G("ringcache_arena_bytes_used", gauge,                                 \
+	  "Arena bytes in superblocks in use.",                                \
+	  sh->budget.sb_used * sh->budget.sb_bytes)                            \
+	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
+	  sh->budget.sb_total * sh->budget.sb_bytes)                           \
+	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
+	  curlio_inflight(sh->curl))                                                   \
+	G("ringcache_prefetch_pinned_bytes", gauge,                            \
+	  "Prefetched, unread bytes protected from eviction.",                 \
+	  sh->pf_pinned_bytes)                                                 \
+	G("ringcache_writeback_staged_bytes", gauge,                           \
+	  "Checkpoint bytes held in staging memory.", sh->wb_staged)
+
+static void emit_gauges(struct out *o, const struct daemon *d)
+{
+#define RC_GAUGE_EMIT(name, type, help, expr)                                  \
+	{                                                                      \
+		uint64_t v = 0;                                                \
+		for (uint32_t i = 0; i < d->n_shards; i++) {                   \
+			const struct shard *sh = &d->shards[i];                \
+			v += (uint64_t)(expr);                                 \
+		}                                                              \
+		emit(o, name, #type, help, v);                                 \
+	}
+	RC_GAUGES(RC_GAUGE_EMIT)
+#undef RC_GAUGE_EMIT
+}
+
+/* ---- labelled families --------------------------------------------------- */
 
 /* Per-queue prefetch progress, labelled by GPU and queue id. */
 static void emit_queues(struct out *o, const struct daemon *d)
 {
-	bool first = true;
+	head(o, "ringcache_queue_prefetch_bytes", "gauge",
+	     "Bytes prefetched for the queue's current plan.");
 	for (uint32_t i = 0; i < d->n_shards; i++) {
 		pthread_mutex_t *lock = (pthread_mutex_t *)&d->shards[i].lock;
 		pthread_mutex_lock(lock);
 		for (const struct pqueue *q = d->shards[i].pqueues; q;
-		     q = q->next) {
-			if (!q->plan || o->used >= o->len)
-				continue;
-			int n = snprintf(o->buf + o->used, o->len - o->used,
-				"%sringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\"} %llu\n",
-				first ? "# HELP ringcache_queue_prefetch_bytes Bytes prefetched for the queue's current plan.\n"
-					"# TYPE ringcache_queue_prefetch_bytes gauge\n" : "",
-				i, q->id, q->gpu,
-				(unsigned long long)q->plan->prefetched_bytes);
-			if (n > 0 && (size_t)n < o->len - o->used)
-				o->used += (size_t)n;
-			first = false;
-		}
+		     q = q->next)
+			if (q->plan)
+				put(o, "ringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\"} %llu\n",
+				    i, q->id, q->gpu,
+				    (unsigned long long)q->plan->prefetched_bytes);
 		pthread_mutex_unlock(lock);
 	}
 }
@@ -55,18 +159,113 @@ static void emit_queues(struct out *o, const struct daemon *d)
 /* Every refusal of a limit (quota.h), labelled by its reason. */
 static void emit_refused(struct out *o, const struct daemon *d)
 {
-	for (unsigned r = 0; r < REFUSED__COUNT && o->used < o->len; r++) {
-		uint64_t v = atomic_load_explicit(
-			(_Atomic uint64_t *)&d->quota.refused[r],
-			memory_order_relaxed);
-		int n = snprintf(o->buf + o->used, o->len - o->used,
-			"%sringcache_refused_total{reason=\"%s\"} %llu\n",
-			r ? "" : "# HELP ringcache_refused_total Requests refused by a limit per uid or per session, or accepts that ran out of file descriptors.\n"
-				 "# TYPE ringcache_refused_total counter\n",
-			refusal_name(r), (unsigned long long)v);
-		if (n > 0 && (size_t)n < o->len - o->used)
-			o->used += (size_t)n;
+	head(o, "ringcache_refused_total", "counter",
+	     "Requests refused by a limit per uid or per session, or accepts that ran out of file descriptors.");
+	for (unsigned r = 0; r < REFUSED__COUNT; r++)
+		put(o, "ringcache_refused_total{reason=\"%s\"} %llu\n",
+		    refusal_name(r),
+		    (unsigned long long)atomic_load_explicit(
+			    (_Atomic uint64_t *)&d->quota.refused[r],
+			    memory_order_relaxed));
+}
+
+static const uint64_t wait_le_ns[RC_WAIT_BUCKETS] = {
+	100000,    250000,    500000,    1000000,   2500000,    5000000,
+	10000000,  25000000,  50000000,  100000000, 250000000,  500000000,
+	1000000000, 2500000000, 5000000000, 10000000000,
+};
+
+/* The data stall each GPU saw: READ/READ_INTO wait, summed over shards. */
+static void emit_read_wait(struct out *o, const struct daemon *d)
+{
+	static const char name[] = "ringcache_read_wait_seconds";
+	head(o, name, "histogram",
+	     "Time a READ or READ_INTO waited from its submission to its completion (the data stall), by the GPU its session named (none: no GPU).");
+	for (unsigned g = 0; g <= RC_WAIT_NO_GPU; g++) {
+		uint64_t b[RC_WAIT_BUCKETS + 1] = {0}, sum = 0, n = 0;
+		for (uint32_t i = 0; i < d->n_shards; i++) {
+			const struct read_wait *w = &d->shards[i].m.wait[g];
+			for (unsigned k = 0; k <= RC_WAIT_BUCKETS; k++)
+				b[k] += load(&w->bucket[k]);
+			sum += load(&w->sum_ns);
+		}
+		for (unsigned k = 0; k <= RC_WAIT_BUCKETS; k++)
+			n += b[k];
+		if (!n)
+			continue;
+		char gpu[16];
+		if (g == RC_WAIT_NO_GPU)
+			snprintf(gpu, sizeof(gpu), "none");
+		else
+			snprintf(gpu, sizeof(gpu), "%u", g);
+		uint64_t cum = 0;
+		for (unsigned k = 0; k < RC_WAIT_BUCKETS; k++) {
+			cum += b[k];
+			put(o, "%s_bucket{gpu=\"%s\",le=\"%g\"} %llu\n", name,
+			    gpu, (double)wait_le_ns[k] / 1e9,
+			    (unsigned long long)cum);
+		}
+		put(o, "%s_bucket{gpu=\"%s\",le=\"+Inf\"} %llu\n", name, gpu,
+		    (unsigned long long)n);
+		put(o, "%s_sum{gpu=\"%s\"} %.9f\n", name, gpu,
+		    (double)sum / 1e9);
+		put(o, "%s_count{gpu=\"%s\"} %llu\n", name, gpu,
+		    (unsigned long long)n);
 	}
+}
+
+/* Hits, misses and their ratio for each dataset the config holds now. */
+static void emit_datasets(struct out *o, const struct daemon *d)
+{
+	uint32_t n_ds = atomic_load_explicit(
+		(_Atomic uint32_t *)&d->n_datasets, memory_order_acquire);
+	uint64_t hits[RC_MAX_DATASETS] = {0}, misses[RC_MAX_DATASETS] = {0};
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		for (uint32_t k = 0; k < n_ds && k < RC_MAX_DATASETS; k++) {
+			hits[k] += load(&d->shards[i].m.ds_hits[k]);
+			misses[k] += load(&d->shards[i].m.ds_misses[k]);
+		}
+	static const char *const fam[3][3] = {
+		{"ringcache_dataset_cache_hits_total", "counter",
+		 "Block lookups of the dataset served from the cache."},
+		{"ringcache_dataset_cache_misses_total", "counter",
+		 "Block lookups of the dataset that waited for S3 or the tier."},
+		{"ringcache_dataset_hit_ratio", "gauge",
+		 "Hits over lookups of the dataset since start (NaN before its first read)."},
+	};
+	for (unsigned f = 0; f < 3; f++) {
+		head(o, fam[f][0], fam[f][1], fam[f][2]);
+		for (uint32_t k = 0; k < n_ds && k < RC_MAX_DATASETS; k++) {
+			const struct dataset *ds = d->datasets[k];
+			if (!ds || !ds->enabled)
+				continue;
+			uint64_t all = hits[k] + misses[k];
+			if (f < 2)
+				put(o, "%s{dataset=\"%s\"} %llu\n", fam[f][0],
+				    ds->cfg->name, (unsigned long long)(
+				    f ? misses[k] : hits[k]));
+			else
+				put(o, "%s{dataset=\"%s\"} %.6g\n", fam[f][0],
+				    ds->cfg->name, all ? (double)hits[k] /
+				    (double)all : (double)NAN);
+		}
+	}
+}
+
+/* Age of the oldest committed object not yet in S3, 0 with none. */
+static void emit_wb_oldest(struct out *o, const struct daemon *d)
+{
+	uint64_t oldest = 0;
+	for (uint32_t i = 0; i < d->n_shards; i++) {
+		uint64_t t = load(&d->shards[i].m.wb_oldest_ns);
+		if (t && (!oldest || t < oldest))
+			oldest = t;
+	}
+	uint64_t now = now_ns();
+	head(o, "ringcache_writeback_oldest_unuploaded_seconds", "gauge",
+	     "Seconds since the oldest committed checkpoint object not yet in S3 was committed (0: none).");
+	put(o, "ringcache_writeback_oldest_unuploaded_seconds %.3f\n",
+	    oldest && now > oldest ? (double)(now - oldest) / 1e9 : 0.0);
 }
 
 /* Whether the running config is the file's: changed on disk since the
@@ -79,18 +278,13 @@ static void emit_config(struct out *o, const struct daemon *d)
 	emit(o, "ringcache_config_reload_refused", "gauge",
 	     "1 if the last reload was refused (the log says why).",
 	     d->reload_refused);
+	head(o, "ringcache_config_restart_pending", "gauge",
+	     "A key changed in the file that applies only at a restart.");
 	const char *k = d->restart_keys;
-	bool first = true;
-	while (*k && o->used < o->len) {
+	while (*k) {
 		size_t n = strcspn(k, " ");
-		int w = snprintf(o->buf + o->used, o->len - o->used,
-			"%sringcache_config_restart_pending{key=\"%.*s\"} 1\n",
-			first ? "# HELP ringcache_config_restart_pending A key changed in the file that applies only at a restart.\n"
-				"# TYPE ringcache_config_restart_pending gauge\n" : "",
-			(int)n, k);
-		if (w > 0 && (size_t)w < o->len - o->used)
-			o->used += (size_t)w;
-		first = false;
+		put(o, "ringcache_config_restart_pending{key=\"%.*s\"} 1\n",
+		    (int)n, k);
 		k += n + strspn(k + n, " ");
 	}
 }
@@ -98,119 +292,101 @@ static void emit_config(struct out *o, const struct daemon *d)
 size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 {
 	struct out o = {buf, len, 0};
-	struct metrics m = {0};
-	uint64_t sessions = 0, handles = 0, leases = 0, used = 0, total = 0;
-	uint64_t entries = 0, evictions = 0, inflight = 0, pinned = 0;
-	uint64_t tier_used = 0, tier_total = 0, staged = 0;
-	uint64_t journal_used = 0, journal_size = 0;
 	if (len)
 		buf[0] = 0;
-	for (uint32_t i = 0; i < d->n_shards; i++) {
-		const struct shard *sh = &d->shards[i];
-		const struct metrics *s = &sh->m;
-		m.hits += s->hits;
-		m.misses += s->misses;
-		m.s3_get += s->s3_get;
-		m.s3_head += s->s3_head;
-		m.s3_list += s->s3_list;
-		m.s3_errors += s->s3_errors;
-		m.s3_retries += s->s3_retries;
-		m.bytes_from_s3 += s->bytes_from_s3;
-		m.bytes_served_zero_copy += s->bytes_served_zero_copy;
-		m.bytes_copied += s->bytes_copied;
-		m.ops += s->ops;
-		m.bad_entries += s->bad_entries;
-		m.sessions_total += s->sessions_total;
-		m.sessions_refused += s->sessions_refused;
-		m.stale += s->stale;
-		m.prefetch_bytes += s->prefetch_bytes;
-		m.prefetch_cancelled += s->prefetch_cancelled;
-		m.prefetch_shed += s->prefetch_shed;
-		pinned += sh->pf_pinned_bytes;
-		m.wb_committed += s->wb_committed;
-		m.wb_uploaded += s->wb_uploaded;
-		m.wb_uploaded_bytes += s->wb_uploaded_bytes;
-		m.wb_failed += s->wb_failed;
-		m.wb_rejected += s->wb_rejected;
-		if (sh->journal) {
-			struct journal_stats js;
-			journal_get_stats(sh->journal, &js);
-			journal_used += js.used_bytes;
-			journal_size += js.size_limit;
-		}
-		m.wb_written_bytes += s->wb_written_bytes;
-		m.wb_replayed += s->wb_replayed;
-		m.wb_write_waits += s->wb_write_waits;
-		staged += sh->wb_staged;
-		m.tier_hits += s->tier_hits;
-		m.tier_read_errors += s->tier_read_errors;
-		m.tier_admitted += s->tier_admitted;
-		m.tier_skipped += s->tier_skipped;
-		if (sh->tier) {
-			uint64_t u, t;
-			tier_bytes_used(sh->tier, &u, &t);
-			tier_used += u;
-			tier_total += t;
-		}
-		sessions += sh->n_sessions;
-		pthread_mutex_lock((pthread_mutex_t *)&sh->lock);
-		for (const struct session *se = sh->sessions; se; se = se->next)
-			handles += se->n_handles;
-		pthread_mutex_unlock((pthread_mutex_t *)&sh->lock);
-		leases += sh->cache.stats.leases;
-		entries += sh->cache.stats.entries;
-		evictions += sh->cache.stats.evictions;
-		used += sh->budget.sb_used * sh->budget.sb_bytes;
-		total += sh->budget.sb_total * sh->budget.sb_bytes;
-		inflight += curlio_inflight(sh->curl);
-	}
-	emit(&o, "ringcache_sessions_active", "gauge", "Attached client sessions.", sessions);
-	emit(&o, "ringcache_sessions_total", "counter", "Sessions attached since start.", m.sessions_total);
-	emit(&o, "ringcache_sessions_refused_total", "counter", "Attaches refused (max_sessions, max_sessions_per_uid).", m.sessions_refused);
+	emit_table(&o, d);
+	emit_throttled(&o, d);
+	emit_gauges(&o, d);
 	emit_refused(&o, d);
-	emit(&o, "ringcache_handles_open", "gauge", "Open object handles.", handles);
-	emit(&o, "ringcache_leases_active", "gauge", "Blocks leased to clients (not evictable).", leases);
-	emit(&o, "ringcache_ops_total", "counter", "Submission entries processed.", m.ops);
-	emit(&o, "ringcache_bad_entries_total", "counter", "Malformed submission entries.", m.bad_entries);
-	emit(&o, "ringcache_cache_hits_total", "counter", "Block lookups served from the cache.", m.hits);
-	emit(&o, "ringcache_cache_misses_total", "counter", "Block lookups that waited for S3.", m.misses);
-	emit(&o, "ringcache_cache_entries", "gauge", "Blocks in the cache.", entries);
-	emit(&o, "ringcache_cache_evictions_total", "counter", "Blocks evicted.", evictions);
-	emit(&o, "ringcache_arena_bytes_used", "gauge", "Arena bytes in superblocks in use.", used);
-	emit(&o, "ringcache_arena_bytes_total", "gauge", "Arena memory budget.", total);
-	emit(&o, "ringcache_s3_get_total", "counter", "S3 GET requests (ranged block fetches).", m.s3_get);
-	emit(&o, "ringcache_s3_head_total", "counter", "S3 HEAD requests.", m.s3_head);
-	emit(&o, "ringcache_s3_list_total", "counter", "S3 ListObjectsV2 requests.", m.s3_list);
-	emit(&o, "ringcache_s3_errors_total", "counter", "Failed S3 requests (before retry).", m.s3_errors);
-	emit(&o, "ringcache_s3_retries_total", "counter", "S3 requests retried.", m.s3_retries);
-	emit(&o, "ringcache_s3_inflight", "gauge", "S3 requests in flight.", inflight);
-	emit(&o, "ringcache_s3_bytes_total", "counter", "Bytes fetched from S3.", m.bytes_from_s3);
-	emit(&o, "ringcache_objects_stale_total", "counter", "Objects found changed or gone in S3.", m.stale);
-	emit(&o, "ringcache_read_bytes_zero_copy_total", "counter", "Bytes served by zero-copy READ.", m.bytes_served_zero_copy);
-	emit(&o, "ringcache_read_bytes_copied_total", "counter", "Bytes copied by READ_INTO.", m.bytes_copied);
-	emit(&o, "ringcache_prefetch_bytes_total", "counter", "Bytes of prefetch GETs started for plans.", m.prefetch_bytes);
-	emit(&o, "ringcache_prefetch_cancelled_total", "counter", "Prefetch GETs cancelled by a replaced plan.", m.prefetch_cancelled);
-	emit(&o, "ringcache_prefetch_shed_total", "counter", "Times prefetch windows gave memory back to reads.", m.prefetch_shed);
-	emit(&o, "ringcache_prefetch_pinned_bytes", "gauge", "Prefetched, unread bytes protected from eviction.", pinned);
 	emit_queues(&o, d);
-	emit(&o, "ringcache_writeback_written_bytes_total", "counter", "Checkpoint bytes written by clients.", m.wb_written_bytes);
-	emit(&o, "ringcache_writeback_committed_total", "counter", "Checkpoint objects committed.", m.wb_committed);
-	emit(&o, "ringcache_writeback_uploaded_total", "counter", "Checkpoint objects in S3.", m.wb_uploaded);
-	emit(&o, "ringcache_writeback_uploaded_bytes_total", "counter", "Checkpoint bytes in S3.", m.wb_uploaded_bytes);
-	emit(&o, "ringcache_writeback_failed_total", "counter", "Checkpoint uploads that failed after retries.", m.wb_failed);
-	emit(&o, "ringcache_writeback_rejected_total", "counter", "Checkpoint uploads S3 refused for good (4xx, overwrite = false): dropped from the journal.", m.wb_rejected);
-	emit(&o, "ringcache_writeback_journal_used_bytes", "gauge", "Write-back journal bytes from its first live record to its tail.", journal_used);
-	emit(&o, "ringcache_writeback_journal_bytes", "gauge", "Write-back journal size limit.", journal_size);
-	emit(&o, "ringcache_writeback_replayed_total", "counter", "Acknowledged objects uploaded again after a restart.", m.wb_replayed);
-	emit(&o, "ringcache_writeback_journal_waits_total", "counter", "Writes that waited for the journal's disk.", m.wb_write_waits);
-	emit(&o, "ringcache_writeback_staged_bytes", "gauge", "Checkpoint bytes held in staging memory.", staged);
-	emit(&o, "ringcache_tier_hits_total", "counter", "Block misses served by the NVMe tier.", m.tier_hits);
-	emit(&o, "ringcache_tier_read_errors_total", "counter", "Tier reads that failed their CRC32C or I/O (refetched from S3).", m.tier_read_errors);
-	emit(&o, "ringcache_tier_admitted_total", "counter", "Evicted blocks written to the tier.", m.tier_admitted);
-	emit(&o, "ringcache_tier_skipped_total", "counter", "Evicted blocks not written (tier busy or failed).", m.tier_skipped);
-	emit(&o, "ringcache_tier_bytes_used", "gauge", "Tier slots in use, in bytes.", tier_used);
-	emit(&o, "ringcache_tier_bytes_total", "gauge", "Tier capacity in bytes.", tier_total);
-	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.", (now_ns() - d->started_ns) / 1000000000ull);
+	emit_read_wait(&o, d);
+	emit_datasets(&o, d);
+	emit_wb_oldest(&o, d);
+	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.",
+	     (now_ns() - d->started_ns) / 1000000000ull);
 	emit_config(&o, d);
-	return o.used;
+	return o.used < o.len ? o.used : (len ? strlen(buf) : 0);
+}
+
+/* ---- updates, on the owning shard's thread ------------------------------ */
+
+/* The journal's and the tier's fields are plain, written by this thread:
+ * copied into atomics here so another thread never reads them. */
+void metrics_publish(struct shard *sh)
+{
+	if (sh->journal) {
+		struct journal_stats js;
+		journal_get_stats(sh->journal, &js);
+		atomic_store_explicit(&sh->m.wb_journal_used, js.used_bytes,
+				      memory_order_relaxed);
+		atomic_store_explicit(&sh->m.wb_journal_limit, js.size_limit,
+				      memory_order_relaxed);
+	}
+	if (sh->tier) {
+		uint64_t u, t;
+		tier_bytes_used(sh->tier, &u, &t);
+		atomic_store_explicit(&sh->m.tier_used, u, memory_order_relaxed);
+		atomic_store_explicit(&sh->m.tier_capacity, t,
+				      memory_order_relaxed);
+	}
+}
+
+static void add(counter_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+void metrics_read_wait(struct metrics *m, int gpu, uint64_t wait_ns)
+{
+	unsigned g = gpu >= 0 && gpu < RC_WAIT_NO_GPU ? (unsigned)gpu
+						      : RC_WAIT_NO_GPU;
+	unsigned k = 0;
+	while (k < RC_WAIT_BUCKETS && wait_ns > wait_le_ns[k])
+		k++;
+	add(&m->wait[g].bucket[k], 1);
+	add(&m->wait[g].sum_ns, wait_ns);
+}
+
+void metrics_dataset_lookup(struct metrics *m, uint32_t ds_id, bool hit)
+{
+	if (ds_id < RC_MAX_DATASETS)
+		add(hit ? &m->ds_hits[ds_id] : &m->ds_misses[ds_id], 1);
+}
+
+void metrics_wb_enter(struct shard *sh, struct wobject *w)
+{
+	if (w->in_backlog)
+		return;
+	w->in_backlog = true;
+	w->committed_ns = now_ns();
+	add(&sh->m.wb_backlog_objects, 1);
+	add(&sh->m.wb_backlog_bytes, w->size);
+	if (!load(&sh->m.wb_oldest_ns))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, w->committed_ns,
+				      memory_order_relaxed);
+}
+
+/* The oldest commit time among the shard's backlog, 0 if it is empty:
+ * walked only when the oldest leaves, on the shard's thread. */
+static uint64_t backlog_oldest(const struct shard *sh)
+{
+	uint64_t t = 0;
+	for (const struct wobject *w = sh->wobjects; w; w = w->next)
+		if (w->in_backlog && (!t || w->committed_ns < t))
+			t = w->committed_ns;
+	return t;
+}
+
+void metrics_wb_leave(struct shard *sh, struct wobject *w)
+{
+	if (!w->in_backlog)
+		return;
+	w->in_backlog = false;
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_objects, 1,
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_bytes, w->size,
+				  memory_order_relaxed);
+	if (w->committed_ns <= load(&sh->m.wb_oldest_ns))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, backlog_oldest(sh),
+				      memory_order_relaxed);
 }

@@ -1,7 +1,8 @@
 /* session.c - owns client sessions: the socket handshake (SO_PEERCRED,
  * ACLs, memfds by SCM_RIGHTS), registered buffers, the SQ/CQ rings, the
- * validation of every submission entry, handles and leases, and the
- * completion of client operations. A malformed entry fails alone. */
+ * validation of every submission entry (the rules: validate.c), handles
+ * and leases, and the completion of client operations. A malformed entry
+ * fails alone. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -20,42 +21,11 @@
 #include "prefetch.h"
 #include "writeback.h"
 #include "log.h"
+#include "validate.h"
 
-#define DEFAULT_SQ 256u
-#define MAX_SQ 4096u
-#define DEFAULT_ARGS 64u
-#define MAX_ARGS 1024u
 #define MAX_LEASES (1u << 20)
 #define MAX_BACKLOG (1u << 16)
-#define MAX_REGBUF_SIZE (1ull << 40)
 #define MSG_MAX 65536
-
-/* Which SQE fields an opcode reads; all others must be zero. */
-enum {
-	F_ARG = 1, F_HANDLE = 2, F_OFFSET = 4, F_LEN = 8, F_BUF = 16,
-	F_DATASET = 32,
-};
-static const uint8_t op_fields[RC_OP__COUNT] = {
-	[RC_OP_NOP] = 0,
-	[RC_OP_OPEN] = F_DATASET | F_ARG,
-	[RC_OP_STAT] = F_HANDLE | F_ARG,
-	[RC_OP_LIST] = F_DATASET | F_ARG | F_OFFSET | F_BUF | F_LEN,
-	[RC_OP_READ] = F_HANDLE | F_OFFSET | F_LEN,
-	[RC_OP_READ_INTO] = F_HANDLE | F_OFFSET | F_LEN | F_BUF,
-	[RC_OP_RELEASE] = F_HANDLE,
-	[RC_OP_CLOSE] = F_HANDLE,
-	[RC_OP_PREFETCH_PLAN] = F_BUF | F_LEN,
-	[RC_OP_WRITE_OPEN] = F_DATASET | F_ARG,
-	[RC_OP_WRITE] = F_HANDLE | F_OFFSET | F_LEN | F_BUF,
-	[RC_OP_COMMIT] = F_HANDLE,
-	[RC_OP_ABORT] = F_HANDLE,
-	[RC_OP_RENAME] = F_HANDLE | F_ARG,
-	[RC_OP_SYNC] = F_HANDLE | F_DATASET | F_ARG,
-};
-/* The SQE flag bits an opcode accepts. */
-static const uint8_t op_flags[RC_OP__COUNT] = {
-	[RC_OP_PREFETCH_PLAN] = RC_PLAN_APPEND,
-};
 
 /* The shard's lock guards its list against the thread rendering stats;
  * only the shard's own thread changes it. */
@@ -253,33 +223,16 @@ static void reply_status(struct session *s, uint16_t type, int status)
 	send_reply(s, &r, sizeof(r), NULL, 0);
 }
 
-static uint32_t pow2_clamp(uint32_t v, uint32_t dflt, uint32_t max)
-{
-	if (v == 0)
-		v = dflt;
-	if (v > max)
-		v = max;
-	uint32_t p = 1;
-	while (p < v)
-		p <<= 1;
-	return p;
-}
-
 static int setup_ring(struct session *s, const struct rc_attach_req *req)
 {
-	s->sq_entries = pow2_clamp(req->sq_entries, DEFAULT_SQ, MAX_SQ);
-	s->cq_entries = pow2_clamp(req->cq_entries, 2 * s->sq_entries,
-				   2 * MAX_SQ);
-	if (s->cq_entries < s->sq_entries)
-		s->cq_entries = s->sq_entries;
-	s->arg_slots = req->arg_slots ? req->arg_slots : DEFAULT_ARGS;
-	if (s->arg_slots > MAX_ARGS)
-		s->arg_slots = MAX_ARGS;
-	uint64_t sq_off = 4096;
-	uint64_t cq_off = sq_off + (uint64_t)s->sq_entries * sizeof(struct rc_sqe);
-	uint64_t arg_off = cq_off + (uint64_t)s->cq_entries * sizeof(struct rc_cqe);
-	uint64_t size = arg_off + (uint64_t)s->arg_slots * RC_ARG_SLOT_SIZE;
-	size = (size + 4095) & ~4095ull;
+	struct ring_geometry g;
+	validate_ring_geometry(req->sq_entries, req->cq_entries,
+			       req->arg_slots, &g);
+	s->sq_entries = g.sq_entries;
+	s->cq_entries = g.cq_entries;
+	s->arg_slots = g.arg_slots;
+	uint64_t sq_off = g.sq_off, cq_off = g.cq_off, arg_off = g.arg_off;
+	uint64_t size = g.size;
 	s->ring_fd = memfd_create("ringcache-session",
 				  MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	/* Sealed before the client has it: a client that could shrink the
@@ -481,8 +434,8 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 	const struct rc_regbuf_req *req = msg;
 	int status = 0;
 	unsigned idx = 0;
-	if (len < sizeof(*req) || fd < 0 || !s->hdr || req->size == 0 ||
-	    req->size > MAX_REGBUF_SIZE) {
+	if (len < sizeof(*req) || fd < 0 || !s->hdr ||
+	    validate_regbuf_size(req->size)) {
 		status = fd < 0 ? -EBADF : -EINVAL;
 		goto out;
 	}
@@ -526,7 +479,7 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 {
 	const struct rc_regbuf_req *req = msg;
 	int status = 0;
-	if (len < sizeof(*req) || req->buf_index >= 64 ||
+	if (len < sizeof(*req) || validate_buf_index(req->buf_index) ||
 	    !s->bufs[req->buf_index].base)
 		status = -EBADF;
 	else if (s->bufs[req->buf_index].users)
@@ -700,7 +653,8 @@ static void post_cqe(struct session *s, const struct rc_cqe *cqe)
 {
 	uint32_t head = atomic_load_explicit(&s->hdr->cq_head,
 					     memory_order_acquire);
-	if (s->n_backlog == 0 && s->cq_tail - head < s->cq_entries) {
+	if (s->n_backlog == 0 && validate_cq_room(s->cq_tail, head,
+						  s->cq_entries)) {
 		s->cqes[s->cq_tail & (s->cq_entries - 1)] = *cqe;
 		s->cq_tail++;
 		s->cq_dirty = true;
@@ -734,7 +688,8 @@ void session_flush(struct session *s)
 		uint32_t head = atomic_load_explicit(&s->hdr->cq_head,
 						     memory_order_acquire);
 		uint32_t i = 0;
-		while (i < s->n_backlog && s->cq_tail - head < s->cq_entries) {
+		while (i < s->n_backlog &&
+		       validate_cq_room(s->cq_tail, head, s->cq_entries)) {
 			s->cqes[s->cq_tail & (s->cq_entries - 1)] = s->backlog[i++];
 			s->cq_tail++;
 			s->cq_dirty = true;
@@ -832,7 +787,7 @@ static int lease_alloc(struct session *s, struct cache_entry *e)
 static int lease_release(struct session *s, uint32_t id)
 {
 	struct lease_table *lt = &s->leases;
-	if (id >= lt->cap || !lt->e[id])
+	if (validate_table_id(id, lt->cap) || !lt->e[id])
 		return -EBADF;
 	lease_uncharge(s, lt->e[id]->len);
 	cache_release(&s->sh->cache, lt->e[id]);
@@ -883,7 +838,7 @@ static int handle_alloc(struct session *s, struct object *o)
 
 static struct object *handle_get(struct session *s, uint32_t h)
 {
-	return h < s->cap_handles ? s->handles[h] : NULL;
+	return validate_table_id(h, s->cap_handles) ? NULL : s->handles[h];
 }
 
 /* Reads through a handle opened before a reload took the dataset (or
@@ -894,8 +849,8 @@ static struct object *readable_handle(struct session *s, uint32_t h, int *err)
 	*err = -EBADF;
 	if (!o)
 		return NULL;
-	*err = !o->ds->enabled ? -ENOENT :
-	       !(s->access[o->ds->id] & RC_ACCESS_READ) ? -EACCES : 0;
+	*err = validate_access(o->ds->enabled, s->access[o->ds->id],
+			       RC_ACCESS_READ);
 	return *err ? NULL : o;
 }
 
@@ -934,6 +889,9 @@ void op_complete(struct op *op)
 		}
 		post_cqe(s, &op->cqe);
 	}
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO)
+		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,
+				  now_ns() - op->start_ns);
 	if (op->charged) {
 		s->inflight_bytes -= op->charged;
 		quota_uncharge(&s->usage->inflight_bytes, op->charged);
@@ -1038,58 +996,24 @@ void op_list_ready(struct op *op, const struct listing *l, int err)
  * DEFERRED when an op owns the completion. */
 #define DEFERRED WB_DEFERRED
 
-static bool fields_ok(const struct rc_sqe *e)
-{
-	uint8_t allowed = op_fields[e->opcode];
-	if ((e->flags & ~op_flags[e->opcode]) || e->reserved0 || e->reserved1)
-		return false;
-	if (!(allowed & F_ARG) && (e->arg || e->arg_len))
-		return false;
-	if (!(allowed & F_HANDLE) && e->handle)
-		return false;
-	if (!(allowed & F_OFFSET) && e->offset)
-		return false;
-	if (!(allowed & F_LEN) && e->len)
-		return false;
-	if (!(allowed & F_BUF) && (e->buf_index || e->buf_offset))
-		return false;
-	if (!(allowed & F_DATASET) && e->dataset)
-		return false;
-	return true;
-}
-
 /* Copies the key from the arg slot and checks it stays in its dataset. */
 static int copy_key(struct session *s, const struct rc_sqe *e, char *key,
 		    bool allow_empty)
 {
-	if (e->arg >= s->arg_slots || e->arg_len > RC_MAX_KEY ||
-	    (e->arg_len == 0 && !allow_empty))
-		return -EINVAL;
-	memcpy(key, s->args + (size_t)e->arg * RC_ARG_SLOT_SIZE, e->arg_len);
-	key[e->arg_len] = 0;
-	if (strlen(key) != e->arg_len || key[0] == '/')
-		return -EINVAL;
-	/* "." and ".." segments would let URL normalisation leave the
-	 * dataset's prefix. */
-	for (const char *p = key; *p;) {
-		const char *end = strchrnul(p, '/');
-		size_t n = (size_t)(end - p);
-		if ((n == 1 && p[0] == '.') ||
-		    (n == 2 && p[0] == '.' && p[1] == '.'))
-			return -EINVAL;
-		p = *end ? end + 1 : end;
-	}
-	return 0;
+	return validate_key_copy(s->args, s->arg_slots, e->arg, e->arg_len,
+				 allow_empty, key);
 }
 
 static int check_buf(struct session *s, const struct rc_sqe *e, uint64_t len,
 		     uint8_t **dst)
 {
-	if (e->buf_index >= 64 || !s->bufs[e->buf_index].base)
-		return -EBADF;
+	int err = validate_buf_index(e->buf_index);
+	if (err)
+		return err;
 	const struct regbuf *b = &s->bufs[e->buf_index];
-	if (e->buf_offset > b->size || len > b->size - e->buf_offset)
-		return -EFAULT;
+	if ((err = validate_buf_range(e->buf_offset, len,
+				      b->base ? b->size : 0)))
+		return err;
 	*dst = b->base + e->buf_offset;
 	return 0;
 }
@@ -1106,16 +1030,12 @@ static struct dataset *readable_dataset(struct session *s, uint32_t id,
 					int *err)
 {
 	struct daemon *d = s->sh->d;
-	if (id >= s->sh->n_datasets_seen || !d->datasets[id] ||
-	    !d->datasets[id]->enabled) {
-		*err = -ENOENT;
+	if ((*err = validate_dataset_id(id, s->sh->n_datasets_seen)))
 		return NULL;
-	}
-	if (!(s->access[id] & RC_ACCESS_READ)) {
-		*err = -EACCES;
-		return NULL;
-	}
-	return d->datasets[id];
+	*err = d->datasets[id] ? validate_access(d->datasets[id]->enabled,
+						 s->access[id], RC_ACCESS_READ)
+			       : -ENOENT;
+	return *err ? NULL : d->datasets[id];
 }
 
 static struct op *op_new(struct session *s, const struct rc_sqe *e)
@@ -1128,6 +1048,7 @@ static struct op *op_new(struct session *s, const struct rc_sqe *e)
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
 	op->arg = e->arg;
+	op->start_ns = now_ns();
 	s->refs++;
 	return op;
 }
@@ -1159,8 +1080,8 @@ static int submit_list(struct session *s, const struct rc_sqe *e)
 	if ((err = copy_key(s, e, prefix, true)) ||
 	    (err = check_buf(s, e, e->len, &dst)))
 		return err;
-	if (e->offset >= (1ull << 32))
-		return -EINVAL;
+	if ((err = validate_list_offset(e->offset)))
+		return err;
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
@@ -1179,8 +1100,8 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	struct object *o = readable_handle(s, e->handle, &err);
 	if (!o)
 		return err;
-	if (e->len > RC_MAX_IO)
-		return -EINVAL;
+	if ((err = validate_io_len(e->len)))
+		return err;
 	uint8_t *dst = NULL;
 	if (e->opcode == RC_OP_READ_INTO && (err = check_buf(s, e, e->len, &dst)))
 		return err;
@@ -1230,8 +1151,8 @@ static int submit_stat(struct session *s, const struct rc_sqe *e,
 	struct object *o = readable_handle(s, e->handle, &err);
 	if (!o)
 		return err;
-	if (e->arg >= s->arg_slots)
-		return -EINVAL;
+	if ((err = validate_arg_slot(e->arg, s->arg_slots)))
+		return err;
 	write_etag(s, e->arg, o);
 	cqe->addr = o->size;
 	return 0;
@@ -1241,9 +1162,8 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 {
 	uint8_t *src;
 	int err;
-	if (e->len % sizeof(struct rc_plan_entry))
-		return -EINVAL;
-	if ((err = check_buf(s, e, e->len, &src)))
+	if ((err = validate_plan_len(e->len)) ||
+	    (err = check_buf(s, e, e->len, &src)))
 		return err;
 	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
 				 e->len / sizeof(struct rc_plan_entry),
@@ -1254,8 +1174,9 @@ static struct dataset *writable_dataset(struct session *s, uint32_t id,
 					int *err)
 {
 	struct daemon *d = s->sh->d;
-	if (id >= s->sh->n_datasets_seen || !d->datasets[id] ||
-	    !d->datasets[id]->enabled) {
+	if ((*err = validate_dataset_id(id, s->sh->n_datasets_seen)))
+		return NULL;
+	if (!d->datasets[id] || !d->datasets[id]->enabled) {
 		*err = -ENOENT;
 		return NULL;
 	}
@@ -1278,9 +1199,8 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 {
 	uint8_t *src;
 	int err;
-	if (e->len > RC_MAX_IO)
-		return -EINVAL;
-	if ((err = check_buf(s, e, e->len, &src)))
+	if ((err = validate_io_len(e->len)) ||
+	    (err = check_buf(s, e, e->len, &src)))
 		return err;
 	struct op *op = op_new(s, e); /* used only if the journal is behind */
 	if (!op)
@@ -1324,9 +1244,7 @@ static int submit_wait_op(struct session *s, const struct rc_sqe *e)
 	} else if (e->opcode == RC_OP_RENAME) {
 		if ((err = copy_key(s, e, key, false)))
 			return err;
-	} else if (e->dataset || e->arg || e->arg_len) {
-		return -EINVAL;
-	}
+	} /* other fields: validate_sqe */
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
@@ -1356,10 +1274,9 @@ static int submit_close(struct session *s, uint32_t h)
 static int submit_one(struct session *s, const struct rc_sqe *e,
 		      struct rc_cqe *cqe)
 {
-	if (e->opcode >= RC_OP__COUNT)
-		return -EINVAL;
-	if (!fields_ok(e))
-		return -EINVAL;
+	int err = validate_sqe(e);
+	if (err)
+		return err;
 	switch (e->opcode) {
 	case RC_OP_NOP:
 		return 0;
@@ -1397,11 +1314,9 @@ bool session_process(struct session *s)
 		return false;
 	uint32_t tail = atomic_load_explicit(&s->hdr->sq_tail,
 					     memory_order_acquire);
-	uint32_t n = tail - s->sq_head;
+	uint32_t n = validate_sq_pending(tail, s->sq_head, s->sq_entries);
 	if (n == 0)
 		return false;
-	if (n > s->sq_entries)
-		n = s->sq_entries; /* a wild tail: take one ring's worth */
 	s->refs++; /* completions below may close the session */
 	recheck_access(s);
 	for (uint32_t i = 0; i < n && !s->closed; i++) {

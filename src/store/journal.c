@@ -18,6 +18,7 @@
 #include "journal.h"
 #include "log.h"
 #include "uring.h"
+#include "vec.h"
 
 #define J_MAGIC 0x314a4352u          /* "RCJ1" */
 #define J_HDR_MAGIC 0x4c4e524a43522852ull /* "R(RCJRNL" */
@@ -74,7 +75,7 @@ enum obj_state { OBJ_OPEN = 1, OBJ_COMMITTED };
 
 struct jobj {
 	struct journal_object o;
-	size_t cap_extents;
+	uint32_t cap_extents;
 	uint8_t state;
 };
 
@@ -117,7 +118,8 @@ struct journal {
 	uint64_t limit;
 	uint32_t base_epoch, epoch;
 	struct jobj *objs;
-	size_t n_objs, cap_objs;
+	size_t n_objs;
+	uint32_t cap_objs;
 	struct jbuf *cur;
 	struct jbuf *issued_head, *issued_tail, *free_bufs;
 	uint8_t *pool;          /* J_POOL_BUFS buffers, carved in order */
@@ -198,14 +200,8 @@ static struct jobj *obj_add(struct journal *j, uint64_t id,
 			    const char *dataset, size_t dlen, const char *key,
 			    size_t klen)
 {
-	if (j->n_objs == j->cap_objs) {
-		size_t cap = j->cap_objs ? 2 * j->cap_objs : 16;
-		struct jobj *p = realloc(j->objs, cap * sizeof(*p));
-		if (!p)
-			return NULL;
-		j->objs = p;
-		j->cap_objs = cap;
-	}
+	if (RC_GROW(j->objs, j->cap_objs, j->n_objs + 1))
+		return NULL;
 	struct jobj *ob = &j->objs[j->n_objs];
 	*ob = (struct jobj){.o.id = id, .state = OBJ_OPEN};
 	ob->o.dataset = strndup(dataset, dlen);
@@ -226,14 +222,8 @@ static void obj_remove(struct journal *j, struct jobj *ob)
 
 static int obj_add_extent(struct jobj *ob, const struct journal_extent *e)
 {
-	if (ob->o.n_extents == ob->cap_extents) {
-		size_t cap = ob->cap_extents ? 2 * ob->cap_extents : 8;
-		void *p = realloc(ob->o.extents, cap * sizeof(*e));
-		if (!p)
-			return -ENOMEM;
-		ob->o.extents = p;
-		ob->cap_extents = cap;
-	}
+	if (RC_GROW(ob->o.extents, ob->cap_extents, ob->o.n_extents + 1))
+		return -ENOMEM;
 	ob->o.extents[ob->o.n_extents++] = *e;
 	return 0;
 }

@@ -16,9 +16,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "hugemem.h"
+#include "list.h"
 #include "log.h"
 #include "sigv4.h"
+#include "vec.h"
 
 #define XFER_MAGIC 0x75706c64u /* "upld" */
 
@@ -45,7 +48,7 @@ struct xfer {
 	unsigned char md5[16];
 	char md5_b64[25];
 	char sha256[65];         /* hex, for the signature */
-	struct xfer *next, *prev; /* the upload's transfers */
+	struct rc_list link;     /* on the upload's xfers */
 };
 
 enum upload_state { U_RUNNING, U_STOPPING, U_DONE };
@@ -65,10 +68,10 @@ struct upload {
 	unsigned n_parts, next_part, parts_done, parts_inflight;
 	unsigned char (*md5s)[16];
 	char (*etags)[128];
-	struct xfer *xfers;
+	struct rc_list xfers;    /* its transfers, newest first */
 	unsigned n_xfers;
 	struct upload_outcome out;  /* the first failure, or the result */
-	struct upload *next, *prev; /* the engine's uploads */
+	struct rc_list link;     /* on the engine's uploads */
 };
 
 /* A part buffer kept for the next part (see part_buf_get). */
@@ -81,7 +84,7 @@ struct upload_engine {
 	struct s3_client *s3;
 	struct upload_driver drv;
 	char *daemon_id;
-	struct upload *uploads;
+	struct rc_list uploads;
 	unsigned active, pending;
 	struct spare_buf *spares;
 	uint64_t spare_bytes;
@@ -201,10 +204,7 @@ static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
 	x->magic = XFER_MAGIC;
 	x->kind = kind;
 	x->u = u;
-	x->next = u->xfers;
-	if (u->xfers)
-		u->xfers->prev = x;
-	u->xfers = x;
+	rc_list_add(&u->xfers, &x->link);
 	u->n_xfers++;
 	u->e->pending++;
 	return x;
@@ -212,13 +212,7 @@ static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
 
 static void upload_free(struct upload *u)
 {
-	struct upload_engine *e = u->e;
-	if (u->prev)
-		u->prev->next = u->next;
-	else
-		e->uploads = u->next;
-	if (u->next)
-		u->next->prev = u->prev;
+	rc_list_del(&u->link);
 	free(u->bucket);
 	free(u->key);
 	free(u->md5s);
@@ -235,12 +229,7 @@ static void xfer_free(struct xfer *x)
 	if (x->kind == X_PART && u->parts_inflight)
 		u->parts_inflight--;
 	part_buf_put(u->e, x->own_buf, x->own_cap);
-	if (x->prev)
-		x->prev->next = x->next;
-	else
-		u->xfers = x->next;
-	if (x->next)
-		x->next->prev = x->prev;
+	rc_list_del(&x->link);
 	u->n_xfers--;
 	u->e->pending--;
 	x->magic = 0;
@@ -447,8 +436,10 @@ static void digests_apply(struct xfer *x)
 
 static bool any_hashing(const struct upload *u)
 {
-	for (const struct xfer *x = u->xfers; x; x = x->next)
-		if (x->hashing)
+	const struct rc_list *pos;
+
+	rc_list_for_each(pos, &u->xfers)
+		if (rc_list_entry(pos, const struct xfer, link)->hashing)
 			return true;
 	return false;
 }
@@ -546,9 +537,11 @@ static void report_done(struct upload *u)
 static void drop_parts(struct upload *u)
 {
 	struct upload_engine *e = u->e;
-	struct xfer *x = u->xfers, *next;
-	for (; x; x = next) {
-		next = x->next;
+	struct rc_list *pos, *tmp;
+
+	/* Never the last reference: u is U_STOPPING, not freed under us. */
+	rc_list_for_each_safe(pos, tmp, &u->xfers) {
+		struct xfer *x = rc_list_entry(pos, struct xfer, link);
 		if (x->kind != X_PART || !x->req)
 			continue; /* those waiting on a timer free themselves */
 		e->drv.remove_transfer(e->drv.ctx, x->req);
@@ -558,9 +551,13 @@ static void drop_parts(struct upload *u)
 
 static bool has_kind(const struct upload *u, enum xfer_kind kind)
 {
-	for (const struct xfer *x = u->xfers; x; x = x->next)
+	const struct rc_list *pos;
+
+	rc_list_for_each(pos, &u->xfers) {
+		const struct xfer *x = rc_list_entry(pos, const struct xfer, link);
 		if (x->kind == kind && (x->req || x->waiting))
 			return true;
+	}
 	return false;
 }
 
@@ -793,12 +790,20 @@ bool upload_is_engine_req(const struct s3_req *req)
 	return x && x->magic == XFER_MAGIC;
 }
 
+void *upload_req_tag(const struct s3_req *req)
+{
+	const struct xfer *x = s3_req_get_private(req);
+	return x->u->p.tag;
+}
+
 void upload_transfer_done(struct s3_req *req, CURLcode code)
 {
 	struct xfer *x = s3_req_get_private(req);
 	struct upload *u = x->u;
 	struct s3_result r;
 	s3_req_result(req, code, &r);
+	if (u->e->drv.replied)
+		u->e->drv.replied(u->e->drv.ctx, req, &r);
 	if (r.err && xfer_retry(x, &r))
 		return;
 	upload_hold(u);
@@ -828,6 +833,7 @@ struct upload_engine *upload_engine_new(struct s3_client *s3,
 		return NULL;
 	e->s3 = s3;
 	e->drv = *drv;
+	rc_list_init(&e->uploads);
 	if (daemon_id && !(e->daemon_id = strdup(daemon_id))) {
 		free(e);
 		return NULL;
@@ -874,6 +880,7 @@ static struct upload *upload_alloc(struct upload_engine *e,
 		return NULL;
 	u->e = e;
 	u->p = *p;
+	rc_list_init(&u->xfers);
 	u->bucket = strdup(p->bucket);
 	u->key = strdup(p->key);
 	if (p->size > p->part_size || p->multipart) {
@@ -891,10 +898,7 @@ static struct upload *upload_alloc(struct upload_engine *e,
 		return NULL;
 	}
 	u->next_part = 1;
-	u->next = e->uploads;
-	if (e->uploads)
-		e->uploads->prev = u;
-	e->uploads = u;
+	rc_list_add(&e->uploads, &u->link);
 	e->active++;
 	return u;
 }
@@ -938,8 +942,14 @@ struct upload *upload_start(struct upload_engine *e,
 		return u;
 	e->active--;
 	u->state = U_DONE; /* never reported: upload_start fails instead */
-	while (u->xfers)
-		xfer_free(u->xfers); /* frees u with the last */
+	if (rc_list_empty(&u->xfers)) {
+		upload_free(u);
+		return NULL;
+	}
+	/* xfer_free frees u with the last: never read u after that one. */
+	while (u->xfers.next != u->xfers.prev)
+		xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
+	xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
 	return NULL;
 }
 
@@ -957,12 +967,15 @@ void upload_cancel(struct upload *u)
 	if (!u->n_parts) {
 		/* A single PUT: take it back (one waiting on its timer frees
 		 * itself when that fires) and report. */
-		for (struct xfer *x = u->xfers; x; x = x->next)
+		struct rc_list *pos;
+		rc_list_for_each(pos, &u->xfers) {
+			struct xfer *x = rc_list_entry(pos, struct xfer, link);
 			if (x->req) {
 				e->drv.remove_transfer(e->drv.ctx, x->req);
-				xfer_free(x);
+				xfer_free(x); /* u is held: not freed here */
 				break;
 			}
+		}
 		if (!any_hashing(u)) /* else when its digests are done */
 			report_done(u);
 	} else {
@@ -979,10 +992,15 @@ const char *upload_id(const struct upload *u)
 bool upload_engine_owns(void *engine, const char *key, const char *id)
 {
 	struct upload_engine *e = engine;
-	for (const struct upload *u = e->uploads; u; u = u->next)
+	const struct rc_list *pos;
+
+	rc_list_for_each(pos, &e->uploads) {
+		const struct upload *u = rc_list_entry(pos, const struct upload,
+						       link);
 		if (u->state != U_DONE && strcmp(u->key, key) == 0 &&
 		    strcmp(u->upload_id, id) == 0)
 			return true;
+	}
 	return false;
 }
 
@@ -1130,16 +1148,10 @@ struct upload_loop {
 	struct upload_driver drv;
 	CURLM *multi;
 	struct loop_timer *timers;
-	size_t n_timers, cap_timers;
+	size_t n_timers;
+	uint32_t cap_timers;
 	unsigned in_flight;
 };
-
-static uint64_t loop_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int loop_add_transfer(void *ctx, struct s3_req *req)
 {
@@ -1161,22 +1173,16 @@ static int loop_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			  void *arg)
 {
 	struct upload_loop *l = ctx;
-	if (l->n_timers == l->cap_timers) {
-		size_t cap = l->cap_timers ? 2 * l->cap_timers : 16;
-		struct loop_timer *t = realloc(l->timers, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		l->timers = t;
-		l->cap_timers = cap;
-	}
+	if (RC_GROW(l->timers, l->cap_timers, l->n_timers + 1))
+		return -ENOMEM;
 	l->timers[l->n_timers++] =
-		(struct loop_timer){ loop_now_ms() + delay_ms, cb, arg };
+		(struct loop_timer){ rc_now_ms() + delay_ms, cb, arg };
 	return 0;
 }
 
 static void loop_fire_timers(struct upload_loop *l)
 {
-	uint64_t now = loop_now_ms();
+	uint64_t now = rc_now_ms();
 	for (size_t i = 0; i < l->n_timers;) {
 		if (l->timers[i].due_ms > now) {
 			i++;

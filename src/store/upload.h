@@ -42,6 +42,10 @@ struct upload_driver {
 	 * another thread, then upload_hash_done(job) on the driver's. 0, or
 	 * -errno and the engine computes them inline. */
 	int (*hash)(void *ctx, void *job);
+	/* Optional: every answer S3 gave a request (before retries are
+	 * decided), e.g. to slow down on SlowDown. */
+	void (*replied)(void *ctx, struct s3_req *req,
+			const struct s3_result *r);
 };
 
 /* Source of an object's bytes: fill dst with [off, off+len). 0 or -errno
@@ -87,6 +91,8 @@ struct upload_params {
 	/* A multipart upload even when size fits one part (rc-s3 mpu-put):
 	 * one part, possibly empty, and a "-1" ETag. */
 	bool multipart;
+	/* The owner's, for its driver: upload_req_tag of every request. */
+	void *tag;
 };
 
 struct upload_engine;
@@ -125,6 +131,8 @@ void upload_hash_done(void *job);
 
 /* Routing for a driver shared with other request owners. */
 bool upload_is_engine_req(const struct s3_req *req);
+/* The tag of the upload an engine request belongs to. */
+void *upload_req_tag(const struct s3_req *req);
 /* The driver's completion call for every request added by add_transfer. */
 void upload_transfer_done(struct s3_req *req, CURLcode code);
 

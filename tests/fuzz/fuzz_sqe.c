@@ -15,7 +15,11 @@
  *   6:   a wild index: sq_tail (a & 1) or cq_head set to the next u32
  *   7:   turn the daemon's loop (completions of fetches)
  * Whatever the client writes, completions carry 0, a count or a negated
- * errno, and the session's region stays the daemon's to describe. */
+ * errno, and the session's region stays the daemon's to describe. Each
+ * submitted SQE gets a serial number as its user_data, and one that
+ * validate_sqe (src/server/validate.c) calls malformed must complete with
+ * -EINVAL: the daemon applies the rules it was unit-tested with. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -24,6 +28,7 @@
 
 #include "fuzz.h"
 #include "fuzz_daemon.h"
+#include "validate.h"
 
 #define SQ 64u
 #define CQ 128u
@@ -91,6 +96,12 @@ static void in_range(struct rc_sqe *e)
 	e->reserved1 = 0;
 }
 
+/* By user_data (a serial from 1): 0 never submitted, 1 well formed,
+ * 2 malformed. Ring slots a wild sq_tail reaches hold submitted entries
+ * (the same verdict) or zeros (user_data 0: not checked). */
+enum { SERIALS = 1u << 16 };
+static uint8_t verdict[SERIALS];
+
 static void reap(struct session *s)
 {
 	struct rc_ring_hdr *h = s->hdr;
@@ -100,6 +111,8 @@ static void reap(struct session *s)
 	for (uint32_t n = 0; head != tail && n < CQ; head++, n++) {
 		const struct rc_cqe *c = &s->cqes[head & (CQ - 1)];
 		FUZZ_CHECK(c->res > -4096);
+		if (c->user_data < SERIALS && verdict[c->user_data] == 2)
+			FUZZ_CHECK(c->res == -EINVAL);
 	}
 	atomic_store(&h->cq_head, tail);
 }
@@ -108,13 +121,23 @@ struct client_side {
 	struct session *s;
 	struct rc_sqe batch[SQ];
 	uint32_t n, tail;
+	uint64_t serial;
 };
+
+static void tag(struct client_side *c, struct rc_sqe *e)
+{
+	e->user_data = ++c->serial < SERIALS ? c->serial : 0;
+	if (e->user_data)
+		verdict[e->user_data] = validate_sqe(e) ? 2 : 1;
+}
 
 static void submit(struct daemon *d, struct client_side *c)
 {
 	struct session *s = c->s;
-	for (uint32_t k = 0; k < c->n; k++)
+	for (uint32_t k = 0; k < c->n; k++) {
+		tag(c, &c->batch[k]);
 		s->sqes[(c->tail + k) & (SQ - 1)] = c->batch[k];
+	}
 	c->tail += c->n;
 	c->n = 0;
 	atomic_store(&s->hdr->sq_tail, c->tail);
@@ -179,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct daemon *d = fuzz_daemon();
 	struct client_side c = {0};
 	int client;
+	memset(verdict, 0, sizeof(verdict));
 	c.s = attach(d, &client);
 	if (c.s) {
 		c.tail = atomic_load(&c.s->hdr->sq_tail);

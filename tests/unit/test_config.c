@@ -786,3 +786,66 @@ Test(config, overwrite_key_of_a_dataset)
 	expect_error(DATASET "overwrite = maybe\n",
 		     "[dataset d] overwrite: must be true or false (got 'maybe')");
 }
+
+/* The Prometheus endpoint: off unless set; a bare port is loopback; any
+ * other address only as written; bad values name the key. */
+Test(config, metrics_listen)
+{
+	struct rc_config c;
+	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
+	cr_assert_eq(c.metrics_port, 0, "off by default");
+	config_free(&c);
+	static const struct {
+		const char *value, *host;
+		unsigned port;
+	} ok[] = {
+		{"9464", "127.0.0.1", 9464},
+		{":9464", "127.0.0.1", 9464},
+		{"localhost:1", "127.0.0.1", 1},
+		{"127.0.0.1:65535", "127.0.0.1", 65535},
+		{"0.0.0.0:9464", "0.0.0.0", 9464},
+		{"10.1.2.3:80", "10.1.2.3", 80},
+		{"[::1]:9464", "::1", 9464},
+		{"[::]:9464", "::", 9464},
+	};
+	char text[256];
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[daemon]\nmetrics_listen = %s\n" DATASET, ok[i].value);
+		cr_assert_eq(load(text, &c), 0, "%s: %s", ok[i].value, err);
+		cr_assert_str_eq(c.metrics_host, ok[i].host, "%s", ok[i].value);
+		cr_assert_eq(c.metrics_port, ok[i].port, "%s", ok[i].value);
+		config_free(&c);
+	}
+	static const char *const bad[] = {
+		"0", "65536", "127.0.0.1:", "127.0.0.1", "host.example:80",
+		"::1:9464", "[::1]", "[::1]9464", "[127.0.0.1]:80",
+		"1.2.3.4:80x", "-1", "127.0.0.1:+80", "256.0.0.1:80",
+		"[::1:80", "localhost:0",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[daemon]\nmetrics_listen = %s\n" DATASET, bad[i]);
+		expect_error(text, ":2: [daemon] metrics_listen: must be HOST:PORT");
+	}
+}
+
+Test(config, request_budget_keys_of_a_dataset)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].s3_get_rate, 5500, "S3's GET rate");
+	cr_assert_eq(cfg.datasets[0].s3_put_rate, 3500, "S3's PUT rate");
+	config_free(&cfg);
+	cr_assert_eq(load(DATASET "s3_get_rate = 200\ns3_put_rate = 0\n", &cfg),
+		     0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].s3_get_rate, 200);
+	cr_assert_eq(cfg.datasets[0].s3_put_rate, 0, "0: not shaped");
+	config_free(&cfg);
+	expect_error(DATASET "s3_get_rate = fast\n",
+		     "[dataset d] s3_get_rate: must be requests/s from 0 (off) "
+		     "to 1000000 (got 'fast')");
+	expect_error(DATASET "s3_put_rate = -1\n",
+		     "[dataset d] s3_put_rate: must be requests/s from 0 (off) "
+		     "to 1000000 (got '-1')");
+}

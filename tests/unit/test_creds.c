@@ -745,6 +745,33 @@ Test(document, members_other_than_the_wanted_are_skipped)
 	cr_assert_eq(c.expires, (time_t)1893548045);
 }
 
+/* The offset forms the AWS SDKs read: Z, +hh:mm, -hhmm, no fraction. */
+Test(document, expiration_offsets_move_the_instant)
+{
+	static const struct {
+		const char *exp;
+		time_t want;
+	} cases[] = {
+		{ "2030-01-02T01:34:05Z", 1893548045 },
+		{ "2030-01-02T03:04:05+01:30", 1893548045 },
+		{ "2030-01-01T23:04:05-0230", 1893548045 },
+		{ "2030-01-02T01:34:05.5Z", 1893548045 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rc_creds c;
+		char doc[256], err[256] = "";
+
+		snprintf(doc, sizeof(doc), "{\"AccessKeyId\":\"AK\","
+			 "\"SecretAccessKey\":\"S\",\"Expiration\":\"%s\"}",
+			 cases[i].exp);
+		cr_assert_eq(parse_doc(doc, &c, err, sizeof(err)), 0, "%zu: %s",
+			     i, err);
+		cr_assert_eq(c.expires, cases[i].want, "%zu: %s", i,
+			     cases[i].exp);
+	}
+}
+
 /* Each is refused with its documented errno, and out is left all zero. */
 Test(document, refusals_have_their_errno_and_clear_out)
 {
@@ -766,6 +793,20 @@ Test(document, refusals_have_their_errno_and_clear_out)
 		  "\"SecretAccessKey\":\"S\"}", -EACCES, "Denied" },
 		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
 		  "\"Expiration\":\"2030-13-01T00:00:00Z\"}", -EINVAL,
+		  "bad Expiration" },
+		/* strptime alone would take these: one-digit fields, a
+		 * leading blank, an offset without its minutes' digits. */
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
+		  "\"Expiration\":\"2030-1-02T03:04:05Z\"}", -EINVAL,
+		  "bad Expiration" },
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
+		  "\"Expiration\":\" 2030-01-02T03:04:05Z\"}", -EINVAL,
+		  "bad Expiration" },
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
+		  "\"Expiration\":\"2030-01-02T03:04:05+01:3\"}", -EINVAL,
+		  "bad Expiration" },
+		{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"S\","
+		  "\"Expiration\":\"2030-01-02T03:04:05Z x\"}", -EINVAL,
 		  "bad Expiration" },
 	};
 	static const struct rc_creds zero;

@@ -1,0 +1,27 @@
+/* s3_checksum.c - owns the base64 integrity values S3 headers carry
+ * (s3_checksum.h), over OpenSSL's EVP digests. */
+#include "s3_checksum.h"
+
+#include <openssl/evp.h>
+
+
+void s3_content_md5(const void *data, size_t len, char out[25])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (EVP_Digest(data ? data : "", len, md, &n, EVP_md5(), NULL) != 1 ||
+	    n != 16) {
+		out[0] = '\0'; /* no MD5 (FIPS): the server will refuse, clearly */
+		return;
+	}
+	EVP_EncodeBlock((unsigned char *)out, md, 16);
+}
+
+void s3_crc32c_b64(uint32_t crc, char out[9])
+{
+	unsigned char be[4] = { (unsigned char)(crc >> 24), (unsigned char)(crc >> 16),
+				(unsigned char)(crc >> 8), (unsigned char)crc };
+
+	EVP_EncodeBlock((unsigned char *)out, be, 4);
+}

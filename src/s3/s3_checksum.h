@@ -1,0 +1,17 @@
+/* s3_checksum.h - the integrity header values S3 takes (s3_checksum.c):
+ * Content-MD5 and x-amz-checksum-crc32c, both base64.
+ *
+ * Use: out is the caller's buffer of the size shown, always NUL-ended. */
+#ifndef RC_S3_CHECKSUM_H
+#define RC_S3_CHECKSUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Content-MD5 value of a body: base64 of its MD5 (24 chars + NUL). */
+void s3_content_md5(const void *data, size_t len, char out[25]);
+/* x-amz-checksum-crc32c value of a CRC-32C: base64 of its 4 big-endian
+ * bytes (8 chars + NUL). The CRC itself comes from crc32c.h. */
+void s3_crc32c_b64(uint32_t crc, char out[9]);
+
+#endif

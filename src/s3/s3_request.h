@@ -1,0 +1,107 @@
+/* s3_request.h - one S3 operation as a signed libcurl easy handle: the
+ * operations, their parameters, building (s3_request.c: validation in
+ * s3_op.c, path and query in s3_query.c) and the handle's accessors.
+ *
+ * Ownership: an s3_req owns its easy handle, header list, URL and
+ * response buffer; a PUT or UploadPart body is borrowed from the caller
+ * and must outlive the request (a retry of the connection rewinds it).
+ * Use: s3_req_new, add s3_req_easy to a curl multi handle (or perform
+ * it), then s3_req_result (s3_result.h) and s3_req_free. The request
+ * comes back from curl through CURLOPT_PRIVATE. */
+#ifndef RC_S3_REQUEST_H
+#define RC_S3_REQUEST_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct s3_client;
+
+enum s3_op {
+	S3_HEAD_OBJECT,
+	S3_GET_OBJECT,
+	S3_LIST_OBJECTS_V2,
+	S3_PUT_OBJECT,
+	S3_DELETE_OBJECT,
+	S3_CREATE_BUCKET,
+	S3_HEAD_BUCKET,
+	/* Write path (checkpoint write-back). */
+	S3_CREATE_MULTIPART,   /* POST ?uploads: parse with s3_parse_upload_id */
+	S3_UPLOAD_PART,        /* PUT ?partNumber=N&uploadId=U: ETag in result */
+	S3_COMPLETE_MULTIPART, /* POST ?uploadId=U with the part list */
+	S3_ABORT_MULTIPART,    /* DELETE ?uploadId=U */
+	S3_LIST_MULTIPART,     /* GET ?uploads (bucket): s3_parse_uploads */
+	S3_COPY_OBJECT,        /* PUT with x-amz-copy-source: s3_parse_copy_result */
+};
+
+/* One part of a CompleteMultipartUpload, in ascending part order. */
+struct s3_part {
+	unsigned number;       /* 1..10000 */
+	const char *etag;      /* as UploadPart returned it, quotes included */
+	const char *crc32c;    /* base64 x-amz-checksum-crc32c, or NULL */
+};
+
+/* GET bodies go to a sink. It returns 0, or -1 to abort the transfer (for
+ * example more bytes than expected: the request then fails retryably). */
+typedef int (*s3_sink_fn)(void *ctx, uint64_t body_off, const void *data,
+			  size_t len);
+
+struct s3_req_params {
+	enum s3_op op;
+	const char *bucket;
+	const char *key;              /* object key, not URI-encoded */
+	uint64_t range_off, range_len; /* GET: range_len 0 = whole object */
+	const char *if_match;         /* GET/HEAD: ETag as S3 sent it, quotes included */
+	/* ListObjectsV2 */
+	const char *prefix, *delimiter, *continuation_token, *start_after;
+	unsigned max_keys;            /* 0: server default (1000) */
+	/* PUT: body (borrowed, must outlive the request) */
+	const void *body;
+	size_t body_len;
+	/* GET: where the body goes; NULL collects it in memory (s3_req_body) */
+	s3_sink_fn sink;
+	void *sink_ctx;
+	/* Write path. PUT and UploadPart: content_md5 sends the body's MD5
+	 * (UploadPart always does); content_md5_value overrides the computed
+	 * value (tests send a wrong one). checksum_crc32c is the base64
+	 * big-endian CRC-32C of the body (s3_crc32c_b64), sent as
+	 * x-amz-checksum-crc32c; on CreateMultipartUpload any non-NULL value
+	 * asks for x-amz-checksum-algorithm: CRC32C. */
+	bool content_md5;
+	const char *content_md5_value;
+	const char *checksum_crc32c;
+	/* Hex SHA-256 of the body for the signature, when the caller has it
+	 * (computed off its event loop); NULL: computed here. */
+	const char *payload_sha256;
+	const char *upload_id;        /* UploadPart, Complete, Abort */
+	unsigned part_number;         /* UploadPart: 1..10000 */
+	const struct s3_part *parts;  /* Complete (borrowed) */
+	size_t n_parts;
+	const char *copy_source;      /* CopyObject: "bucket/key", not encoded */
+	/* PUT and CreateMultipartUpload: sent (and signed) as
+	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
+	 * says which daemon wrote it. NULL: not sent. */
+	const char *meta_daemon;
+	/* PUT and CompleteMultipartUpload: sends If-None-Match: *, so the
+	 * server refuses (412, -ESTALE) to replace an existing object. Not
+	 * every server honours it on Complete (Ceph RGW 16 ignores it). */
+	bool if_none_match;
+	/* ListMultipartUploads (prefix above): pagination markers */
+	const char *key_marker, *upload_id_marker;
+	unsigned max_uploads;         /* 0: server default (1000) */
+};
+
+struct s3_req;
+/* Builds and signs a request. Returns NULL with err set on bad params. */
+struct s3_req *s3_req_new(struct s3_client *c, const struct s3_req_params *p,
+			  char *err, size_t errlen);
+CURL *s3_req_easy(struct s3_req *r);
+/* Response body collected when no sink was given (error XML, list pages). */
+const char *s3_req_body(const struct s3_req *r, size_t *len);
+void s3_req_free(struct s3_req *r);
+void *s3_req_get_private(const struct s3_req *r);
+void s3_req_set_private(struct s3_req *r, void *priv);
+
+
+#endif

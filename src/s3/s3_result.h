@@ -1,0 +1,55 @@
+/* s3_result.h - what a finished request means: its outcome as a negated
+ * errno with a retry verdict (s3_result.c), a phrase for the log, the
+ * retry policy's backoff and the blocking retry loop tools use.
+ *
+ * Ownership: a struct s3_result is plain data, the caller's. */
+#ifndef RC_S3_RESULT_H
+#define RC_S3_RESULT_H
+
+#include "s3_request.h"
+
+/* Outcome of a finished request. err is 0 or a negated errno:
+ *   -ENOENT (404 NoSuchKey/NoSuchBucket), -EKEYREJECTED (403
+ *   SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken), -EPERM (other
+ *   403: S3 denies the daemon's credentials this bucket or key; distinct
+ *   from the local ACL's -EACCES), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
+ *   (malformed response), -EBADMSG (BadDigest, InvalidDigest: the body
+ *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
+ *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
+ *   request is wrong, never retried), -EIO (anything else).
+ * CompleteMultipartUpload and CopyObject can answer 200 with an <Error>
+ * body: that is a failure, classified by its <Code> (InternalError and
+ * SlowDown retryable). */
+struct s3_result {
+	long http_status;     /* 0 if no response */
+	CURLcode curl_code;
+	int err;
+	bool retryable;       /* 5xx, SlowDown, reset, timeout, short body */
+	char code[64];        /* S3 error <Code>, or "" */
+	char message[256];    /* <Message> or curl's error text; never secrets */
+	char etag[128];       /* ETag header, quotes included */
+	uint64_t content_length;
+	uint64_t object_size; /* HEAD: Content-Length; GET: total from Content-Range */
+	uint64_t body_bytes;  /* bytes the sink or buffer received */
+};
+
+/* Why a request failed, in one phrase for a log line: "AccessDenied: text
+ * (HTTP 403)", the code or the HTTP status when S3 sent no message (a
+ * HEAD has no body; RGW sends empty <Message>s), curl's text without a
+ * response. Never repeats itself; S3's text is escaped (rc_esc). */
+const char *s3_result_reason(const struct s3_result *r, char *buf,
+			     size_t len);
+
+/* Call once the transfer is done (CURLMSG_DONE, or after curl_easy_perform). */
+void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out);
+
+/* Blocking: builds, performs, retries per policy. body_out (optional)
+ * receives a malloc'd copy of the collected body. Returns res->err. */
+int s3_perform(struct s3_client *c, const struct s3_req_params *p,
+	       struct s3_result *res, char **body_out, size_t *body_len);
+
+/* Delay before retry number attempt (1-based): capped exponential backoff
+ * with full jitter. */
+unsigned s3_backoff_ms(const struct s3_client *c, unsigned attempt);
+
+#endif
