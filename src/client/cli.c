@@ -299,8 +299,12 @@ static int cmd_status(void)
 	printf("  leases      %" PRIu64 " active, %" PRIu64 " open handles\n",
 	       counter(t, "ringcache_leases_active"),
 	       counter(t, "ringcache_handles_open"));
-	printf("  cache       %s used of %s (%.1f%%), %" PRIu64 " blocks, %"
-	       PRIu64 " evictions\n", human_bytes(used, a, sizeof(a)),
+	uint64_t cached = counter(t, "ringcache_cache_bytes");
+	char c[32];
+	printf("  cache       %s cached in %s used of %s (%.1f%%), %" PRIu64
+	       " blocks, %" PRIu64 " evictions\n",
+	       human_bytes(cached, c, sizeof(c)),
+	       human_bytes(used, a, sizeof(a)),
 	       human_bytes(total, b, sizeof(b)),
 	       total ? 100.0 * (double)used / (double)total : 0.0,
 	       counter(t, "ringcache_cache_entries"),

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ringcache.h"
+#include "prefault.h"
 #include "wire.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
@@ -111,6 +112,7 @@ static ssize_t recv_msg(int sock, void *buf, size_t len, int *fds,
 
 static void client_unmap(struct rc_client *c)
 {
+	rc_prefault_stop(c);
 	if (c->arenas) {
 		rc_cuda_unpin_arenas(c);
 		for (uint32_t i = 0; i < c->n_datasets; i++)
@@ -180,6 +182,7 @@ static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
 			       MAP_SHARED, fds[next++], 0);
 		if (p == MAP_FAILED)
 			return -errno;
+		rc_prefault_start(c, fds[next - 1], p, c->datasets[i].arena_size);
 		c->arenas[i].base = p;
 		c->arenas[i].size = c->datasets[i].arena_size;
 	}

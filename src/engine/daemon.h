@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -20,8 +21,8 @@
 #include "reactor.h"
 #include "creds.h"
 #include "listing.h"
+#include "counters.h"
 #include "plan.h"
-#include "metrics.h"
 #include "ringcache.h"
 #include "wire.h"
 #include "s3.h"
@@ -30,11 +31,11 @@
 
 struct shard;
 struct session;
+struct budget;
 struct fetch_ops;
 struct pqueue;
 struct wobject;
 struct wtimer;
-struct budget;
 
 #define RC_MAX_SHARDS 16
 
@@ -187,7 +188,7 @@ struct shard {
 	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
 	struct wobject *wobjects;  /* objects being written or uploaded */
-	struct wtimer *wb_timers;  /* the upload engine's, for shutdown */
+	struct wtimer *wb_timers;  /* the upload engine's, by due time */
 	struct wdelay *wb_delayed; /* upload requests waiting for the budget */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
@@ -246,6 +247,18 @@ static inline struct dataset *dataset_by_name(struct daemon *d,
 		    __builtin_strcmp(d->datasets[i]->cfg->name, name) == 0)
 			return d->datasets[i];
 	return NULL;
+}
+
+/* True if the config file on disk is not the one last loaded (the
+ * lifecycle records it; STATS and status report it). */
+static inline bool daemon_config_file_changed(const struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) != 0)
+		return true;
+	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
+	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
+	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
 }
 
 /* Copies n bytes the client can change (ring region, registered buffer)

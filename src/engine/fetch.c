@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget.h"
 #include "daemon.h"
+#include "budget.h"
 #include "log.h"
 #include "tiering.h"
 
@@ -174,6 +174,41 @@ static struct object *object_update(struct shard *sh, struct object *o,
 /* ---- fetches ------------------------------------------------------------ */
 
 static void fetch_finish(struct fetch *f, int err);
+static struct dataset *fetch_dataset(const struct fetch *f)
+{
+	return f->kind == FETCH_LIST ? f->op->ds : f->obj->ds;
+}
+
+/* The prefix's request budget: every request (retries and second tries
+ * too) takes a slot; one whose slot is later waits for it on its retry
+ * timer, then goes, unless a SlowDown took the slot back meanwhile. */
+static bool fetch_throttled(struct fetch *f)
+{
+	struct budget *b = fetch_dataset(f)->budget;
+	if (f->budgeted) {
+		f->budgeted = false;
+		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
+			return false;
+	}
+	uint64_t wait = budget_admit(b, BUDGET_GET, now_ns(),
+				     &f->budget_ticket);
+	if (!wait)
+		return false;
+	f->budgeted = true;
+	f->sh->m.s3_throttled_ns += wait;
+	reactor_timer_after(f->sh->reactor, &f->retry, wait);
+	return true;
+}
+
+/* What the reply says about the prefix's request rate. */
+static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
+{
+	enum budget_reply k = budget_classify(r->http_status, r->code);
+	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, now_ns());
+	if (k == BUDGET_REPLY_SLOWDOWN)
+		f->sh->m.s3_slowdowns++;
+}
+
 static void fetch_retry_due(struct reactor_timer *t);
 static void fetch_done(struct fetch *f, CURLcode code);
 
@@ -331,54 +366,13 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 	return f;
 }
 
-/* f starts again (fetch_start) at due_ns, on its reactor timer. */
-static void retry_insert(struct fetch *f, uint64_t due_ns)
-{
-	reactor_timer_at(f->sh->reactor, &f->retry, due_ns);
-}
-
 static void retry_schedule(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	f->attempt++;
-	retry_insert(f, now_ns() + (uint64_t)s3_backoff_ms(sh->d->s3,
-							   f->attempt) * 1000000ull);
+	reactor_timer_after(sh->reactor, &f->retry,
+		(uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull);
 	sh->m.s3_retries++;
-}
-
-static struct dataset *fetch_dataset(const struct fetch *f)
-{
-	return f->kind == FETCH_LIST ? f->op->ds : f->obj->ds;
-}
-
-/* The prefix's request budget: every request (retries and second tries
- * too) takes a slot; one whose slot is later waits for it on the retry
- * timer, then goes, unless a SlowDown took the slot back meanwhile. */
-static bool fetch_throttled(struct fetch *f)
-{
-	struct budget *b = fetch_dataset(f)->budget;
-	if (f->budgeted) {
-		f->budgeted = false;
-		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
-			return false;
-	}
-	uint64_t now = now_ns();
-	uint64_t wait = budget_admit(b, BUDGET_GET, now, &f->budget_ticket);
-	if (!wait)
-		return false;
-	f->budgeted = true;
-	f->sh->m.s3_throttled_ns += wait;
-	retry_insert(f, now + wait);
-	return true;
-}
-
-/* What the reply says about the prefix's request rate. */
-static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
-{
-	enum budget_reply k = budget_classify(r->http_status, r->code);
-	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, now_ns());
-	if (k == BUDGET_REPLY_SLOWDOWN)
-		f->sh->m.s3_slowdowns++;
 }
 
 static void fetch_retry_due(struct reactor_timer *t)

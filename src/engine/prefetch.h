@@ -22,8 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "plan.h"
+#include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "ringcache.h"
 
 struct shard;

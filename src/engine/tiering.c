@@ -26,6 +26,9 @@ int tiering_read(struct shard *sh, const struct object *o,
 {
 	if (!sh->tier || !tier_enabled(sh->tier))
 		return -ENODEV;
+	/* The tier reads whole pages: only into a slot that holds them. */
+	if (tier_io_len(e->len) > cache_entry_room(e))
+		return -ENODEV;
 	struct tier_key k;
 	tiering_name_entry(sh, o, e);
 	memcpy(&k, e->ident, sizeof(k));

@@ -47,12 +47,6 @@ struct wdelay {
 
 /* ---- the upload engine's driver: the shard's curl handle and timers ---- */
 
-static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
-{
-	(void)easy;
-	upload_transfer_done(ctx, code);
-}
-
 static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 			 void *arg);
 
@@ -61,6 +55,12 @@ static enum budget_class req_class(struct s3_req *req)
 	const char *m = NULL;
 	curl_easy_getinfo(s3_req_easy(req), CURLINFO_EFFECTIVE_METHOD, &m);
 	return m && strcmp(m, "HEAD") == 0 ? BUDGET_GET : BUDGET_PUT;
+}
+
+static void drv_transfer_done(void *ctx, CURL *easy, CURLcode code)
+{
+	(void)easy;
+	upload_transfer_done(ctx, code);
 }
 
 static int transfer_now(struct shard *sh, struct s3_req *req)
@@ -239,6 +239,48 @@ static void chunks_release(struct shard *sh)
 		memcpy(&sh->wb_spare, c, sizeof(void *));
 		hugemem_free(c, WB_CHUNK);
 	}
+}
+
+/* ---- the backlog figures (metrics.h): committed, not yet in S3 ---- */
+
+static void backlog_enter(struct shard *sh, struct wobject *w)
+{
+	if (w->in_backlog)
+		return;
+	w->in_backlog = true;
+	w->committed_ns = now_ns();
+	atomic_fetch_add_explicit(&sh->m.wb_backlog_objects, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&sh->m.wb_backlog_bytes, w->size,
+				  memory_order_relaxed);
+	if (!atomic_load_explicit(&sh->m.wb_oldest_ns, memory_order_relaxed))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, w->committed_ns,
+				      memory_order_relaxed);
+}
+
+/* The oldest commit time among the shard's backlog, 0 if it is empty:
+ * walked only when the oldest leaves, on the shard's thread. */
+static uint64_t backlog_oldest(const struct shard *sh)
+{
+	uint64_t t = 0;
+	for (const struct wobject *w = sh->wobjects; w; w = w->next)
+		if (w->in_backlog && (!t || w->committed_ns < t))
+			t = w->committed_ns;
+	return t;
+}
+
+static void backlog_leave(struct shard *sh, struct wobject *w)
+{
+	if (!w->in_backlog)
+		return;
+	w->in_backlog = false;
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_objects, 1,
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sh->m.wb_backlog_bytes, w->size,
+				  memory_order_relaxed);
+	if (w->committed_ns <= atomic_load_explicit(&sh->m.wb_oldest_ns, memory_order_relaxed))
+		atomic_store_explicit(&sh->m.wb_oldest_ns, backlog_oldest(sh),
+				      memory_order_relaxed);
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -486,7 +528,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		return;
 	}
 	w->err = out->err;
-	metrics_wb_leave(sh, w);
+	backlog_leave(sh, w);
 	if (out->err == 0) {
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
@@ -767,7 +809,7 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		}
 	}
 	sh->m.wb_committed++;
-	metrics_wb_enter(sh, w);
+	backlog_enter(sh, w);
 	upload_start_for(sh, w);
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
@@ -1094,7 +1136,7 @@ static void replay(struct shard *sh)
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
-		metrics_wb_enter(sh, w);
+		backlog_enter(sh, w);
 		clean_old_names(sh, ds, o);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);

@@ -16,6 +16,7 @@
 #include "prefetch.h"
 #include "listener.h"
 #include "log.h"
+#include "metrics.h"
 #include "tiering.h"
 #include "writeback.h"
 

@@ -23,8 +23,6 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
  * ACLs (live sessions lose what they lost), log level, limits and
  * credentials; logs each other changed key as needing a restart. */
 int daemon_reload(struct daemon *d);
-/* True if the config file on disk is not the one last loaded. */
-bool daemon_config_file_changed(const struct daemon *d);
 void daemon_destroy(struct daemon *d);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "lifecycle.h"
 #include "prefetch.h"
 #include "writeback.h"
 #include "journal.h"
@@ -108,11 +107,13 @@ static uint64_t sh_handles(const struct shard *sh)
 	  sh->cache.stats.entries)                                             \
 	G("ringcache_cache_evictions_total", counter, "Blocks evicted.",       \
 	  sh->cache.stats.evictions)                                           \
+	G("ringcache_cache_bytes", gauge, "Bytes of the blocks in the cache.", \
+	  sh->cache.stats.bytes_cached)                                        \
 	G("ringcache_arena_bytes_used", gauge,                                 \
-	  "Arena bytes in superblocks in use.",                                \
-	  sh->budget.sb_used * sh->budget.sb_bytes)                            \
+	  "Arena memory charged for them (pages holding slots).",              \
+	  sh->budget.bytes_used)                                               \
 	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
-	  sh->budget.sb_total * sh->budget.sb_bytes)                           \
+	  sh->budget.bytes_total)                                              \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
 	  curlio_inflight(sh->curl))                                           \
 	G("ringcache_prefetch_pinned_bytes", gauge,                            \
@@ -345,48 +346,4 @@ void metrics_read_wait(struct metrics *m, int gpu, uint64_t wait_ns)
 		k++;
 	add(&m->wait[g].bucket[k], 1);
 	add(&m->wait[g].sum_ns, wait_ns);
-}
-
-void metrics_dataset_lookup(struct metrics *m, uint32_t ds_id, bool hit)
-{
-	if (ds_id < RC_MAX_DATASETS)
-		add(hit ? &m->ds_hits[ds_id] : &m->ds_misses[ds_id], 1);
-}
-
-void metrics_wb_enter(struct shard *sh, struct wobject *w)
-{
-	if (w->in_backlog)
-		return;
-	w->in_backlog = true;
-	w->committed_ns = now_ns();
-	add(&sh->m.wb_backlog_objects, 1);
-	add(&sh->m.wb_backlog_bytes, w->size);
-	if (!load(&sh->m.wb_oldest_ns))
-		atomic_store_explicit(&sh->m.wb_oldest_ns, w->committed_ns,
-				      memory_order_relaxed);
-}
-
-/* The oldest commit time among the shard's backlog, 0 if it is empty:
- * walked only when the oldest leaves, on the shard's thread. */
-static uint64_t backlog_oldest(const struct shard *sh)
-{
-	uint64_t t = 0;
-	for (const struct wobject *w = sh->wobjects; w; w = w->next)
-		if (w->in_backlog && (!t || w->committed_ns < t))
-			t = w->committed_ns;
-	return t;
-}
-
-void metrics_wb_leave(struct shard *sh, struct wobject *w)
-{
-	if (!w->in_backlog)
-		return;
-	w->in_backlog = false;
-	atomic_fetch_sub_explicit(&sh->m.wb_backlog_objects, 1,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&sh->m.wb_backlog_bytes, w->size,
-				  memory_order_relaxed);
-	if (w->committed_ns <= load(&sh->m.wb_oldest_ns))
-		atomic_store_explicit(&sh->m.wb_oldest_ns, backlog_oldest(sh),
-				      memory_order_relaxed);
 }

@@ -21,6 +21,7 @@
 #include "prefetch.h"
 #include "writeback.h"
 #include "log.h"
+#include "metrics.h"
 #include "validate.h"
 
 #define MAX_LEASES (1u << 20)

@@ -13,8 +13,21 @@
 
 #include "log.h"
 
-#define SB_MAX_SLOTS 1024u
-#define PAGE 4096u
+#define PAGE ARENA_PAGE
+#define MIN_CLASS 64u   /* slot alignment: a cache line */
+
+static uint64_t floor_pow2(uint64_t x)
+{
+	return 1ull << (63 - __builtin_clzll(x));
+}
+
+/* The step after class s: 64 B up to 1 KiB, then 1/16 of the power of two
+ * at or below s (at most 1/16 of s); from 64 KiB on that is whole pages. */
+static uint64_t class_step(uint64_t s)
+{
+	uint64_t step = floor_pow2(s) / 16;
+	return step < MIN_CLASS ? MIN_CLASS : step;
+}
 
 int arena_budget_init(struct arena_budget *b, uint64_t memory_bytes,
 		      uint32_t block_bytes)
@@ -25,19 +38,13 @@ int arena_budget_init(struct arena_budget *b, uint64_t memory_bytes,
 	if (b->sb_bytes < (4u << 20))
 		b->sb_bytes = 4u << 20;
 	b->sb_total = memory_bytes / b->sb_bytes;
+	b->bytes_total = b->sb_total * b->sb_bytes;
 	if (b->sb_total == 0)
 		return -EINVAL;
 	uint32_t n = 0;
-	uint64_t s = PAGE;
-	while (s < block_bytes && n < ARENA_MAX_CLASSES - 1) {
-		/* a class must fit at least 4 slots... and no more than the
-		 * free bitmap tracks */
-		if (b->sb_bytes / s <= SB_MAX_SLOTS)
-			b->class_size[n++] = (uint32_t)s;
-		/* Rounded down: a step never exceeds 1/16 of the class. */
-		uint64_t step = s < (64u << 10) ? PAGE : s / 16 / PAGE * PAGE;
-		s += step;
-	}
+	for (uint64_t s = MIN_CLASS;
+	     s < block_bytes && n < ARENA_MAX_CLASSES - 1; s += class_step(s))
+		b->class_size[n++] = (uint32_t)s;
 	b->class_size[n++] = block_bytes;
 	b->n_classes = n;
 	return 0;
@@ -78,7 +85,9 @@ int arena_init(struct arena *a, struct arena_budget *b, const char *name,
 {
 	memset(a, 0, sizeof(*a));
 	a->budget = b;
-	a->n_sb = (uint32_t)b->sb_total;
+	/* Address space for the memory twice over plus a part-filled
+	 * superblock per class: part-filled ones cost only their pages. */
+	a->n_sb = (uint32_t)(b->sb_total * 2 + b->n_classes);
 	a->size = (uint64_t)a->n_sb * b->sb_bytes;
 	a->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (a->fd < 0)
@@ -135,8 +144,13 @@ void arena_destroy(struct arena *a)
 		close(a->fd);
 	if (a->ro_fd > 0)
 		close(a->ro_fd);
-	if (a->budget && a->sbs)
-		a->budget->sb_used -= a->n_sb - a->n_free_sb;
+	for (uint32_t i = 0; a->sbs && i < a->n_sb; i++) {
+		if (a->budget && a->sbs[i].cls != UINT16_MAX) {
+			a->budget->bytes_used -= (uint64_t)a->sbs[i].charged * PAGE;
+			a->budget->sb_used--;
+		}
+		free(a->sbs[i].free_bits);
+	}
 	free(a->sbs);
 	free(a->free_sb);
 	memset(a, 0, sizeof(*a));
@@ -144,9 +158,8 @@ void arena_destroy(struct arena *a)
 
 uint64_t arena_slot_off(const struct arena *a, uint32_t sb, uint32_t slot)
 {
-	const struct arena_sb *s = &a->sbs[sb];
 	return (uint64_t)sb * a->budget->sb_bytes +
-	       (uint64_t)slot * a->budget->class_size[s->cls];
+	       (uint64_t)slot * arena_slot_size(a, sb);
 }
 
 static void partial_push(struct arena *a, uint32_t sbi)
@@ -173,20 +186,64 @@ static void partial_remove(struct arena *a, uint32_t sbi)
 	s->next_partial = s->prev_partial = ARENA_NONE;
 }
 
+/* Pages from the superblock's start to the end of its slot `slot`. */
+static uint32_t pages_to_end_of(const struct arena *a, uint32_t sbi,
+				uint32_t slot)
+{
+	uint64_t end = (uint64_t)(slot + 1) * arena_slot_size(a, sbi);
+	return (uint32_t)((end + PAGE - 1) / PAGE);
+}
+
+/* Charges pages to the budget if it has them. */
+static bool budget_charge(struct arena_budget *b, uint32_t pages)
+{
+	uint64_t bytes = (uint64_t)pages * PAGE;
+	if (b->bytes_used + bytes > b->bytes_total)
+		return false;
+	b->bytes_used += bytes;
+	return true;
+}
+
+static void sb_uncharge_above(struct arena *a, uint32_t sbi, uint32_t keep)
+{
+	struct arena_sb *s = &a->sbs[sbi];
+	if (s->charged <= keep)
+		return;
+	/* Return the pages: the budget is memory, not address space. */
+	uint64_t start = (uint64_t)sbi * a->budget->sb_bytes +
+			 (uint64_t)keep * PAGE;
+	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)start, (off_t)(s->charged - keep) * PAGE) < 0)
+		log_warn("arena: punching a superblock failed: %s",
+			 strerror(errno));
+	a->budget->bytes_used -= (uint64_t)(s->charged - keep) * PAGE;
+	s->charged = keep;
+}
+
 static int sb_take(struct arena *a, uint32_t cls)
 {
 	struct arena_budget *b = a->budget;
-	if (a->n_free_sb == 0 || b->sb_used >= b->sb_total)
+	if (a->n_free_sb == 0)
 		return -ENOSPC;
-	uint32_t sbi = a->free_sb[--a->n_free_sb];
-	b->sb_used++;
+	uint32_t sbi = a->free_sb[a->n_free_sb - 1];
 	struct arena_sb *s = &a->sbs[sbi];
-	memset(s, 0, sizeof(*s));
+	uint32_t n_slots = (uint32_t)(b->sb_bytes / b->class_size[cls]);
+	uint32_t words = (n_slots + 63) / 64;
+	if (words > s->words_cap) {
+		uint64_t *bits = realloc(s->free_bits, words * sizeof(*bits));
+		if (!bits)
+			return -ENOMEM;
+		s->free_bits = bits;
+		s->words_cap = words;
+	}
+	a->n_free_sb--;
+	b->sb_used++;
 	s->cls = (uint16_t)cls;
-	s->fresh = 1;
-	s->n_slots = (uint16_t)(b->sb_bytes / b->class_size[cls]);
-	for (uint32_t i = 0; i < s->n_slots; i++)
-		s->free_bits[i / 64] |= 1ull << (i % 64);
+	s->used = s->charged = s->hint = 0;
+	s->n_slots = n_slots;
+	memset(s->free_bits, 0xff, words * sizeof(*s->free_bits));
+	if (n_slots % 64)
+		s->free_bits[words - 1] = (1ull << (n_slots % 64)) - 1;
 	a->classes[cls].n_sb++;
 	partial_push(a, sbi);
 	return (int)sbi;
@@ -197,41 +254,65 @@ static void sb_give_back(struct arena *a, uint32_t sbi)
 	struct arena_sb *s = &a->sbs[sbi];
 	partial_remove(a, sbi);
 	a->classes[s->cls].n_sb--;
+	sb_uncharge_above(a, sbi, 0);
 	s->cls = UINT16_MAX;
-	/* Return the pages: the budget is memory, not address space. */
-	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)((uint64_t)sbi * a->budget->sb_bytes),
-		      (off_t)a->budget->sb_bytes) < 0)
-		log_warn("arena: punching a superblock failed: %s",
-			 strerror(errno));
 	a->free_sb[a->n_free_sb++] = sbi;
 	a->budget->sb_used--;
 }
 
-int64_t arena_alloc(struct arena *a, uint32_t cls)
+static uint32_t lowest_free(struct arena_sb *s)
 {
-	uint32_t sbi = a->classes[cls].partial_head;
-	if (sbi == ARENA_NONE) {
-		int r = sb_take(a, cls);
-		if (r < 0)
-			return r;
-		sbi = (uint32_t)r;
-	}
-	struct arena_sb *s = &a->sbs[sbi];
-	uint32_t slot = UINT32_MAX;
-	for (uint32_t w = 0; w < 16; w++) {
+	uint32_t words = (s->n_slots + 63) / 64;
+	for (uint32_t w = s->hint; w < words; w++) {
 		if (s->free_bits[w]) {
-			slot = w * 64 + (uint32_t)__builtin_ctzll(s->free_bits[w]);
-			s->free_bits[w] &= s->free_bits[w] - 1;
-			break;
+			s->hint = w;
+			return w * 64 + (uint32_t)__builtin_ctzll(s->free_bits[w]);
 		}
 	}
-	if (s->used++ == 0 && !s->fresh)
+	return UINT32_MAX;
+}
+
+/* The lowest free slot of a partial superblock, charging the pages it
+ * reaches past the charged ones; -ENOSPC if the budget lacks them. */
+static int64_t sb_alloc(struct arena *a, uint32_t sbi)
+{
+	struct arena_sb *s = &a->sbs[sbi];
+	uint32_t slot = lowest_free(s);
+	uint32_t end = pages_to_end_of(a, sbi, slot);
+	if (end > s->charged) {
+		if (!budget_charge(a->budget, end - s->charged))
+			return -ENOSPC;
+		s->charged = end;
+	}
+	s->free_bits[slot / 64] &= ~(1ull << (slot % 64));
+	if (s->used++ == 0)
 		a->n_empty--;
-	s->fresh = 0;
 	if (s->used == s->n_slots)
 		partial_remove(a, sbi);
 	return (int64_t)arena_slot_off(a, sbi, slot);
+}
+
+int64_t arena_alloc(struct arena *a, uint32_t cls)
+{
+	/* A free slot under charged pages may sit in any partial superblock
+	 * once the budget is spent: look at them all before a new one. */
+	uint32_t sbi = a->classes[cls].partial_head;
+	while (sbi != ARENA_NONE) {
+		uint32_t next = a->sbs[sbi].next_partial;
+		int64_t off = sb_alloc(a, sbi);
+		if (off >= 0)
+			return off;
+		sbi = next;
+	}
+	uint32_t first = (a->budget->class_size[cls] + PAGE - 1) / PAGE;
+	if (a->budget->bytes_used + (uint64_t)first * PAGE >
+	    a->budget->bytes_total)
+		return -ENOSPC;
+	int r = sb_take(a, cls);
+	if (r < 0)
+		return r;
+	a->n_empty++; /* sb_alloc counts it out again */
+	return sb_alloc(a, (uint32_t)r);
 }
 
 void arena_free(struct arena *a, uint64_t off)
@@ -239,16 +320,35 @@ void arena_free(struct arena *a, uint64_t off)
 	uint32_t sbi = arena_sb_of(a, off);
 	struct arena_sb *s = &a->sbs[sbi];
 	uint64_t in_sb = off - (uint64_t)sbi * a->budget->sb_bytes;
-	uint32_t slot = (uint32_t)(in_sb / a->budget->class_size[s->cls]);
+	uint32_t slot = (uint32_t)(in_sb / arena_slot_size(a, sbi));
 	if (s->used == s->n_slots)
 		partial_push(a, sbi);
 	s->free_bits[slot / 64] |= 1ull << (slot % 64);
+	if (slot / 64 < s->hint)
+		s->hint = slot / 64;
 	if (--s->used == 0)
 		a->n_empty++;
 }
 
+/* Pages up to the end of the highest used slot. */
+static uint32_t pages_in_use(const struct arena *a, uint32_t sbi)
+{
+	const struct arena_sb *s = &a->sbs[sbi];
+	for (uint32_t w = (s->n_slots + 63) / 64; w-- > 0;) {
+		uint64_t used = ~s->free_bits[w];
+		if (w == s->n_slots / 64 && s->n_slots % 64)
+			used &= (1ull << (s->n_slots % 64)) - 1;
+		if (used)
+			return pages_to_end_of(a, sbi,
+					       w * 64 + 63 -
+						       (uint32_t)__builtin_clzll(used));
+	}
+	return 0;
+}
+
 /* Empty superblocks stay with their class until the budget runs short, so
- * a class that churns one object does not punch and refault 4 MiB. */
+ * a class that churns one object does not punch and refault its pages;
+ * so do freed slots below a superblock's top: the class reuses them. */
 uint32_t arena_trim(struct arena *a)
 {
 	uint32_t n = 0;
@@ -262,4 +362,17 @@ uint32_t arena_trim(struct arena *a)
 	}
 	a->n_empty = 0;
 	return n;
+}
+
+void arena_trim_sb(struct arena *a, uint32_t sbi)
+{
+	struct arena_sb *s = &a->sbs[sbi];
+	if (s->cls == UINT16_MAX)
+		return;
+	if (s->used > 0) {
+		sb_uncharge_above(a, sbi, pages_in_use(a, sbi));
+		return;
+	}
+	sb_give_back(a, sbi);
+	a->n_empty--;
 }

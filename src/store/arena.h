@@ -2,15 +2,28 @@
  *
  * One arena per (dataset, shard): a memfd mapped read-write here and
  * read-only by the clients allowed to read that dataset, so a client never
- * maps bytes of a dataset it may not read. All arenas of a shard draw
- * superblocks (sb_bytes, e.g. 4 MiB) from one budget: the shard's memory
- * size. An arena's memfd is sparse; a superblock given back is punched out
- * so its pages return to the system and to the budget.
+ * maps bytes of a dataset it may not read. All arenas of a shard draw on
+ * one budget: the shard's memory size, charged by the 4 KiB page.
  *
- * A superblock serves one size class. Classes go in 4 KiB steps up to
- * 64 KiB, then in steps of at most 1/16 up to the block size, so an object
- * smaller than a block wastes at most ~6% to rounding plus the superblock
- * tail, never half a block.
+ * Ownership: the shard's thread owns its budget and arenas; other threads
+ * only read budget->bytes_used and sb_used (STATS).
+ *
+ * Use: an arena is cut into superblocks of sb_bytes (max(4 blocks, 4 MiB))
+ * of address space; each serves one size class. Slots are taken lowest
+ * first and a superblock is charged only for the pages from its start to
+ * the end of its highest slot ever taken (its "charged" pages), so a
+ * part-filled superblock, and the tail a class leaves, cost nothing. The
+ * address space is larger than the memory (memfd sparse) so every class
+ * can hold a part-filled superblock. arena_trim punches out empty
+ * superblocks, arena_trim_sb the pages above one superblock's highest used
+ * slot (the cache empties superblocks of another class from the top),
+ * which returns them to the system and to the budget.
+ *
+ * Classes go in steps of 64 B up to 1 KiB, then in steps of at most 1/16
+ * (a power of two over 16) up to the block size, so rounding wastes at most
+ * 6.25% of any object of 1 KiB or more. Slots are 64-byte aligned; classes
+ * of 64 KiB and more are whole pages (4 KiB aligned: the tier's O_DIRECT
+ * reads go straight into them).
  */
 #ifndef RC_ARENA_H
 #define RC_ARENA_H
@@ -18,12 +31,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ARENA_MAX_CLASSES 128
+#define ARENA_MAX_CLASSES 512
+#define ARENA_PAGE 4096u
 #define ARENA_NONE UINT32_MAX
 
 struct arena_budget {
-	uint64_t sb_total; /* superblocks the memory size allows */
-	_Atomic uint64_t sb_used; /* atomic: other shards read it for STATS */
+	uint64_t sb_total; /* superblocks the memory holds: memory / sb_bytes */
+	_Atomic uint64_t sb_used; /* superblocks taken (address space) */
+	uint64_t bytes_total;     /* the memory: charged pages stay below it */
+	/* Pages charged, in bytes. Atomic: other shards read it for STATS. */
+	_Atomic uint64_t bytes_used;
 	uint64_t sb_bytes;
 	uint32_t block_bytes;
 	uint32_t n_classes;
@@ -31,12 +48,14 @@ struct arena_budget {
 };
 
 struct arena_sb {
-	uint16_t cls;       /* class index, or ARENA_NONE & 0xffff when free */
-	uint16_t used;      /* slots in use */
-	uint16_t n_slots;
-	uint16_t fresh;     /* taken, never used: not counted in n_empty */
+	uint16_t cls;       /* class index, or UINT16_MAX when free */
+	uint32_t used;      /* slots in use */
+	uint32_t n_slots;
+	uint32_t charged;   /* pages from its start charged to the budget */
+	uint32_t hint;      /* no free bit below this word */
+	uint32_t words_cap; /* free_bits capacity, in words */
 	uint32_t next_partial, prev_partial; /* class partial list */
-	uint64_t free_bits[16];              /* 1 = slot free (<= 1024 slots) */
+	uint64_t *free_bits;                 /* 1 = slot free */
 };
 
 struct arena_class {
@@ -70,17 +89,26 @@ int arena_init(struct arena *a, struct arena_budget *b, const char *name,
 	       bool hugepages, bool do_mlock);
 void arena_destroy(struct arena *a);
 
-/* A slot of class cls: its byte offset, or -ENOSPC if neither a partial
- * superblock nor the budget has room (the caller evicts and retries). */
+/* A slot of class cls: its byte offset, or -ENOSPC if neither a charged
+ * free slot nor the budget has room (the caller evicts and retries),
+ * -ENOMEM if a slot bitmap cannot be allocated. */
 int64_t arena_alloc(struct arena *a, uint32_t cls);
 void arena_free(struct arena *a, uint64_t off);
 /* Gives empty superblocks back to the budget; returns how many. */
 uint32_t arena_trim(struct arena *a);
+/* Gives back the pages of superblock sb above its highest used slot (all
+ * of them, and the superblock, when it is empty). */
+void arena_trim_sb(struct arena *a, uint32_t sb);
 
 /* Superblock bookkeeping for eviction. */
 static inline uint32_t arena_sb_of(const struct arena *a, uint64_t off)
 {
 	return (uint32_t)(off / a->budget->sb_bytes);
+}
+/* Bytes a slot of this superblock holds (its class size). */
+static inline uint32_t arena_slot_size(const struct arena *a, uint32_t sb)
+{
+	return a->budget->class_size[a->sbs[sb].cls];
 }
 /* First byte offset of slot i of superblock sb. */
 uint64_t arena_slot_off(const struct arena *a, uint32_t sb, uint32_t slot);

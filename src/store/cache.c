@@ -38,8 +38,9 @@ int cache_init(struct cache *c, struct arena_budget *budget)
 {
 	memset(c, 0, sizeof(*c));
 	c->budget = budget;
-	/* At most one entry per 4 KiB of memory; size the index for that. */
-	uint64_t max_entries = budget->sb_total * budget->sb_bytes / 4096;
+	/* Sized for entries of 4 KiB on average (smaller ones make longer
+	 * chains, not failures). */
+	uint64_t max_entries = budget->bytes_total / 4096;
 	uint64_t nb = pow2_at_least(max_entries / 2 + 1024);
 	c->buckets = calloc(nb, sizeof(*c->buckets));
 	uint64_t ng = pow2_at_least(budget->sb_total * 8 + 4096);
@@ -243,7 +244,7 @@ static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
 			 uint32_t sb, bool cold)
 {
 	const struct arena_sb *s = &ca->arena->sbs[sb];
-	if (s->cls == UINT16_MAX || !ca->owners[sb])
+	if (s->cls == UINT16_MAX || ca->owners_cap[sb] < s->n_slots)
 		return false;
 	for (uint32_t i = 0; i < s->n_slots; i++) {
 		struct cache_entry *e = ca->owners[sb][i];
@@ -257,16 +258,28 @@ static bool sb_evictable(const struct cache *c, const struct cache_arena *ca,
 	return true;
 }
 
-static void sb_evict(struct cache *c, struct cache_arena *ca, uint32_t sb)
+/* Evicts the superblock's entries from its top slot down until the pages
+ * above its highest used slot hold `need` bytes, and gives those pages
+ * back: the budget is charged by the page, so memory moves between
+ * classes a slot at a time, not a superblock (newer entries below stay). */
+static void sb_evict(struct cache *c, struct cache_arena *ca, uint32_t sb,
+		     uint64_t need)
 {
 	const struct arena_sb *s = &ca->arena->sbs[sb];
-	for (uint32_t i = 0; i < s->n_slots; i++) {
+	uint64_t charged = (uint64_t)s->charged * ARENA_PAGE;
+	uint32_t size = arena_slot_size(ca->arena, sb);
+	for (uint32_t i = s->n_slots; i-- > 0;) {
 		struct cache_entry *v = ca->owners[sb][i];
-		if (v)
-			evict(c, v);
+		if (!v)
+			continue;
+		uint64_t end = ((uint64_t)(i + 1) * size + ARENA_PAGE - 1) /
+			       ARENA_PAGE * ARENA_PAGE;
+		if (charged >= end + need)
+			break; /* enough above slot i: it stays */
+		evict(c, v);
 	}
 	c->stats.reclaims++;
-	arena_trim(ca->arena);
+	arena_trim_sb(ca->arena, sb);
 }
 
 /* Frees a whole superblock that class `cls` of arena `want` cannot use as
@@ -280,19 +293,24 @@ static bool reclaim_superblock(struct cache *c, struct cache_arena *want,
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < c->n_arenas; i++)
 		total += c->arenas[i]->arena->n_sb;
-	uint64_t steps = cold ? COLD_SCAN : total;
-	for (uint64_t k = 0; k < steps && total; k++) {
+	/* Cold mode counts only superblocks in use: most of the address
+	 * space is free superblocks. */
+	uint64_t seen = 0, steps = cold ? COLD_SCAN : total;
+	for (uint64_t k = 0; k < total && seen < steps; k++) {
 		uint64_t pos = c->reclaim_hand++ % total;
 		uint32_t ai = 0;
 		while (pos >= c->arenas[ai]->arena->n_sb)
 			pos -= c->arenas[ai++]->arena->n_sb;
 		struct cache_arena *ca = c->arenas[ai];
 		uint32_t sb = (uint32_t)pos;
+		if (ca->arena->sbs[sb].cls == UINT16_MAX)
+			continue;
+		seen++;
 		if (ca == want && ca->arena->sbs[sb].cls == cls)
 			continue; /* its own class: evicting in it is the pool's job */
 		if (!sb_evictable(c, ca, sb, cold))
 			continue;
-		sb_evict(c, ca, sb);
+		sb_evict(c, ca, sb, c->budget->class_size[cls]);
 		return true;
 	}
 	return false;
@@ -330,13 +348,22 @@ static int64_t slot_alloc(struct cache *c, struct cache_arena *ca,
 	return -ENOMEM;
 }
 
+/* A superblock's owner table holds a pointer per slot of its class; it
+ * grows when the superblock comes back with a smaller class. Slots past
+ * the old size were never used, so they start NULL. */
 static int owners_ensure(struct cache_arena *ca, uint64_t off)
 {
 	uint32_t sb = arena_sb_of(ca->arena, off);
-	if (!ca->owners[sb]) {
-		ca->owners[sb] = calloc(1024, sizeof(**ca->owners));
-		if (!ca->owners[sb])
+	uint32_t n = ca->arena->sbs[sb].n_slots;
+	if (ca->owners_cap[sb] < n) {
+		struct cache_entry **o =
+			realloc(ca->owners[sb], n * sizeof(*o));
+		if (!o)
 			return -ENOMEM;
+		memset(o + ca->owners_cap[sb], 0,
+		       (n - ca->owners_cap[sb]) * sizeof(*o));
+		ca->owners[sb] = o;
+		ca->owners_cap[sb] = n;
 	}
 	return 0;
 }
@@ -445,7 +472,10 @@ struct cache_arena *cache_add_arena(struct cache *c, struct arena *a)
 	c->arenas = arr;
 	ca->arena = a;
 	ca->owners = calloc(a->n_sb, sizeof(*ca->owners));
-	if (!ca->owners) {
+	ca->owners_cap = calloc(a->n_sb, sizeof(*ca->owners_cap));
+	if (!ca->owners || !ca->owners_cap) {
+		free(ca->owners);
+		free(ca->owners_cap);
 		free(ca);
 		return NULL;
 	}
@@ -477,6 +507,7 @@ void cache_remove_arena(struct cache *c, struct cache_arena *ca)
 	for (uint32_t sb = 0; sb < ca->arena->n_sb; sb++)
 		free(ca->owners[sb]);
 	free(ca->owners);
+	free(ca->owners_cap);
 	free(ca);
 }
 

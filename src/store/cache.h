@@ -51,6 +51,7 @@ struct cache_pool {
 struct cache_arena {
 	struct arena *arena;
 	struct cache_entry ***owners; /* [sb][slot] -> entry */
+	uint32_t *owners_cap;         /* [sb]: slots owners[sb] holds */
 	struct cache_pool pools[ARENA_MAX_CLASSES];
 };
 
@@ -108,6 +109,12 @@ void cache_release(struct cache *c, struct cache_entry *e);
 /* Plan pins protect prefetched, unread blocks like leases do. */
 void cache_pin(struct cache *c, struct cache_entry *e);
 void cache_unpin(struct cache *c, struct cache_entry *e);
+
+/* Bytes the entry's slot holds (at least len). */
+static inline uint32_t cache_entry_room(const struct cache_entry *e)
+{
+	return arena_slot_size(e->ca->arena, arena_sb_of(e->ca->arena, e->off));
+}
 
 static inline uint8_t *cache_entry_data(const struct cache_entry *e)
 {

@@ -590,11 +590,16 @@ Test(prefetch, appended_plan_keeps_next_epochs_blocks_at_the_boundary,
 		    (long long)extra);
 	cr_assert_eq(hits, 15, "next epoch's blocks were evicted: %zu of 15 hits",
 		     hits);
-	/* Those with no further use went first. */
+	/* Those with no further use went first. Block 29 is not one of
+	 * them: the plan's cursor stays on the entry being read (its later
+	 * blocks may come), so 29 is "next use now" until the next epoch's
+	 * first read moves the cursor. Whole-superblock reclaim used to
+	 * evict it as a side effect; reclaim by the page takes only what it
+	 * needs. */
 	size_t gone = 0;
-	for (size_t j = 15; j < 30; j++)
+	for (size_t j = 15; j < 29; j++)
 		gone += (read_b(&t, j) & RC_CQE_F_HIT) == 0;
-	cr_assert_eq(gone, 15, "only %zu of 15 unplanned blocks were evicted",
+	cr_assert_eq(gone, 14, "only %zu of 14 unplanned blocks were evicted",
 		     gone);
 	planner_and_scanner_stop(&t);
 }

@@ -1,0 +1,247 @@
+/* touchbench.c - rc-touchbench: owns the first-touch benchmark. A
+ * DataLoader worker is a new process every epoch: it attaches, maps the
+ * arenas afresh and reads objects the cache already holds. Every page it
+ * reads the first time is a page fault in the new process. This program
+ * warms the cache with N objects, then for each mode (RINGCACHE_PREFAULT=0:
+ * no pre-faulting, =sync: in rc_attach, unset: libringcache's default, a
+ * helper thread after attach) fork/execs itself --runs
+ * times as a fresh client that attaches, then reads every object once
+ * (open, zero-copy READ, a load from every 64-byte line, RELEASE, close)
+ * and then a second time. It prints, per mode, the medians of: attach
+ * time, time to first byte (from before fork to the first byte of the
+ * first object loaded), the reading thread's CPU time and minor faults
+ * per object in the first and the second pass, and the CPU time of the
+ * process's other threads (the pre-faulting helper). The first pass minus
+ * the second is what first touch costs an object. CPU time and fault
+ * counts, unlike wall time, hold on a loaded machine.
+ *
+ * Run it through perf/touchbench.sh (S3, the daemon and the dataset). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ringcache.h"
+#include "../tools/dataset.h"
+#include "bench.h"
+
+#define MAX_RUNS 51
+#define N_EXT 8
+
+struct opts {
+	const char *socket, *dataset;
+	size_t n;          /* objects (the dataset's small/ ones) */
+	uint64_t read_bytes; /* 0: whole objects */
+	int runs;
+	struct ds_spec spec;
+};
+
+static volatile uint64_t sink;
+
+static void die(const char *what, int err)
+{
+	fprintf(stderr, "rc-touchbench: %s: %s\n", what, strerror(-err));
+	exit(1);
+}
+
+/* Reads one object (or its first read_bytes); loads a word from every
+ * 64-byte line. check: compare with the dataset instead. *first: set to
+ * the time the first byte was loaded if 0. */
+static void read_object(struct rc_client *c, int ds, const struct opts *o,
+			size_t i, int check, double *first)
+{
+	char key[DS_KEY_MAX];
+	struct rc_stat st;
+	int h = rc_open(c, ds, ds_key(&o->spec, i, key), &st);
+	if (h < 0)
+		die(key, h);
+	uint64_t len = o->read_bytes && o->read_bytes < st.size ? o->read_bytes
+								 : st.size;
+	for (uint64_t off = 0; off < len;) {
+		struct rc_extent ext[N_EXT];
+		int n = rc_read(c, (uint32_t)h, off, len - off, ext, N_EXT);
+		if (n <= 0)
+			die("rc_read", n ? n : -EIO);
+		for (int k = 0; k < n; k++) {
+			const uint8_t *p = ext[k].data;
+			uint64_t sum = 0;
+			if (check && ds_mismatch(&o->spec, i, off, p, ext[k].len) >= 0)
+				die(key, -EBADMSG);
+			for (uint32_t b = 0; b + 8 <= ext[k].len; b += 64)
+				sum += *(const uint64_t *)(p + b);
+			if (first && *first == 0)
+				*first = rc_now_s();
+			sink += sum;
+			off += ext[k].len;
+			rc_release(c, ext[k].lease);
+		}
+	}
+	rc_close(c, (uint32_t)h);
+}
+
+static int attach(struct rc_client *c, const struct opts *o)
+{
+	int err = rc_attach(c, o->socket, NULL);
+	if (err)
+		die("rc_attach", err);
+	int ds = rc_dataset(c, o->dataset);
+	if (ds < 0)
+		die(o->dataset, ds);
+	return ds;
+}
+
+/* CPU seconds and minor faults of this thread (who), or the process. */
+static double cpu_s(int who, double *faults)
+{
+	struct rusage ru;
+	getrusage(who, &ru);
+	*faults = (double)ru.ru_minflt;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The fresh process prints, in seconds: attach, first byte (wall, from
+ * before fork), this thread's CPU and minor faults in pass 1 and 2 (the
+ * machine's load does not inflate CPU time as it does wall time), and
+ * the CPU of the other threads (the pre-faulting helper). */
+static int child(const struct opts *o, double t0)
+{
+	struct rc_client c;
+	double f0, f1, f2, fp;
+	int ds = attach(&c, o);
+	double t_attach = rc_now_s(), first = 0;
+	c.spin = 0; /* a spin waiting for the daemon is CPU time, not reading */
+	double c0 = cpu_s(RUSAGE_THREAD, &f0);
+	for (size_t i = 0; i < o->n; i++)
+		read_object(&c, ds, o, i, 0, &first);
+	double c1 = cpu_s(RUSAGE_THREAD, &f1);
+	for (size_t i = 0; i < o->n; i++)
+		read_object(&c, ds, o, i, 0, NULL);
+	double c2 = cpu_s(RUSAGE_THREAD, &f2);
+	rc_detach(&c); /* joins the helper */
+	double cp = cpu_s(RUSAGE_SELF, &fp) - cpu_s(RUSAGE_THREAD, &fp);
+	printf("%.9f %.9f %.9f %.9f %.0f %.0f %.9f\n", t_attach - t0,
+	       first - t0, c1 - c0, c2 - c1, f1 - f0, f2 - f1, cp);
+	return 0;
+}
+
+#define N_FIELDS 7
+
+/* One fresh process in `mode`; fills r[N_FIELDS]. */
+static void run_child(const struct opts *o, const char *mode, double *r)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		die("pipe", -errno);
+	char n[32], rb[32], t0[64];
+	snprintf(n, sizeof(n), "%zu", o->n);
+	snprintf(rb, sizeof(rb), "%" PRIu64, o->read_bytes);
+	double start = rc_now_s();
+	snprintf(t0, sizeof(t0), "%.9f", start);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork", -errno);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		setenv("RINGCACHE_PREFAULT", mode, 1);
+		execl("/proc/self/exe", "rc-touchbench", "--child", t0,
+		      "--socket", o->socket, "--dataset", o->dataset,
+		      "--small", n, "--read-bytes", rb, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	FILE *f = fdopen(pfd[0], "r");
+	int st = 0;
+	if (!f || fscanf(f, "%lf %lf %lf %lf %lf %lf %lf", &r[0], &r[1], &r[2],
+			 &r[3], &r[4], &r[5], &r[6]) != N_FIELDS)
+		die("child output", -EPROTO);
+	fclose(f);
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		die("child", -ECHILD);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return v[n / 2];
+}
+
+static void bench(const struct opts *o)
+{
+	static const char *const modes[] = {"0", "sync", "1"};
+	static const char *const names[] = {"no prefault", "sync", "background"};
+	printf("first touch: %zu objects, %s, %d fresh processes per mode "
+	       "(medians)\n", o->n, o->read_bytes ? "first bytes" : "whole",
+	       o->runs);
+	if (o->read_bytes)
+		printf("read %" PRIu64 " bytes of each\n", o->read_bytes);
+	printf("%-12s %9s %9s %13s %13s %11s %11s %10s\n", "mode",
+	       "attach ms", "TTFB ms", "pass1 us/obj", "pass2 us/obj",
+	       "pass1 flt/o", "pass2 flt/o", "helper ms");
+	for (int m = 0; m < 3; m++) {
+		double v[N_FIELDS][MAX_RUNS];
+		for (int r = 0; r < o->runs; r++) {
+			double x[N_FIELDS];
+			run_child(o, modes[m], x);
+			for (int k = 0; k < N_FIELDS; k++)
+				v[k][r] = x[k];
+		}
+		double per = 1e6 / (double)o->n, n = (double)o->n;
+		printf("%-12s %9.2f %9.2f %13.1f %13.1f %11.2f %11.2f %10.1f\n",
+		       names[m], median(v[0], o->runs) * 1e3,
+		       median(v[1], o->runs) * 1e3, median(v[2], o->runs) * per,
+		       median(v[3], o->runs) * per, median(v[4], o->runs) / n,
+		       median(v[5], o->runs) / n, median(v[6], o->runs) * 1e3);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.dataset = "bench", .n = 100, .runs = 7};
+	double t0 = -1;
+	static const struct option lo[] = {
+		{"socket", 1, 0, 's'}, {"dataset", 1, 0, 'd'},
+		{"small", 1, 0, 'n'}, {"read-bytes", 1, 0, 'b'},
+		{"runs", 1, 0, 'r'}, {"child", 1, 0, 'c'}, {0, 0, 0, 0}};
+	for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
+		switch (ch) {
+		case 's': o.socket = optarg; break;
+		case 'd': o.dataset = optarg; break;
+		case 'n': o.n = strtoull(optarg, NULL, 10); break;
+		case 'b': o.read_bytes = strtoull(optarg, NULL, 10); break;
+		case 'r': o.runs = atoi(optarg); break;
+		case 'c': t0 = strtod(optarg, NULL); break;
+		default:
+			fprintf(stderr, "usage: rc-touchbench --socket PATH "
+				"[--dataset NAME] [--small N] [--read-bytes B] "
+				"[--runs R]\n");
+			return 2;
+		}
+	}
+	ds_spec_default(&o.spec);
+	o.spec.n_small = o.n;
+	if (o.runs < 1 || o.runs > MAX_RUNS || o.n < 1)
+		return 2;
+	if (t0 >= 0)
+		return child(&o, t0);
+	struct rc_client c; /* warm the cache, checking every byte */
+	int ds = attach(&c, &o);
+	for (size_t i = 0; i < o.n; i++)
+		read_object(&c, ds, &o, i, 1, NULL);
+	rc_detach(&c);
+	bench(&o);
+	return 0;
+}

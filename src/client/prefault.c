@@ -1,0 +1,179 @@
+/* prefault.c - owns libringcache's pre-faulting of arena mappings: a
+ * DataLoader worker is a new process every epoch, and without this its
+ * first pass over a warm cache takes a page fault per 16 pages (fault-
+ * around) of every object it reads (perf/README.md, "First touch"). A
+ * helper thread per arena maps the resident pages while the process
+ * already reads, so the time to the first byte does not wait for it. */
+#include "prefault.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
+
+/* Populated per call: a stop request waits for at most one chunk. */
+#define CHUNK (8u << 20)
+
+struct job {
+	const void *owner;
+	int fd;
+	const uint8_t *base;
+	size_t size;
+	atomic_bool stop;
+	pthread_t thread;
+	struct job *next;
+};
+
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct job *jobs;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+enum mode { OFF, BACKGROUND, SYNC };
+
+/* ThreadSanitizer mis-tracks a thread created in a fork()ed child of a
+ * threaded parent (glibc reuses a parent thread's stack: "dup thread with
+ * used id"), and tests attach in such children: populate in rc_attach
+ * there. */
+#if defined(__SANITIZE_THREAD__)
+#define DEFAULT_MODE SYNC
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DEFAULT_MODE SYNC
+#endif
+#endif
+#ifndef DEFAULT_MODE
+#define DEFAULT_MODE BACKGROUND
+#endif
+
+static enum mode prefault_mode(void)
+{
+	const char *env = getenv("RINGCACHE_PREFAULT");
+	if (env && strcmp(env, "0") == 0)
+		return OFF;
+	return env && strcmp(env, "sync") == 0 ? SYNC : DEFAULT_MODE;
+}
+
+/* Populates [from, to) in chunks; false if stopped or unsupported. */
+static bool populate(struct job *j, size_t from, size_t to)
+{
+	for (size_t at = from; at < to; at += CHUNK) {
+		if (atomic_load_explicit(&j->stop, memory_order_relaxed))
+			return false;
+		size_t len = to - at < CHUNK ? to - at : CHUNK;
+		/* A range the daemon punches meanwhile fails (EFAULT) or maps
+		 * the hole's new page; either way only this chunk is lost. */
+		if (madvise((void *)(j->base + at), len, MADV_POPULATE_READ) < 0 &&
+		    errno == EINVAL)
+			return false; /* kernel before 5.14 */
+	}
+	return true;
+}
+
+static void run(struct job *j)
+{
+	for (off_t pos = 0; (size_t)pos < j->size;) {
+		off_t data = lseek(j->fd, pos, SEEK_DATA);
+		if (data < 0 || (size_t)data >= j->size)
+			break; /* ENXIO: no data past pos */
+		off_t hole = lseek(j->fd, data, SEEK_HOLE);
+		if (hole < 0 || (size_t)hole > j->size)
+			hole = (off_t)j->size;
+		if (!populate(j, (size_t)data, (size_t)hole))
+			break;
+		pos = hole;
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	run(arg);
+	return NULL;
+}
+
+static void lock_jobs(void)
+{
+	pthread_mutex_lock(&jobs_lock);
+}
+
+static void unlock_jobs(void)
+{
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+/* In a fork()ed child the threads are gone: drop the jobs unjoined. */
+static void forget_jobs(void)
+{
+	while (jobs) {
+		struct job *j = jobs;
+		jobs = j->next;
+		close(j->fd);
+		free(j);
+	}
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+static void install_atfork(void)
+{
+	pthread_atfork(lock_jobs, unlock_jobs, forget_jobs);
+}
+
+void rc_prefault_start(const void *owner, int fd, const void *base,
+		       size_t size)
+{
+	enum mode m = prefault_mode();
+	struct job *j = m == OFF ? NULL : calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	*j = (struct job){.owner = owner, .base = base, .size = size,
+			  .fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)};
+	if (j->fd < 0) {
+		free(j);
+		return;
+	}
+	pthread_once(&atfork_once, install_atfork);
+	if (m == SYNC || pthread_create(&j->thread, NULL, thread_main, j)) {
+		run(j);
+		close(j->fd);
+		free(j);
+		return;
+	}
+	pthread_mutex_lock(&jobs_lock);
+	j->next = jobs;
+	jobs = j;
+	pthread_mutex_unlock(&jobs_lock);
+}
+
+void rc_prefault_stop(const void *owner)
+{
+	struct job *mine = NULL;
+	pthread_mutex_lock(&jobs_lock);
+	for (struct job **pp = &jobs; *pp;) {
+		struct job *j = *pp;
+		if (j->owner == owner) {
+			*pp = j->next;
+			j->next = mine;
+			mine = j;
+		} else {
+			pp = &j->next;
+		}
+	}
+	pthread_mutex_unlock(&jobs_lock);
+	while (mine) {
+		struct job *j = mine;
+		mine = j->next;
+		atomic_store(&j->stop, true);
+		pthread_join(j->thread, NULL);
+		close(j->fd);
+		free(j);
+	}
+}

@@ -1,0 +1,201 @@
+/* test_firsttouch.c - a fresh process maps the arenas afresh: with
+ * pre-faulting (src/client/prefault.c) its first pass over warm objects
+ * takes almost no page faults, only the ranges holding data are mapped in
+ * (the sparse arena's holes stay holes), and the helper thread survives
+ * detach at any moment and fork. Fault counts come from the kernel
+ * (getrusage), bytes are checked against tools/dataset.h. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture/fixture.h"
+#include "ringcache.h"
+
+#define N_OBJ 40
+
+static struct fx_daemon D;
+static struct ds_spec S;
+
+static void teardown(void)
+{
+	fx_daemon_kill(&D);
+}
+
+static int attach(struct rc_client *c)
+{
+	struct rc_attach_opts o = {.gpu = -1, .numa_node = -1};
+	int err = rc_attach(c, D.socket_path, &o);
+	if (err)
+		return err;
+	return rc_dataset(c, "ds");
+}
+
+/* Reads small object i whole through zero-copy READ; 0 if every byte
+ * matches the dataset, else a negated errno. */
+static int read_object(struct rc_client *c, int ds, size_t i)
+{
+	char key[DS_KEY_MAX];
+	struct rc_stat st;
+	int h = rc_open(c, ds, ds_key(&S, i, key), &st);
+	if (h < 0)
+		return h;
+	int err = 0;
+	for (uint64_t off = 0; off < st.size && !err;) {
+		struct rc_extent ext[4];
+		int n = rc_read(c, (uint32_t)h, off, st.size - off, ext, 4);
+		if (n <= 0)
+			return n ? n : -EIO;
+		for (int k = 0; k < n; k++) {
+			if (ds_mismatch(&S, i, off, ext[k].data, ext[k].len) >= 0)
+				err = -EBADMSG;
+			off += ext[k].len;
+			rc_release(c, ext[k].lease);
+		}
+	}
+	rc_close(c, (uint32_t)h);
+	return err;
+}
+
+static void start_warm(void)
+{
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	fx_daemon_start(&D, NULL);
+	struct rc_client c;
+	int ds = attach(&c);
+	cr_assert_geq(ds, 0, "attach: %s", rc_strerror(ds));
+	for (size_t i = 0; i < N_OBJ; i++)
+		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+	rc_detach(&c);
+}
+
+/* Kilobytes of this process's mapping that starts at base (smaps Rss). */
+static long mapping_rss_kb(const void *base)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0;
+	long kb = -1;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = lo == (unsigned long)base;
+		else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+			break;
+	}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+struct pass {
+	long faults;   /* minor faults of the reading thread over the pass */
+	long rss_kb;   /* the arena mapping's resident KiB after the pass */
+	int err;
+};
+
+/* In a fresh process with RINGCACHE_PREFAULT=mode: attach, one pass over
+ * the warm objects. */
+static struct pass fresh_pass(const char *mode)
+{
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct pass p = {0};
+		struct rc_client c;
+		struct rusage r0, r1;
+		setenv("RINGCACHE_PREFAULT", mode, 1);
+		int ds = attach(&c);
+		getrusage(RUSAGE_THREAD, &r0);
+		for (size_t i = 0; i < N_OBJ && ds >= 0 && !p.err; i++)
+			p.err = read_object(&c, ds, i);
+		getrusage(RUSAGE_THREAD, &r1);
+		p.err = ds < 0 ? ds : p.err;
+		p.faults = r1.ru_minflt - r0.ru_minflt;
+		p.rss_kb = ds < 0 ? -1 : mapping_rss_kb(c.arenas[ds].base);
+		rc_detach(&c);
+		_exit(write(pfd[1], &p, sizeof(p)) == sizeof(p) ? 0 : 1);
+	}
+	close(pfd[1]);
+	struct pass p = {.err = -EPROTO};
+	cr_assert_eq(read(pfd[0], &p, sizeof(p)), (ssize_t)sizeof(p));
+	close(pfd[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return p;
+}
+
+Test(firsttouch, prefaulted_first_pass_takes_no_faults_and_no_holes,
+     .fini = teardown, .timeout = 120)
+{
+	start_warm();
+	int64_t cached = fx_stat_value(D.socket_path, "ringcache_cache_bytes");
+	cr_assert_gt(cached, N_OBJ * 500000);
+	struct pass off = fresh_pass("0"), on = fresh_pass("sync");
+	cr_log_info("first pass over %d warm objects: %ld faults without "
+		    "pre-faulting, %ld with; arena mapping %ld KiB resident "
+		    "for %" PRId64 " KiB cached", N_OBJ, off.faults, on.faults,
+		    on.rss_kb, cached / 1024);
+	cr_assert_eq(off.err, 0, "bytes read without pre-faulting: %s",
+		     rc_strerror(off.err));
+	cr_assert_eq(on.err, 0, "bytes read with pre-faulting: %s",
+		     rc_strerror(on.err));
+	/* 570 KB is ~140 pages: fault-around maps 16 a fault */
+	cr_assert_geq(off.faults, 5 * N_OBJ, "the control took %ld faults",
+		      off.faults);
+	/* what is left is the process's own: heap, stack, and under a
+	 * sanitizer the shadow of each new page (~1 an object) */
+	cr_assert_leq(on.faults * 4, off.faults, "pre-faulted pass took %ld "
+		      "faults, %ld without", on.faults, off.faults);
+	/* Data only: the mapping is twice the memory, mostly holes. */
+	cr_assert_leq(on.rss_kb * 1024, cached + cached / 8 + (4 << 20),
+		      "%ld KiB mapped for %" PRId64 " B cached", on.rss_kb,
+		      cached);
+	fx_daemon_stop(&D);
+}
+
+/* The default helper thread: detach while it runs, fork while it runs
+ * (the child attaches on its own), and read every byte right. */
+Test(firsttouch, helper_survives_detach_and_fork, .fini = teardown,
+     .timeout = 120)
+{
+	start_warm();
+	unsetenv("RINGCACHE_PREFAULT");
+	for (int k = 0; k < 20; k++) {
+		struct rc_client c;
+		cr_assert_geq(attach(&c), 0);
+		rc_detach(&c); /* joins a helper that may still populate */
+	}
+	struct rc_client c;
+	int ds = attach(&c);
+	cr_assert_geq(ds, 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct rc_client cc;
+		int cds = attach(&cc);
+		int err = cds < 0 ? cds : 0;
+		for (size_t i = 0; i < N_OBJ && !err; i++)
+			err = read_object(&cc, cds, i);
+		if (cds >= 0)
+			rc_detach(&cc);
+		_exit(err ? 1 : 0);
+	}
+	for (size_t i = 0; i < N_OBJ; i++)
+		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the forked child's reads failed");
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
