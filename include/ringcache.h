@@ -29,9 +29,11 @@
  * fails alone (-EINVAL, -EBADF, ...), it never stops the session.
  *
  * rc_client is not thread-safe: use one per thread (they are cheap). The
- * synchronous helpers (rc_open, rc_read, ...) wait for their own completion
- * and must not be mixed with asynchronous submissions in flight on the same
- * client.
+ * synchronous helpers (rc_open, rc_read, rc_read_many, ...) wait for their
+ * own completion and must not be mixed with asynchronous submissions in
+ * flight on the same client; lazily posted RELEASE and CLOSE entries
+ * (rc_release_lazy, rc_close_lazy) mix with everything. A sample is one
+ * entry: READ_KEY (rc_read_many) opens, reads and closes in one.
  *
  * Only libc is needed: link with -lringcache (pkg-config ringcache).
  */
@@ -70,7 +72,7 @@
 extern "C" {
 #endif
 
-#define RC_ABI_VERSION 1
+#define RC_ABI_VERSION 2 /* 2: READ_KEY, lazy RELEASE/CLOSE */
 #define RC_RING_MAGIC 0x52434331u /* "RCC1": rc_ring_hdr.magic */
 
 #define RC_ARG_SLOT_SIZE 2048u  /* holds an S3 key (<= 1024 bytes) and more */
@@ -139,6 +141,26 @@ extern "C" {
  *            or RC_SYNC_PREFIX +        ... those under a prefix
  *            dataset, arg, arg_len
  * CLOSE on a write handle drops it (an uncommitted object is aborted).
+ * One sample, one entry:
+ * READ_KEY   dataset, arg, arg_len,     OPEN and READ in one entry: the key
+ *            offset, len                in the arg slot; res, arena, addr
+ *                                       and lease as for READ (one block at
+ *                                       most: short at a block boundary, 0
+ *                                       at/after EOF); on success the daemon
+ *                                       writes a struct rc_key_result (size,
+ *                                       handle, ETag) over the arg slot.
+ *            flags = RC_READ_KEY_CLOSE: the handle is closed when the entry
+ *            completes if nothing of [offset, offset+len) is left past the
+ *            bytes returned (the usual sample: one block or less); else
+ *            it stays open (rc_key_result.handle) for the READs of the
+ *            rest, and the caller CLOSEs it. Without the flag the handle
+ *            always stays open. On an error no handle and no lease are
+ *            held and the arg slot is not written. Any other flag bit:
+ *            -EINVAL. A cold READ_KEY whose object the daemon knows (a
+ *            LIST of its prefix within metadata_ttl, or an earlier OPEN)
+ *            is one ranged GET with If-Match and no HEAD; an object
+ *            changed in S3 since then is -ESTALE (never mixed bytes), and
+ *            the next READ_KEY of that key asks S3 afresh.
  */
 enum rc_op {
 	RC_OP_NOP = 0,
@@ -156,13 +178,14 @@ enum rc_op {
 	RC_OP_ABORT = 12,
 	RC_OP_RENAME = 13,
 	RC_OP_SYNC = 14,
+	RC_OP_READ_KEY = 15,
 	RC_OP__COUNT
 };
 
 /* Submission entry: 64 bytes. */
 struct rc_sqe {
 	uint8_t opcode;      /* enum rc_op */
-	uint8_t flags;       /* RC_PLAN_APPEND on PREFETCH_PLAN; else 0 */
+	uint8_t flags;       /* RC_PLAN_APPEND, RC_READ_KEY_CLOSE; else 0 */
 	uint16_t arg;        /* arg slot index */
 	uint32_t handle;     /* object handle, or lease id for RELEASE */
 	uint64_t offset;     /* byte offset in the object (entry index: LIST) */
@@ -192,6 +215,14 @@ struct rc_cqe {
 
 /* SQE flags (rc_sqe.flags), by opcode; every other bit must be 0. */
 #define RC_PLAN_APPEND 1u /* PREFETCH_PLAN: append to the current plan */
+#define RC_READ_KEY_CLOSE 1u /* READ_KEY: close the handle when done */
+
+/* user_data values from RC_USER_DATA_LIB up are the library's own: the
+ * completions of lazily posted RELEASE and CLOSE (rc_release_lazy,
+ * rc_close_lazy). rc_peek_cqe and rc_wait_cqe consume those themselves
+ * (counting failures in rc_client.lazy_errors) and never return them. */
+#define RC_USER_DATA_LIB 0xffffffffffffff00ull
+#define RC_USER_DATA_LAZY 0xffffffffffffff01ull
 
 #define RC_CQE_F_MORE 1u /* LIST: more entries follow */
 #define RC_CQE_F_HIT 2u  /* READ/READ_INTO: served without waiting for S3 */
@@ -259,6 +290,16 @@ struct rc_list_entry {
 	uint32_t rec_len;   /* bytes from this record to the next one */
 };
 
+/* READ_KEY's output, written over its arg slot (8-byte aligned) before
+ * the completion is posted. */
+struct rc_key_result {
+	uint64_t size;            /* the object's size */
+	uint32_t handle;          /* open read handle, or RC_NO_HANDLE */
+	uint32_t reserved;        /* 0 */
+	char etag[RC_MAX_ETAG];   /* NUL-terminated */
+};
+#define RC_NO_HANDLE 0xffffffffu
+
 /* Prefetch plan entry: one extent the session will read, in order. */
 struct rc_plan_entry {
 	uint32_t handle;
@@ -320,6 +361,7 @@ struct rc_client {
 	uint64_t *arg_free;          /* bitmap of free arg slots */
 	uint32_t arg_slots;
 	uint32_t spin;               /* ns rc_wait_cqe polls before sleeping */
+	uint32_t lazy_errors;        /* lazy RELEASE/CLOSE that failed */
 };
 
 struct rc_attach_opts {
@@ -442,14 +484,26 @@ static inline int rc_submit(struct rc_client *c)
 	return (int)n;
 }
 
-/* A completion if one is ready, else NULL. Consume it with rc_cqe_seen. */
+/* A completion if one is ready, else NULL. Consume it with rc_cqe_seen.
+ * Completions of the library's lazy entries (RC_USER_DATA_LIB and up) are
+ * consumed here, never returned. */
 static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
 {
-	uint32_t head = rc_load_(&c->hdr->cq_head, relaxed);
+	uint32_t head0 = rc_load_(&c->hdr->cq_head, relaxed), head = head0;
 	uint32_t tail = rc_load_(&c->hdr->cq_tail, acquire);
-	if (head == tail)
-		return NULL;
-	return &c->cqes[head & c->cq_mask];
+	struct rc_cqe *cqe = NULL;
+	for (; head != tail; head++) {
+		cqe = &c->cqes[head & c->cq_mask];
+		if (cqe->user_data < RC_USER_DATA_LIB)
+			break;
+		if (cqe->res < 0)
+			c->lazy_errors++;
+		c->inflight--;
+		cqe = NULL;
+	}
+	if (head != head0)
+		rc_store_(&c->hdr->cq_head, head, release);
+	return cqe;
 }
 
 static inline void rc_cqe_seen(struct rc_client *c)
@@ -527,6 +581,39 @@ static inline void rc_prep_release(struct rc_sqe *sqe, uint32_t lease,
 	sqe->user_data = user_data;
 }
 
+/* READ_KEY: the key is copied into arg slot `slot` (from rc_arg_get; it
+ * stays taken until the completion, whose rc_key_result it then holds).
+ * Returns 0, or -ENAMETOOLONG for a key over RC_MAX_KEY: the entry is then
+ * a NOP whose completion rc_peek_cqe consumes. */
+static inline int rc_prep_read_key(struct rc_client *c, struct rc_sqe *sqe,
+				   int dataset, int slot, const char *key,
+				   uint64_t offset, uint64_t len,
+				   uint8_t flags, uint64_t user_data)
+{
+	size_t kl = strlen(key);
+	if (kl > RC_MAX_KEY) {
+		sqe->opcode = RC_OP_NOP;
+		sqe->user_data = RC_USER_DATA_LAZY;
+		return -ENAMETOOLONG;
+	}
+	memcpy(rc_arg_ptr(c, slot), key, kl);
+	sqe->opcode = RC_OP_READ_KEY;
+	sqe->flags = flags;
+	sqe->arg = (uint16_t)slot;
+	sqe->arg_len = (uint32_t)kl;
+	sqe->dataset = (uint32_t)dataset;
+	sqe->offset = offset;
+	sqe->len = len;
+	sqe->user_data = user_data;
+	return 0;
+}
+
+static inline const struct rc_key_result *
+rc_key_result_of(struct rc_client *c, int slot)
+{
+	return (const struct rc_key_result *)(const void *)rc_arg_ptr(c, slot);
+}
+
 /* ---- Synchronous helpers ------------------------------------------------ */
 struct rc_stat {
 	uint64_t size;
@@ -558,6 +645,48 @@ struct rc_extent {
 int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
 	    uint64_t len, struct rc_extent *ext, int max_ext);
 int rc_release(struct rc_client *c, uint32_t lease);
+
+/* Batched samples: n keys of one dataset read with their READ_KEY entries
+ * in flight together, one submission (one doorbell at most) per batch the
+ * SQ ring and the arg slots hold. For each request the caller sets key,
+ * offset, len (0: to the object's end) and ext/max_ext (room for one
+ * extent per block the range spans); the call fills the rest. Each
+ * request succeeds or fails alone (res < 0: a negated errno, nothing
+ * leased; a missing key is -ENOENT, a changed object -ESTALE, -EBUSY when
+ * the caller holds every arg slot). A range
+ * spanning more blocks than max_ext comes back short (res counts the
+ * bytes in ext). The extents stay leased until released: rc_release_lazy
+ * each one (or rc_release). Handles opened for multi-block reads are
+ * closed lazily by the call. Returns 0, or a negated errno when the
+ * session itself failed (-EPIPE: the daemon is gone). */
+struct rc_read_req {
+	const char *key;          /* in: relative to the dataset */
+	uint64_t offset, len;     /* in: the range; len 0: to the end */
+	struct rc_extent *ext;    /* in: room for max_ext extents */
+	uint32_t max_ext;         /* in */
+	uint32_t n_ext;           /* out: extents filled, each leased */
+	int64_t res;              /* out: bytes in ext, or a negated errno */
+	uint64_t size;            /* out: the object's size */
+	char etag[RC_MAX_ETAG];   /* out: NUL-terminated */
+};
+int rc_read_many(struct rc_client *c, int dataset, struct rc_read_req *reqs,
+		 size_t n);
+
+/* One sample: rc_read_many of one request. Returns the number of extents
+ * (each leased) or a negated errno; st (may be NULL) gets size and ETag. */
+int rc_read_key(struct rc_client *c, int dataset, const char *key,
+		uint64_t offset, uint64_t len, struct rc_extent *ext,
+		int max_ext, struct rc_stat *st);
+
+/* RELEASE and CLOSE without waiting: the entry is queued and goes to the
+ * daemon with the next submission of this client (any call that submits,
+ * or rc_submit); its completion is consumed by whichever call next reaps
+ * (rc_peek_cqe). Returns 0, or -EPIPE if the daemon is gone. A failure
+ * (an unknown lease: -EBADF) is only counted in c->lazy_errors. Leases a
+ * client still holds when it detaches, exits or is killed are released
+ * by the daemon. */
+int rc_release_lazy(struct rc_client *c, uint32_t lease);
+int rc_close_lazy(struct rc_client *c, uint32_t handle);
 
 /* Copy [offset, offset+len) into a registered buffer. Returns bytes. */
 ssize_t rc_read_into(struct rc_client *c, uint32_t handle, uint64_t offset,

@@ -8,10 +8,17 @@
  * sum), so a zero-copy read is not credited for bytes nobody looked at.
  *
  * Two back ends read the same keys:
- *   ringcache  through include/ringcache.h: at the start of each epoch a
- *              reader opens its whole shard (OPENs pipelined) and hands
- *              the daemon its order as a prefetch plan (--no-plan: not),
- *              as a sampler-aware dataloader does; then zero-copy rc_read
+ *   ringcache  through include/ringcache.h: each reader reads its shard
+ *              in batches with rc_read_many (one READ_KEY entry per
+ *              sample, --batch samples and at most 32 MiB a submission),
+ *              releasing lazily; --list: the first epoch starts with one
+ *              LIST of the keys' folders (by the parent, before the
+ *              readers start), as a loader building its index does (a
+ *              listed cold sample is one GET, no HEAD).
+ *              --per-op: the earlier path, kept for comparison: open the
+ *              whole shard (OPENs pipelined), hand the daemon the order as
+ *              a prefetch plan (--no-plan: not), then zero-copy rc_read,
+ *              rc_release and rc_close per object
  *   fs         open/read under a directory: page-cache local files, a bulk
  *              download's output, or a FUSE mount (s3fs, rclone)
  *
@@ -44,7 +51,8 @@ struct options {
 	enum backend backend;
 	const char *keys_path, *dir, *socket, *dataset, *label;
 	int readers, epochs;
-	bool shuffled, plan;
+	bool shuffled, plan, per_op, list;
+	int batch;
 	uint64_t seed, chunk;
 	long spin; /* rc_client.spin override; -1: the library's default */
 };
@@ -80,6 +88,7 @@ struct reader {
 	uint8_t *buf;      /* fs back end */
 	struct rc_client rc;
 	int ds;
+	int epoch;
 	int *handles;      /* ringcache: this reader's shard, in read order */
 	uint64_t *sizes;
 };
@@ -287,6 +296,116 @@ static void read_shard_rc(struct reader *r, const struct object *objs,
 	}
 }
 
+/* LISTs each folder the shard's keys are in (its metadata goes into the
+ * daemon's object table: the READ_KEYs that follow need no HEAD). */
+static void list_folders(struct reader *r, const struct object *objs,
+			 const size_t *shard, size_t n)
+{
+	enum { LIST_BUF = 1 << 20 };
+	void *buf;
+	int bi = rc_alloc_buffer(&r->rc, LIST_BUF, &buf);
+	if (bi < 0) {
+		set_error(r, "list", "(buffer)", rc_strerror(bi));
+		return;
+	}
+	char done[8][256];
+	int n_done = 0;
+	for (size_t i = 0; i < n && n_done < 8; i++) {
+		const char *key = objs[shard[i]].key, *slash = strrchr(key, '/');
+		size_t len = slash ? (size_t)(slash - key) + 1 : 0;
+		if (len >= sizeof(done[0]))
+			continue;
+		char dir[256];
+		memcpy(dir, key, len);
+		dir[len] = 0;
+		bool seen = false;
+		for (int k = 0; k < n_done && !seen; k++)
+			seen = strcmp(done[k], dir) == 0;
+		if (seen)
+			continue;
+		strcpy(done[n_done++], dir);
+		int more = 1;
+		for (uint64_t at = 0; more;) {
+			int got = rc_list(&r->rc, r->ds, dir, at, (uint32_t)bi,
+					  0, LIST_BUF, &more);
+			if (got <= 0) {
+				if (got < 0)
+					set_error(r, "list", key,
+						  rc_strerror(got));
+				break;
+			}
+			at += (uint64_t)got;
+		}
+	}
+	rc_unregister_buffer(&r->rc, (uint32_t)bi);
+	munmap(buf, LIST_BUF);
+}
+
+#define BATCH_BYTES (32ull << 20) /* within max_leased_per_session */
+
+/* One batch: READ_KEYs for objs[shard[from..to)], then every byte. */
+static void read_batch(struct reader *r, const struct object *objs,
+		       const size_t *shard, size_t from, size_t to,
+		       struct rc_read_req *q, struct rc_extent *ext)
+{
+	int64_t started = (int64_t)rc_now_ns();
+	for (size_t k = from; k < to; k++)
+		q[k - from] = (struct rc_read_req){
+			.key = objs[shard[k]].key,
+			.ext = ext + (k - from) * MAX_EXTENTS,
+			.max_ext = MAX_EXTENTS};
+	int e = rc_read_many(&r->rc, r->ds, q, to - from);
+	for (size_t k = from; k < to; k++) {
+		const struct object *o = &objs[shard[k]];
+		struct rc_read_req *x = &q[k - from];
+		if (e < 0 || x->res < 0) {
+			set_error(r, "read", o->key,
+				  rc_strerror(e < 0 ? e : (int)x->res));
+			continue;
+		}
+		uint64_t sum = 0, off = 0;
+		for (uint32_t j = 0; j < x->n_ext; j++) {
+			sum += word_sum(x->ext[j].data, x->ext[j].len, off);
+			off += x->ext[j].len;
+			rc_release_lazy(&r->rc, x->ext[j].lease);
+		}
+		note_bytes(r, off);
+		record_latency(r, started);
+		started = (int64_t)rc_now_ns();
+		if (off != o->size)
+			set_error(r, "size", o->key,
+				  "size differs from the key list");
+		r->res->checksum += mix(sum ^ o->size);
+		r->res->files++;
+	}
+}
+
+/* The ringcache epoch of one reader: batches of READ_KEY entries. */
+static void read_shard_batched(struct reader *r, const struct object *objs,
+			       const size_t *shard, size_t n)
+{
+	size_t b = (size_t)r->opt->batch;
+	struct rc_read_req *q = calloc(b, sizeof(*q));
+	struct rc_extent *ext = calloc(b * MAX_EXTENTS, sizeof(*ext));
+	if (!q || !ext) {
+		set_error(r, "alloc", "(batch)", strerror(ENOMEM));
+		free(q);
+		free(ext);
+		return;
+	}
+	for (size_t at = 0, to; at < n; at = to) {
+		uint64_t bytes = objs[shard[at]].size;
+		for (to = at + 1; to < n && to - at < b; to++) {
+			bytes += objs[shard[to]].size;
+			if (bytes > BATCH_BYTES)
+				break;
+		}
+		read_batch(r, objs, shard, at, to, q, ext);
+	}
+	free(q);
+	free(ext);
+}
+
 static int reader_setup(struct reader *r)
 {
 	if (r->opt->backend == BACKEND_FS) {
@@ -326,8 +445,11 @@ static void reader_main(struct reader *r, const struct object *objs,
 		shard[n_mine++] = perm[i];
 	if (!shard)
 		set_error(r, "alloc", "", strerror(ENOMEM));
-	else if (e >= 0 && r->opt->backend == BACKEND_RINGCACHE)
+	else if (e >= 0 && r->opt->backend == BACKEND_RINGCACHE &&
+		 r->opt->per_op)
 		read_shard_rc(r, objs, shard, n_mine);
+	else if (e >= 0 && r->opt->backend == BACKEND_RINGCACHE)
+		read_shard_batched(r, objs, shard, n_mine);
 	else if (e >= 0)
 		for (size_t i = 0; i < n_mine; i++)
 			read_fs(r, &objs[shard[i]]);
@@ -449,16 +571,27 @@ static int run_epoch(const struct options *opt, const struct object *objs,
 				.opt = opt, .res = &shm->res[r],
 				.lat = shm->lat + lat_off[r],
 				.n_lat = next - lat_off[r],
-				.epoch_t0 = &shm->t0,
+				.epoch_t0 = &shm->t0, .epoch = epoch,
 			};
 			reader_main(&rd, objs, perm, n, r, pipefd[0]);
 		}
 	}
 	close(pipefd[0]);
+	/* --list: the loader's index, built once (by the parent, as a
+	 * DataLoader's dataset object is) and timed as part of epoch 1. */
+	struct reader lister = {.opt = opt, .res = &shm->res[0]};
+	bool listing = opt->backend == BACKEND_RINGCACHE && !opt->per_op &&
+		       opt->list && epoch == 1 &&
+		       reader_setup(&lister) == 0;
 	/* Give the readers time to attach before the clock starts: attaching
 	 * is per process start-up, not per epoch. */
 	usleep(100000);
 	shm->t0 = (int64_t)rc_now_ns();
+	if (listing) {
+		lister.t0 = shm->t0;
+		list_folders(&lister, objs, perm, n);
+		rc_detach(&lister.rc);
+	}
 	close(pipefd[1]);
 	int failed = 0;
 	for (int r = 0; r < opt->readers; r++) {
@@ -506,11 +639,15 @@ static void usage(FILE *f)
 		"usage: rc-workload --keys FILE (--socket PATH --dataset NAME | --dir DIR)\n"
 		"                   [--readers N] [--order sequential|shuffled]\n"
 		"                   [--epochs E] [--seed S] [--chunk BYTES] [--label TEXT]\n"
-		"                   [--no-plan] [--spin N]\n"
+		"                   [--batch N] [--list] [--per-op [--no-plan]] [--spin N]\n"
 		"  --keys FILE   lines \"SIZE KEY\", keys relative to the dataset or DIR\n"
-		"  --socket, --dataset   read through ringcached (zero-copy rc_read); each\n"
-		"                reader opens its shard and sends it as a prefetch plan\n"
-		"  --no-plan     ringcache: open the shard the same way, send no plan\n"
+		"  --socket, --dataset   read through ringcached: batches of samples, one\n"
+		"                READ_KEY entry each (rc_read_many), lazy releases\n"
+		"  --batch N     ringcache: samples per batch (default 16; <= 32 MiB)\n"
+		"  --list        ringcache: epoch 1 starts with a LIST of the keys' folders\n"
+		"  --per-op      ringcache: open the shard, send it as a prefetch plan, then\n"
+		"                rc_read/rc_release/rc_close per object (the earlier path)\n"
+		"  --no-plan     with --per-op: open the shard the same way, send no plan\n"
 		"  --spin NS     ringcache: ns to poll the CQ before sleeping (latency studies)\n"
 		"  --dir DIR     read DIR/KEY with open/read (local files, FUSE mounts)\n"
 		"  --readers N   reader processes, each reads every Nth object (default 1)\n"
@@ -535,13 +672,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"chunk", required_argument, NULL, 'c'},
 		{"label", required_argument, NULL, 'l'},
 		{"no-plan", no_argument, NULL, 'P'},
+		{"per-op", no_argument, NULL, 'O'},
+		{"list", no_argument, NULL, 'L'},
+		{"batch", required_argument, NULL, 'b'},
 		{"spin", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	*o = (struct options){ .readers = 1, .epochs = 1, .seed = 1,
 			       .chunk = 4u << 20, .label = "run",
-			       .plan = true, .spin = -1 };
+			       .plan = true, .spin = -1, .batch = 16 };
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -555,6 +695,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'c': o->chunk = strtoull(optarg, NULL, 0); break;
 		case 'l': o->label = optarg; break;
 		case 'P': o->plan = false; break;
+		case 'O': o->per_op = true; break;
+		case 'L': o->list = true; break;
+		case 'b': o->batch = atoi(optarg); break;
 		case 'w': o->spin = strtol(optarg, NULL, 0); break;
 		case 'o':
 			if (strcmp(optarg, "shuffled") && strcmp(optarg, "sequential"))
@@ -568,6 +711,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->backend = o->dir ? BACKEND_FS : BACKEND_RINGCACHE;
 	if (optind != argc || !o->keys_path || (!o->dir == !o->dataset) ||
 	    o->readers < 1 || o->readers > MAX_READERS || o->epochs < 1 ||
+	    o->batch < 1 || o->batch > 256 ||
 	    o->chunk < 4096 || o->chunk > RC_MAX_IO)
 		return -1;
 	return 0;

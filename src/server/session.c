@@ -22,6 +22,7 @@
 #include "writeback.h"
 #include "log.h"
 #include "metrics.h"
+#include "readkey.h"
 #include "validate.h"
 
 #define MAX_LEASES (1u << 20)
@@ -871,6 +872,8 @@ void op_complete(struct op *op)
 {
 	struct session *s = op->s;
 	struct shard *sh = s->sh;
+	if (op->opcode == RC_OP_READ_KEY && readkey_step(op))
+		return; /* opened: now reading */
 	if (!s->closed) {
 		if (op->err) {
 			op->cqe.res = op->err;
@@ -890,7 +893,8 @@ void op_complete(struct op *op)
 		}
 		post_cqe(s, &op->cqe);
 	}
-	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO)
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO ||
+	    op->opcode == RC_OP_READ_KEY)
 		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,
 				  now_ns() - op->start_ns);
 	if (op->charged) {
@@ -910,7 +914,7 @@ void op_block_ready(struct op *op, struct cache_entry *e)
 	struct shard *sh = op->s->sh;
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t blk_start = (uint64_t)e->blkno * bs;
-	if (op->opcode == RC_OP_READ) {
+	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_KEY) {
 		if (!op->s->closed && op->err == 0) {
 			int id = lease_alloc(op->s, e);
 			if (id < 0) {
@@ -1305,6 +1309,8 @@ static int submit_one(struct session *s, const struct rc_sqe *e,
 	case RC_OP_ABORT:
 	case RC_OP_RENAME:
 		return submit_wait_op(s, e);
+	case RC_OP_READ_KEY:
+		return readkey_submit(s, e);
 	}
 	return -EINVAL;
 }
@@ -1340,4 +1346,33 @@ bool session_process(struct session *s)
 			      memory_order_release);
 	session_put(s);
 	return true;
+}
+
+/* ---- what readkey.c builds on (readkey.h) ------------------------------- */
+
+int session_copy_key(struct session *s, const struct rc_sqe *e, char *key,
+		     bool allow_empty)
+{
+	return copy_key(s, e, key, allow_empty);
+}
+
+struct dataset *session_readable_dataset(struct session *s, uint32_t id,
+					 int *err)
+{
+	return readable_dataset(s, id, err);
+}
+
+bool session_lease_quota_full(struct session *s)
+{
+	return lease_quota_full(s);
+}
+
+int session_handle_open(struct session *s, struct object *o)
+{
+	return handle_alloc(s, o);
+}
+
+int session_handle_close(struct session *s, uint32_t h)
+{
+	return submit_close(s, h);
 }

@@ -27,10 +27,12 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 	[RC_OP_ABORT] = F_HANDLE,
 	[RC_OP_RENAME] = F_HANDLE | F_ARG,
 	[RC_OP_SYNC] = F_HANDLE | F_DATASET | F_ARG,
+	[RC_OP_READ_KEY] = F_DATASET | F_ARG | F_OFFSET | F_LEN,
 };
 /* The SQE flag bits an opcode accepts. */
 static const uint8_t op_flags[RC_OP__COUNT] = {
 	[RC_OP_PREFETCH_PLAN] = RC_PLAN_APPEND,
+	[RC_OP_READ_KEY] = RC_READ_KEY_CLOSE,
 };
 
 static uint8_t fields_read(const struct rc_sqe *e)

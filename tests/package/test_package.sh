@@ -187,6 +187,18 @@ print(ringcache.__file__)
 PY
 check "the installed Python package reads the bytes ($(tail -n 1 "$D/py.log"))" \
 	cmp -s "$D/expected" "$D/py.out"
+# The C extension is installed beside it and is what the package picks.
+(cd / && env -u PYTHONPATH -u RINGCACHE_LIB -u RINGCACHE_BUILD_DIR \
+	RINGCACHE_PY_BACKEND=native /usr/bin/python3 - sample "$key" \
+	"$D/py-native.out" >"$D/py-native.log" 2>&1) <<'PY'
+import sys, ringcache
+with ringcache.Client() as c:
+    [view] = c.read_many(sys.argv[1], [sys.argv[2]])
+    open(sys.argv[3], "wb").write(view.tobytes())
+    print(c.backend, ringcache._native_ext.__file__)
+PY
+check "the installed C extension reads the bytes ($(tail -n 1 "$D/py-native.log"))" \
+	cmp -s "$D/expected" "$D/py-native.out"
 
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID"

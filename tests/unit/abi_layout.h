@@ -21,7 +21,11 @@
 	X(offsetof(struct rc_client, hdr)) X(offsetof(struct rc_client, sq_mask)) \
 	X(offsetof(struct rc_client, sq_local_tail))                          \
 	X(offsetof(struct rc_client, inflight))                               \
-	X(offsetof(struct rc_client, arenas))
+	X(offsetof(struct rc_client, arenas))                                 \
+	X(offsetof(struct rc_client, lazy_errors))                            \
+	X(sizeof(struct rc_key_result)) X(offsetof(struct rc_key_result, etag)) \
+	X(sizeof(struct rc_read_req)) X(offsetof(struct rc_read_req, res))    \
+	X(offsetof(struct rc_read_req, etag))
 
 #define RC_ABI_LAYOUT_ENTRY(v) (size_t)(v),
 

@@ -12,6 +12,8 @@ size_t rc_cxx_layout(const size_t **out);
 int rc_cxx_submit_read(struct rc_client *c, uint32_t handle, uint64_t offset,
 		       uint64_t len, uint64_t user_data);
 int rc_cxx_reap(struct rc_client *c, struct rc_cqe *out);
+int rc_cxx_submit_read_key(struct rc_client *c, int dataset, int slot,
+			   const char *key, uint64_t user_data);
 }
 
 size_t rc_cxx_layout(const size_t **out)
@@ -39,4 +41,15 @@ int rc_cxx_reap(struct rc_client *c, struct rc_cqe *out)
 	std::memcpy(out, cqe, sizeof(*out));
 	rc_cqe_seen(c);
 	return 1;
+}
+
+int rc_cxx_submit_read_key(struct rc_client *c, int dataset, int slot,
+			   const char *key, uint64_t user_data)
+{
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	if (!sqe)
+		return -EBUSY;
+	int r = rc_prep_read_key(c, sqe, dataset, slot, key, 0, RC_MAX_IO,
+				 RC_READ_KEY_CLOSE, user_data);
+	return r < 0 ? r : rc_submit(c);
 }

@@ -409,6 +409,8 @@ size_t rc_cxx_layout(const size_t **out);
 int rc_cxx_submit_read(struct rc_client *c, uint32_t handle, uint64_t offset,
 		       uint64_t len, uint64_t user_data);
 int rc_cxx_reap(struct rc_client *c, struct rc_cqe *out);
+int rc_cxx_submit_read_key(struct rc_client *c, int dataset, int slot,
+			   const char *key, uint64_t user_data);
 
 Test(ring, cxx17_and_c11_see_the_same_layout)
 {
@@ -442,4 +444,58 @@ Test(ring, cxx17_fast_path_round_trip, .init = ring_setup,
 	cr_assert_eq(cqe.res, 512);
 	cr_assert_eq(R.c.inflight, 0);
 	cr_assert_eq(atomic_load(&R.hdr->cq_head), 1);
+}
+
+/* Completions of lazily posted entries (user_data RC_USER_DATA_LIB and
+ * up) never reach the caller: rc_peek_cqe consumes them, counts the
+ * failures and the entries in flight, from C and from C++. */
+Test(ring, lazy_completions_are_consumed_by_peek, .init = ring_setup,
+     .fini = ring_teardown)
+{
+	struct rc_cqe got;
+
+	R.c.inflight = 7;
+	daemon_push_cqe(RC_USER_DATA_LAZY, 0);
+	daemon_push_cqe(5, 0);
+	daemon_push_cqe(RC_USER_DATA_LAZY, -EBADF);
+	daemon_push_cqe(RC_USER_DATA_LAZY, 0);
+	daemon_push_cqe(6, 0);
+	daemon_push_cqe(RC_USER_DATA_LAZY, -EBADF);
+	daemon_push_cqe(RC_USER_DATA_LAZY, 0);
+	struct rc_cqe *cqe = rc_peek_cqe(&R.c);
+	cr_assert_not_null(cqe);
+	cr_assert_eq(cqe->user_data, 5);
+	cr_assert_eq(rc_peek_cqe(&R.c), cqe, "peek twice, the same entry");
+	rc_cqe_seen(&R.c);
+	cr_assert_eq(rc_cxx_reap(&R.c, &got), 1);
+	cr_assert_eq(got.user_data, 6);
+	cr_assert_null(rc_peek_cqe(&R.c));
+	cr_assert_eq(R.c.lazy_errors, 2);
+	cr_assert_eq(R.c.inflight, 0);
+	cr_assert_eq(atomic_load(&R.hdr->cq_head), atomic_load(&R.hdr->cq_tail));
+}
+
+/* READ_KEY prepared from C++: the key lands in its arg slot. */
+Test(ring, cxx17_read_key_entry, .init = ring_setup, .fini = ring_teardown)
+{
+	static _Alignas(64) uint8_t args[4 * RC_ARG_SLOT_SIZE];
+	struct rc_sqe e;
+
+	R.c.args = args;
+	R.c.arg_slots = 4;
+	cr_assert_eq(rc_cxx_submit_read_key(&R.c, 3, 2, "train/0001.jpg", 9), 1);
+	cr_assert(daemon_pop_sqe(&e));
+	cr_assert_eq(e.opcode, RC_OP_READ_KEY);
+	cr_assert_eq(e.flags, RC_READ_KEY_CLOSE);
+	cr_assert_eq(e.arg, 2);
+	cr_assert_eq(e.arg_len, 14);
+	cr_assert_eq(e.dataset, 3);
+	cr_assert_eq(e.len, RC_MAX_IO);
+	cr_assert_eq(e.user_data, 9);
+	cr_assert_eq(memcmp(args + 2 * RC_ARG_SLOT_SIZE, "train/0001.jpg", 14), 0);
+	char longkey[RC_MAX_KEY + 2];
+	memset(longkey, 'k', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = 0;
+	cr_assert_eq(rc_cxx_submit_read_key(&R.c, 3, 1, longkey, 10),
+		     -ENAMETOOLONG);
 }

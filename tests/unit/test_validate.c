@@ -32,6 +32,7 @@ static const unsigned reads[RC_OP__COUNT] = {
 	[RC_OP_ABORT] = H,
 	[RC_OP_RENAME] = H | A,
 	[RC_OP_SYNC] = H | D | A,
+	[RC_OP_READ_KEY] = D | A | O | L,
 };
 
 struct field {
@@ -118,14 +119,16 @@ Test(validate_sqe, sync_reads_dataset_and_prefix_only_with_sync_prefix)
 	}
 }
 
-Test(validate_sqe, flags_only_plan_append_on_prefetch_plan)
+Test(validate_sqe, flags_only_plan_append_and_read_key_close)
 {
 	for (unsigned op = 0; op < RC_OP__COUNT; op++) {
 		for (unsigned bit = 0; bit < 8; bit++) {
 			struct rc_sqe e = {.opcode = (uint8_t)op,
 					   .flags = (uint8_t)(1u << bit)};
-			bool ok = op == RC_OP_PREFETCH_PLAN &&
-				  (1u << bit) == RC_PLAN_APPEND;
+			bool ok = (op == RC_OP_PREFETCH_PLAN &&
+				   (1u << bit) == RC_PLAN_APPEND) ||
+				  (op == RC_OP_READ_KEY &&
+				   (1u << bit) == RC_READ_KEY_CLOSE);
 			cr_assert_eq(validate_sqe(&e), ok ? 0 : -EINVAL,
 				     "opcode %u flag %#x", op, 1u << bit);
 		}
@@ -179,7 +182,9 @@ Test(validate_sqe, random_entries_match_the_table)
 		cr_assert((rd & B) || (!e.buf_index && !e.buf_offset));
 		cr_assert((rd & D) || !e.dataset);
 		cr_assert(!e.flags || (e.opcode == RC_OP_PREFETCH_PLAN &&
-				       e.flags == RC_PLAN_APPEND));
+				       e.flags == RC_PLAN_APPEND) ||
+			  (e.opcode == RC_OP_READ_KEY &&
+			   e.flags == RC_READ_KEY_CLOSE));
 	}
 	cr_assert_gt(accepted, 1000, "the generator reached few valid entries");
 }

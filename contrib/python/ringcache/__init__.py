@@ -24,10 +24,18 @@ A Client is not thread-safe: use one per thread. It is fork-aware: in a
 child process (a DataLoader worker) its first use attaches a new session;
 Files re-open themselves, but leases and buffers of the parent are not
 usable in the child.
+
+Two backends: the C extension ringcache._native (built by meson where
+Python's headers are installed) does the session, open, close and the
+zero-copy reads (File.view, Client.read_many); the ctypes binding does
+everything else on the same session, and all of it where the extension is
+missing. RINGCACHE_PY_BACKEND=ctypes forces ctypes alone, =native insists
+on the extension (ImportError without it); Client(backend=...) per client.
 """
 
 import ctypes
 import errno as _errno
+import importlib
 import io
 import mmap
 import os
@@ -35,6 +43,15 @@ import weakref
 from collections import namedtuple
 
 from . import _abi
+
+# A source checkout: the extension is built in BUILD/contrib/python/
+# ringcache ($RINGCACHE_BUILD_DIR, else the tree's build/).
+_BUILD_PKG = os.path.join(
+    os.environ.get("RINGCACHE_BUILD_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+        "build"), "contrib", "python", "ringcache")
+if os.path.isdir(_BUILD_PKG):
+    __path__.append(_BUILD_PKG)
 
 __all__ = ["Client", "DatasetAccessError", "File", "Lease", "ListEntry",
            "RingcacheError", "S3AccessDenied", "Writer", "parse_stats",
@@ -75,6 +92,39 @@ class S3AccessDenied(PermissionError):
 # Errnos whose cause is ringcache's own: an exception class that says so
 # (both remain PermissionError for code that catches that).
 _ERRORS = {_errno.EACCES: DatasetAccessError, _errno.EPERM: S3AccessDenied}
+
+
+_native_ext = None  # the module (not named _native: that is its own)
+_native_error = None
+BACKENDS = ("auto", "native", "ctypes")
+
+
+def _native_module():
+    """ringcache._native, or None (ctypes) when it cannot be imported."""
+    global _native_ext, _native_error
+    if _native_ext is None and _native_error is None:
+        try:
+            mod = importlib.import_module("._native", __name__)
+            mod.set_errors(dict(_ERRORS))
+            _native_ext = mod
+        except ImportError as e:
+            _native_error = e
+    return _native_ext
+
+
+def _backend(choice):
+    """The backend a Client uses: choice, else $RINGCACHE_PY_BACKEND,
+    else auto (the extension when importable)."""
+    choice = choice or os.environ.get("RINGCACHE_PY_BACKEND") or "auto"
+    if choice not in BACKENDS:
+        raise ValueError(f"ringcache backend {choice!r}: one of {BACKENDS}")
+    if choice == "ctypes":
+        return None
+    mod = _native_module()
+    if mod is None and choice == "native":
+        raise ImportError("ringcache: the C extension ringcache._native "
+                          f"is not importable: {_native_error}")
+    return mod
 
 
 def _library():
@@ -175,12 +225,17 @@ class Client:
     socket: the daemon's socket path (None: $RINGCACHE_SOCKET, else
     /run/ringcache/ringcache.sock). gpu / numa_node: which GPU (or node)
     this process feeds, so the daemon serves it from that node's shard.
+    backend: "native", "ctypes" or "auto" (None: $RINGCACHE_PY_BACKEND,
+    else auto); self.backend says which one runs.
     """
 
-    def __init__(self, socket=None, gpu=-1, numa_node=-1):
+    def __init__(self, socket=None, gpu=-1, numa_node=-1, backend=None):
         self.socket = socket
         self.gpu = gpu
         self.numa_node = numa_node
+        self._native_mod = _backend(backend)
+        self.backend = "native" if self._native_mod else "ctypes"
+        self._session = None  # the _native.Session owning self._c
         self._c = None
         self._pid = None
         self.generation = 0  # bumped on every (re)attach
@@ -194,6 +249,8 @@ class Client:
     # ---- session lifetime -------------------------------------------------
 
     def _attach(self):
+        if self._native_mod is not None:
+            return self._attach_native()
         c = _abi.rc_client()
         opts = _abi.rc_attach_opts(gpu=self.gpu, numa_node=self.numa_node)
         path = _encode(self.socket) if self.socket is not None else None
@@ -207,12 +264,37 @@ class Client:
         self._pid = os.getpid()
         self.generation += 1
 
+    def _attach_native(self):
+        """The session is the extension's; ctypes borrows its rc_client."""
+        path = os.fsdecode(self.socket) if self.socket is not None else None
+        try:
+            session = self._native_mod.Session(path, self.gpu,
+                                               self.numa_node)
+        except PermissionError as e:
+            if e.errno != _errno.EACCES:
+                raise
+            raise PermissionError(_errno.EACCES, "attach: permission denied "
+                                  "on the daemon's socket (socket_mode)",
+                                  self.socket) from None
+        self._session = session
+        self._c = _abi.rc_client.from_address(session.address)
+        self._pid = os.getpid()
+        self.generation += 1
+
+    def _detach(self):
+        if self._session is not None:
+            self._c = None
+            self._session.detach()
+            self._session = None
+        else:
+            _library().rc_detach(ctypes.byref(self._c))
+            self._c = None
+
     def _forget_parent_session(self):
         """In a forked child: close our copies of the parent's fds and
         mappings (the parent's session is untouched) and drop everything
         that belonged to it."""
-        _library().rc_detach(ctypes.byref(self._c))
-        self._c = None
+        self._detach()
         self._deferred.clear()
         for lease in list(self._leases):
             lease._orphan()
@@ -233,9 +315,11 @@ class Client:
         return ctypes.byref(self._c)
 
     def close(self):
-        """Release every outstanding lease and detach. Memoryviews handed
-        out earlier must not be touched afterwards (the arena is
-        unmapped)."""
+        """Release every outstanding lease and detach. Memoryviews of
+        Leases (File.read) must not be touched afterwards (the arena is
+        unmapped). With the extension, views from read_many and
+        File.view keep their bytes mapped and leased: the session ends
+        when the last of them goes."""
         if self._c is None:
             return
         if self._pid != os.getpid():
@@ -248,8 +332,7 @@ class Client:
             b.close()
         self._buffers = []
         self._staging = None
-        _library().rc_detach(ctypes.byref(self._c))
-        self._c = None
+        self._detach()
 
     def __enter__(self):
         return self
@@ -276,16 +359,32 @@ class Client:
         defers its release instead of re-entering the C client."""
         ptr = self._ptr()
         self._flush_deferred()
+        session = self._session
         self._busy = True
+        if session is not None:
+            session.busy = 1  # views dropped meanwhile queue their release
         try:
             return fn(ptr, *args)
         finally:
             self._busy = False
+            if session is not None:
+                session.busy = 0
 
     def _flush_deferred(self):
+        if self._session is not None and not self._busy:
+            self._session.post()  # views dropped during a ctypes call
         while self._deferred and not self._busy:
             lease_id = self._deferred.pop()
             _library().rc_release(ctypes.byref(self._c), lease_id)
+
+    def flush(self):
+        """Sends the releases of dropped views now and waits until the
+        daemon has them (they otherwise go with the next call, or in
+        batches of a few)."""
+        self._ptr()
+        self._flush_deferred()
+        if self._session is not None:
+            self._session.quiesce()
 
     def _release(self, lease_id, generation, deferred_ok):
         if generation != self.generation or self._c is None or \
@@ -304,6 +403,9 @@ class Client:
         DatasetAccessError (EACCES) for one its ACL keeps from this user."""
         if isinstance(name, int):
             return name
+        self._ptr()
+        if self._session is not None:
+            return self._session.dataset(name)
         return _check(self._call(_library().rc_dataset, _encode(name)),
                       "dataset", name)
 
@@ -317,10 +419,45 @@ class Client:
     def open(self, dataset, key):
         """Opens dataset (name or id) / key; returns a File."""
         ds = self.dataset(dataset)
+        return File(self, ds, key, *self._open_handle(ds, key))
+
+    def _open_handle(self, ds, key):
+        """(handle, size, etag) of a new OPEN."""
+        self._ptr()
+        if self._session is not None:
+            return self._session.open(ds, key)
+        name = _encode(key)
+        if b"\0" in name:  # as a C string it would name another object
+            raise _error(-_errno.EINVAL, "open", key)
         st = _abi.rc_stat()
-        handle = _check(self._call(_library().rc_open, ds, _encode(key),
+        handle = _check(self._call(_library().rc_open, ds, name,
                                    ctypes.byref(st)), "open", key)
-        return File(self, ds, key, handle, st)
+        return handle, st.size, st.etag.decode()
+
+    def read_many(self, dataset, keys):
+        """Whole objects of dataset (name or id), one per key, read
+        together: with the extension, one READ_KEY entry per key (open,
+        read, close in one), all in one submission. Returns a list with, for
+        each key, a read-only memoryview or the OSError of that key alone
+        (FileNotFoundError for a missing one). A view of an object within
+        one cache block is zero-copy over the daemon's arena and holds the
+        lease until the view and every array or tensor made from it
+        (numpy.frombuffer, torch.frombuffer) are gone; a larger object is
+        one copy. With the extension a view outlives close(): the session
+        ends when the last view goes; through ctypes it must not be
+        touched after close()."""
+        ds = self.dataset(dataset)
+        self._ptr()
+        if self._session is not None:
+            return self._session.read_many(ds, keys)
+        out = []
+        for key in keys:
+            try:
+                with self.open(ds, key) as f:
+                    out.append(f.view())
+            except OSError as e:
+                out.append(e)
+        return out
 
     def writer(self, dataset, key):
         """A Writer for a new object dataset / key (the dataset must be
@@ -454,12 +591,12 @@ class Client:
 class File:
     """An open object. Re-opens itself in a forked child."""
 
-    def __init__(self, client, dataset, key, handle, st):
+    def __init__(self, client, dataset, key, handle, size, etag):
         self.client = client
         self.dataset = dataset
         self.key = key
-        self.size = st.size
-        self.etag = st.etag.decode()
+        self.size = size
+        self.etag = etag
         self._handle = handle
         self._generation = client.generation
 
@@ -468,12 +605,9 @@ class File:
             raise RingcacheError(_errno.EBADF, "file is closed", self.key)
         self.client._ptr()
         if self._generation != self.client.generation:
-            st = _abi.rc_stat()
-            self._handle = _check(self.client._call(
-                _library().rc_open, self.dataset, _encode(self.key),
-                ctypes.byref(st)), "open", self.key)
+            self._handle, self.size, self.etag = self.client._open_handle(
+                self.dataset, self.key)
             self._generation = self.client.generation
-            self.size, self.etag = st.size, st.etag.decode()
         return self._handle
 
     def _span(self, offset, length):
@@ -506,6 +640,22 @@ class File:
             lease.release()
             raise
         return lease
+
+    def view(self, offset=0, length=None):
+        """[offset, offset+length) (None: to the end) as one read-only
+        memoryview: zero-copy over the arena when the range lies in one
+        cache block (the lease is held until the view and everything made
+        from it are gone), else one copy."""
+        todo = self._span(offset, length)
+        h = self._h()
+        session = self.client._session
+        if session is not None:
+            return session.read(h, offset, todo)
+        lease = self.read(offset, todo)
+        if len(lease._extents) == 1:
+            return lease.view
+        with lease:
+            return memoryview(lease.tobytes())
 
     def pread(self, offset=0, length=None):
         """[offset, offset+length) as bytes (one copy out of the arena)."""
@@ -563,8 +713,11 @@ class File:
         if self._generation == self.client.generation and \
                 self.client._c is not None and \
                 self.client._pid == os.getpid():
-            _check(self.client._call(_library().rc_close, h), "close",
-                   self.key)
+            if self.client._session is not None:
+                self.client._session.close(h)
+            else:
+                _check(self.client._call(_library().rc_close, h), "close",
+                       self.key)
 
     def __enter__(self):
         return self

@@ -14,7 +14,7 @@ import ctypes
 import ctypes.util
 import os
 
-RC_ABI_VERSION = 1
+RC_ABI_VERSION = 2
 RC_MAX_ETAG = 128
 RC_DATASET_NAME_MAX = 64
 RC_MAX_IO = 1 << 30
@@ -66,6 +66,7 @@ class rc_client(ctypes.Structure):
         ("arg_free", ctypes.POINTER(ctypes.c_uint64)),
         ("arg_slots", ctypes.c_uint32),
         ("spin", ctypes.c_uint32),
+        ("lazy_errors", ctypes.c_uint32),
     ]
 
 

@@ -12,6 +12,13 @@ Each DataLoader worker attaches its own session on first use (the Client
 notices the fork); with the spawn start method the Dataset pickles without
 its client and attaches in the worker the same way.
 
+Batches: with batch_size set, the DataLoader calls __getitems__ with the
+batch's indices, and the whole batch is one Client.read_many (one
+READ_KEY entry per sample, all in one submission). Where torch does not call __getitems__,
+hand the dataset whole batches with sampler=BatchSampler(...),
+batch_size=None, collate_fn=torch.utils.data.default_collate: __getitem__
+takes a list of indices the same way.
+
 Resuming mid-epoch: StatefulLoader is a DataLoader that counts the samples
 it has handed out; its state_dict() (save it with the model) holds the
 epoch's order, how far it was read and the next epoch's order drawn ahead,
@@ -45,15 +52,18 @@ class RingcacheDataset(torch.utils.data.Dataset):
     keys: the object keys (relative to the dataset), or prefix: every
     object under that prefix, listed recursively once here, sorted.
     output: "bytes" (default) or "tensor" (a 1-D uint8 tensor); either way
-    exactly one copy out of the daemon's arena. transform: applied to that.
+    exactly one copy out of the daemon's arena. Or "view": a read-only
+    memoryview, zero-copy over the arena for an object within one cache
+    block, holding its lease until it (and any numpy.frombuffer /
+    torch.frombuffer made of it) is dropped. transform: applied to that.
     """
 
     def __init__(self, socket, dataset, keys=None, prefix=None,
                  transform=None, output="bytes", gpu=-1):
         if (keys is None) == (prefix is None):
             raise ValueError("give exactly one of keys or prefix")
-        if output not in ("bytes", "tensor"):
-            raise ValueError("output must be 'bytes' or 'tensor'")
+        if output not in ("bytes", "tensor", "view"):
+            raise ValueError("output must be 'bytes', 'tensor' or 'view'")
         self.socket = socket
         self.dataset = dataset
         self.transform = transform
@@ -84,14 +94,29 @@ class RingcacheDataset(torch.utils.data.Dataset):
         return len(self.keys)
 
     def __getitem__(self, index):
-        key = self.keys[index]
-        with self.client().open(self.dataset, key) as f:
-            with f.read() as lease:
-                if self.output == "tensor":
-                    sample = torch.empty(len(lease), dtype=torch.uint8)
-                    lease.copy_into(sample.numpy())
-                else:
-                    sample = lease.tobytes()
+        if isinstance(index, (list, tuple)):  # a BatchSampler's batch
+            return self.__getitems__(index)
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices):
+        """The samples of indices, read in one batch (read_many); the
+        first key's error is raised if any fails."""
+        views = self.client().read_many(self.dataset,
+                                        [self.keys[i] for i in indices])
+        for v in views:
+            if isinstance(v, BaseException):
+                del views  # the others' leases go now, not with the error
+                raise v
+        return [self._sample(v) for v in views]
+
+    def _sample(self, view):
+        if self.output == "tensor":
+            sample = torch.empty(len(view), dtype=torch.uint8)
+            sample.numpy().data[:] = view
+        elif self.output == "bytes":
+            sample = view.tobytes()
+        else:
+            sample = view
         return self.transform(sample) if self.transform else sample
 
     def send_plan(self, indices, append=False):
