@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -236,16 +237,6 @@ static inline uint64_t now_ns(void)
 	return rc_now_ns();
 }
 
-/* daemon.c (src/server): lifecycle, datasets, reload. */
-int daemon_init(struct daemon *d, const char *config_path, char *err,
-		size_t errlen);
-/* SIGHUP: applies the file if it is valid and the running daemon can
- * serve it (else logs why and keeps the old config): datasets and their
- * ACLs (live sessions lose what they lost), log level, limits and
- * credentials; logs each other changed key as needing a restart. */
-int daemon_reload(struct daemon *d);
-/* True if the config file on disk is not the one last loaded. */
-bool daemon_config_file_changed(const struct daemon *d);
 /* An enabled dataset by its config name, or NULL. A lookup, not the
  * lifecycle's: write-back's replay uses it too. */
 static inline struct dataset *dataset_by_name(struct daemon *d,
@@ -257,23 +248,19 @@ static inline struct dataset *dataset_by_name(struct daemon *d,
 			return d->datasets[i];
 	return NULL;
 }
-void daemon_destroy(struct daemon *d);
-/* Attaches datasets added since the shard last looked (reload). */
-void daemon_shard_sync_datasets(struct shard *sh);
 
-/* session.c */
-void session_accept(struct daemon *d, int fd);
-/* A session shard 0 handed over: attach it on sh. */
-void session_adopt(struct shard *sh, struct session *s);
-void session_on_sock(struct session *s, int res);
-void session_on_doorbell(struct session *s, int res);
-bool session_process(struct session *s);
-void session_flush(struct session *s);
-void session_close(struct session *s);
-void session_put(struct session *s);
-/* The object behind a read handle; NULL if unknown, or if a reload took
- * its dataset (or this peer's read access to it) away. */
-struct object *session_handle(struct session *s, uint32_t handle);
+/* True if the config file on disk is not the one last loaded (the
+ * lifecycle records it; STATS and status report it). */
+static inline bool daemon_config_file_changed(const struct daemon *d)
+{
+	struct stat st;
+	if (stat(d->config_path, &st) != 0)
+		return true;
+	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
+	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
+	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
+}
+
 /* Copies n bytes the client can change (ring region, registered buffer)
  * into dst, once: validate and use only dst. The barrier stops the
  * compiler from reading src again in place of dst, so a client racing to
@@ -283,21 +270,5 @@ static inline void copy_from_client(void *dst, const void *src, size_t n)
 	__builtin_memcpy(dst, src, n);
 	__asm__ volatile("" ::: "memory");
 }
-/* Completes an op: posts its CQE (if the session lives), frees it. */
-void op_complete(struct op *op);
-/* Called by daemon.c as blocks of a READ/READ_INTO become valid. */
-void op_block_ready(struct op *op, struct cache_entry *e);
-void op_block_failed(struct op *op, int err);
-void op_list_ready(struct op *op, const struct listing *l, int err);
-
-/* lifecycle.c: the shards' loops, signals, drain. */
-int daemon_run(struct daemon *d);
-/* Wakes shard sh's loop from any thread (inbox, datasets, stop). */
-void shard_wake(struct shard *sh);
-/* One turn of the loop without client work (fuzzers, drains). */
-void shard_poll_once(struct shard *sh);
-/* The shard's loop state: reactor, curl, wake handler. */
-int shard_loop_init(struct shard *sh);
-void shard_loop_destroy(struct shard *sh);
 
 #endif

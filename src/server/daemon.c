@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "daemon.h"
+#include "lifecycle.h"
+#include "session.h"
 #include "fetch.h"
 #include "listener.h"
 #include "budget.h"
@@ -304,16 +307,6 @@ static void note_config_file(struct daemon *d)
 		d->config_ino = st.st_ino;
 		d->config_size = st.st_size;
 	}
-}
-
-bool daemon_config_file_changed(const struct daemon *d)
-{
-	struct stat st;
-	if (stat(d->config_path, &st) != 0)
-		return true;
-	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
-	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
-	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
 }
 
 static int refuse(struct daemon *d, const char *why)

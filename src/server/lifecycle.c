@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
+#include "session.h"
 #include "fetch.h"
 #include "prefetch.h"
 #include "listener.h"
@@ -200,6 +202,7 @@ static void wait_events(struct shard *sh, bool busy)
 void shard_poll_once(struct shard *sh)
 {
 	reactor_run_timers(sh->reactor);
+	metrics_publish(sh);
 	wait_events(sh, false);
 }
 

@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "metrics_http.h"
 

@@ -10,6 +10,7 @@
 
 #include "daemon.h"
 #include "prefetch.h"
+#include "writeback.h"
 #include "journal.h"
 #include "metrics.h"
 
@@ -114,7 +115,7 @@ static uint64_t sh_handles(const struct shard *sh)
 	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
 	  sh->budget.bytes_total)                                              \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
-	  curlio_inflight(sh->curl))                                                   \
+	  curlio_inflight(sh->curl))                                           \
 	G("ringcache_prefetch_pinned_bytes", gauge,                            \
 	  "Prefetched, unread bytes protected from eviction.",                 \
 	  sh->pf_pinned_bytes)                                                 \

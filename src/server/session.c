@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "session.h"
 #include "fetch.h"
 #include "prefetch.h"
 #include "writeback.h"
@@ -542,7 +543,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 	s->next = to->inbox;
 	to->inbox = s;
 	pthread_mutex_unlock(&to->lock);
-	shard_wake(to);
+	reactor_wake(to->reactor);
 	return true;
 }
 

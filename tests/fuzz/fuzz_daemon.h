@@ -9,6 +9,8 @@
 #include <stddef.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
+#include "session.h"
 
 /* Starts the daemon once (aborts if it cannot). */
 struct daemon *fuzz_daemon(void);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "lifecycle.h"
 #include "fetch.h"
 
 #define BLOCK (64u * 1024u)
