@@ -217,11 +217,11 @@ struct rc_cqe {
 #define RC_PLAN_APPEND 1u /* PREFETCH_PLAN: append to the current plan */
 #define RC_READ_KEY_CLOSE 1u /* READ_KEY: close the handle when done */
 
-/* user_data values from RC_USER_DATA_LIB up are the library's own: the
- * completions of lazily posted RELEASE and CLOSE (rc_release_lazy,
- * rc_close_lazy). rc_peek_cqe and rc_wait_cqe consume those themselves
- * (counting failures in rc_client.lazy_errors) and never return them. */
-#define RC_USER_DATA_LIB 0xffffffffffffff00ull
+/* The one user_data value the library keeps for itself: the completions
+ * of lazily posted RELEASE and CLOSE (rc_release_lazy, rc_close_lazy).
+ * rc_peek_cqe and rc_wait_cqe consume those themselves (counting failures
+ * in rc_client.lazy_errors) and never return them. Every other value,
+ * UINT64_MAX included, is the caller's. */
 #define RC_USER_DATA_LAZY 0xffffffffffffff01ull
 
 #define RC_CQE_F_MORE 1u /* LIST: more entries follow */
@@ -485,7 +485,7 @@ static inline int rc_submit(struct rc_client *c)
 }
 
 /* A completion if one is ready, else NULL. Consume it with rc_cqe_seen.
- * Completions of the library's lazy entries (RC_USER_DATA_LIB and up) are
+ * Completions of the library's lazy entries (RC_USER_DATA_LAZY) are
  * consumed here, never returned. */
 static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
 {
@@ -494,7 +494,7 @@ static inline struct rc_cqe *rc_peek_cqe(struct rc_client *c)
 	struct rc_cqe *cqe = NULL;
 	for (; head != tail; head++) {
 		cqe = &c->cqes[head & c->cq_mask];
-		if (cqe->user_data < RC_USER_DATA_LIB)
+		if (cqe->user_data != RC_USER_DATA_LAZY)
 			break;
 		if (cqe->res < 0)
 			c->lazy_errors++;

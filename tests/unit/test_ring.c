@@ -446,9 +446,9 @@ Test(ring, cxx17_fast_path_round_trip, .init = ring_setup,
 	cr_assert_eq(atomic_load(&R.hdr->cq_head), 1);
 }
 
-/* Completions of lazily posted entries (user_data RC_USER_DATA_LIB and
- * up) never reach the caller: rc_peek_cqe consumes them, counts the
- * failures and the entries in flight, from C and from C++. */
+/* Completions of lazily posted entries (user_data RC_USER_DATA_LAZY)
+ * never reach the caller: rc_peek_cqe consumes them, counts the failures
+ * and the entries in flight, from C and from C++. */
 Test(ring, lazy_completions_are_consumed_by_peek, .init = ring_setup,
      .fini = ring_teardown)
 {
@@ -473,6 +473,27 @@ Test(ring, lazy_completions_are_consumed_by_peek, .init = ring_setup,
 	cr_assert_eq(R.c.lazy_errors, 2);
 	cr_assert_eq(R.c.inflight, 0);
 	cr_assert_eq(atomic_load(&R.hdr->cq_head), atomic_load(&R.hdr->cq_tail));
+}
+
+/* Only RC_USER_DATA_LAZY is the library's: a caller's own large tags
+ * (perf/readbench.c posts its RELEASEs as UINT64_MAX) come back to it, or
+ * a program that waits for them hangs. */
+Test(ring, callers_large_user_data_reaches_the_caller, .init = ring_setup,
+     .fini = ring_teardown)
+{
+	R.c.inflight = 3;
+	daemon_push_cqe(UINT64_MAX, 0);
+	daemon_push_cqe(RC_USER_DATA_LAZY - 1, 0);
+	daemon_push_cqe(RC_USER_DATA_LAZY + 1, 0);
+	const uint64_t want[] = {UINT64_MAX, RC_USER_DATA_LAZY - 1,
+				 RC_USER_DATA_LAZY + 1};
+	for (int i = 0; i < 3; i++) {
+		struct rc_cqe *cqe = rc_peek_cqe(&R.c);
+		cr_assert_not_null(cqe, "completion %d swallowed", i);
+		cr_assert_eq(cqe->user_data, want[i]);
+		rc_cqe_seen(&R.c);
+	}
+	cr_assert_null(rc_peek_cqe(&R.c));
 }
 
 /* READ_KEY prepared from C++: the key lands in its arg slot. */
