@@ -249,6 +249,21 @@ static inline struct dataset *dataset_by_name(struct daemon *d,
 	return NULL;
 }
 
+/* The S3 key of a dataset's key (its prefix + key), malloc'd; NULL when
+ * out of memory. */
+static inline char *dataset_bucket_key(const struct dataset *ds,
+				       const char *key)
+{
+	size_t pl = __builtin_strlen(ds->cfg->prefix);
+	size_t kl = __builtin_strlen(key);
+	char *k = __builtin_malloc(pl + kl + 1);
+	if (k) {
+		__builtin_memcpy(k, ds->cfg->prefix, pl);
+		__builtin_memcpy(k + pl, key, kl + 1);
+	}
+	return k;
+}
+
 /* True if the config file on disk is not the one last loaded (the
  * lifecycle records it; STATS and status report it). */
 static inline bool daemon_config_file_changed(const struct daemon *d)

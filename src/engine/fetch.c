@@ -212,17 +212,6 @@ static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
 static void fetch_retry_due(struct reactor_timer *t);
 static void fetch_done(struct fetch *f, CURLcode code);
 
-static char *full_key(const struct dataset *ds, const char *key)
-{
-	size_t pl = strlen(ds->cfg->prefix), kl = strlen(key);
-	char *k = malloc(pl + kl + 1);
-	if (k) {
-		memcpy(k, ds->cfg->prefix, pl);
-		memcpy(k + pl, key, kl + 1);
-	}
-	return k;
-}
-
 static int block_sink(void *ctx, uint64_t body_off, const void *data,
 		      size_t len)
 {
@@ -263,7 +252,7 @@ static int fetch_start(struct fetch *f)
 	p.bucket = f->kind == FETCH_LIST ? f->op->ds->cfg->bucket
 					 : f->obj->ds->cfg->bucket;
 	if (f->kind != FETCH_LIST) {
-		key = full_key(f->obj->ds, f->obj->key);
+		key = dataset_bucket_key(f->obj->ds, f->obj->key);
 		if (!key)
 			return -ENOMEM;
 		p.key = key;
@@ -572,7 +561,8 @@ static void log_fetch_failure(const struct fetch *f, int err,
 	static const char *const what[] = {[FETCH_BLOCK] = "GET",
 					   [FETCH_HEAD] = "OPEN",
 					   [FETCH_LIST] = "LIST"};
-	char *key = f->kind == FETCH_LIST ? NULL : full_key(ds, f->obj->key);
+	char *key = f->kind == FETCH_LIST ? NULL
+					  : dataset_bucket_key(ds, f->obj->key);
 	char reason[512];
 	s3_result_reason(r, reason, sizeof(reason));
 	const char *why = err == -EPERM ?
@@ -972,7 +962,7 @@ void fetch_list(struct shard *sh, struct op *op, struct dataset *ds,
 		return;
 	}
 	struct fetch *f = fetch_new(sh, FETCH_LIST, NULL);
-	if (!f || !(f->list_prefix = full_key(ds, prefix))) {
+	if (!f || !(f->list_prefix = dataset_bucket_key(ds, prefix))) {
 		listing_free(l);
 		if (f)
 			fetch_free(f);

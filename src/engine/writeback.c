@@ -333,20 +333,9 @@ static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 	return w;
 }
 
-static char *bucket_key_of(const struct dataset *ds, const char *key)
-{
-	size_t pl = strlen(ds->cfg->prefix), kl = strlen(key);
-	char *k = malloc(pl + kl + 1);
-	if (k) {
-		memcpy(k, ds->cfg->prefix, pl);
-		memcpy(k + pl, key, kl + 1);
-	}
-	return k;
-}
-
 static char *bucket_key(const struct wobject *w)
 {
-	return bucket_key_of(w->ds, w->key);
+	return dataset_bucket_key(w->ds, w->key);
 }
 
 /* S3 keys are at most 1024 bytes: a longer one is refused when named
@@ -1035,7 +1024,7 @@ static bool other_key(void *ctx, const char *key, const char *upload_id)
 static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
 				const char *rel_key)
 {
-	char *key = bucket_key_of(ds, rel_key);
+	char *key = dataset_bucket_key(ds, rel_key);
 	struct s3_result r;
 	char reason[512];
 	if (!key)
@@ -1057,7 +1046,7 @@ static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
 static void delete_if_ours(struct shard *sh, const struct dataset *ds,
 			   const char *rel_key, uint64_t size)
 {
-	char *key = bucket_key_of(ds, rel_key);
+	char *key = dataset_bucket_key(ds, rel_key);
 	if (!key)
 		return;
 	struct s3_req_params p = {.op = S3_HEAD_OBJECT,
