@@ -17,8 +17,8 @@
 #include "session.h"
 #include "fetch.h"
 #include "listener.h"
-#include "budget.h"
 #include "log.h"
+#include "metrics.h"
 #include "prefetch.h"
 #include "tiering.h"
 #include "writeback.h"
@@ -555,6 +555,10 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	}
 	if (listen_socket(d, err, errlen) < 0)
 		return -1;
+	/* Before the metrics endpoint starts: a scrape before a shard's first
+	 * turn would otherwise show an empty journal and tier. */
+	for (uint32_t i = 0; i < d->n_shards; i++)
+		metrics_publish(&d->shards[i]);
 	log_info("ringcached: %s, %u shard(s), %llu MiB in %llu superblocks "
 		 "each, block %u KiB, socket %s", config_path, d->n_shards,
 		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),

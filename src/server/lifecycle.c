@@ -266,7 +266,11 @@ int daemon_run(struct daemon *d)
 {
 	struct shard *sh0 = &d->shards[0];
 	d->signal_ev.fn = on_signal;
-	listener_start(d->listener);
+	int lr = listener_start(d->listener);
+	if (lr < 0) {
+		log_error("%s: listen: %s", d->cfg.socket_path, strerror(-lr));
+		return -1;
+	}
 	arm_signal(d);
 	uint32_t started = 1;
 	for (; started < d->n_shards; started++) {

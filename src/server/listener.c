@@ -135,7 +135,7 @@ static int bind_socket(struct listener *l, mode_t mode, char *err,
 	mode_t old = umask(0777 & ~mode);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (r < 0 || chmod(path, mode) < 0 || listen(fd, 256) < 0) {
+	if (r < 0 || chmod(path, mode) < 0) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
 		return -1;
@@ -167,11 +167,14 @@ struct listener *listener_open(struct reactor *r, const char *path,
 	return l;
 }
 
-void listener_start(struct listener *l)
+int listener_start(struct listener *l)
 {
+	if (listen(l->fd, 256) < 0)
+		return -errno;
 	l->stopped = false;
 	if (!l->armed)
 		arm(l);
+	return 0;
 }
 
 void listener_stop(struct listener *l)
