@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ringcache.h"
+#include "clock.h"
 #include "prefault.h"
 #include "wire.h"
 
@@ -372,13 +373,6 @@ void rc_arg_put(struct rc_client *c, int slot)
 		c->arg_free[slot / 64] |= 1ull << (slot % 64);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Polls for up to c->spin ns, reading the clock every 64 polls. Not when
  * the daemon sleeps: it must be woken first, and a spinning client only
  * takes the CPU it needs (measured: longer spins, worse p99 on 2 cores). */
@@ -389,12 +383,12 @@ static struct rc_cqe *spin_for_cqe(struct rc_client *c)
 	    (atomic_load_explicit(&c->hdr->sq_flags, memory_order_relaxed) &
 	     RC_SQ_NEED_WAKEUP))
 		return cqe;
-	uint64_t until = mono_ns() + c->spin;
+	uint64_t until = rc_now_ns() + c->spin;
 	for (unsigned i = 1;; i++) {
 		if ((cqe = rc_peek_cqe(c)))
 			return cqe;
 		__builtin_ia32_pause();
-		if (i % 64 == 0 && mono_ns() >= until)
+		if (i % 64 == 0 && rc_now_ns() >= until)
 			return NULL;
 	}
 }

@@ -3,7 +3,9 @@
  * first pass over a warm cache takes a page fault per 16 pages (fault-
  * around) of every object it reads (perf/README.md, "First touch"). A
  * helper thread per arena maps the resident pages while the process
- * already reads, so the time to the first byte does not wait for it. */
+ * already reads, so the time to the first byte does not wait for it. It
+ * uses a CPU nobody else wants or none: starved (readers outnumber the
+ * CPUs), it stops, and each reader faults only what it reads. */
 #include "prefault.h"
 
 #include <errno.h>
@@ -15,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
@@ -23,6 +28,10 @@
 
 /* Populated per call: a stop request waits for at most one chunk. */
 #define CHUNK (8u << 20)
+/* A helper that got less than half a CPU over this long gives up: the
+ * CPUs are taken (readers, the daemon), and pages it would map for the
+ * whole cache are cheaper faulted by each reader for what it reads. */
+#define STARVED_AFTER_NS 2000000ull
 
 struct job {
 	const void *owner;
@@ -30,6 +39,8 @@ struct job {
 	const uint8_t *base;
 	size_t size;
 	atomic_bool stop;
+	bool background;      /* on the helper thread: may give up */
+	uint64_t wall0, cpu0; /* when the helper started */
 	pthread_t thread;
 	struct job *next;
 };
@@ -63,11 +74,29 @@ static enum mode prefault_mode(void)
 	return env && strcmp(env, "sync") == 0 ? SYNC : DEFAULT_MODE;
 }
 
-/* Populates [from, to) in chunks; false if stopped or unsupported. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The helper waited for a CPU more than it ran. */
+static bool starved(const struct job *j)
+{
+	if (!j->background)
+		return false;
+	uint64_t wall = rc_now_ns() - j->wall0;
+	return wall > STARVED_AFTER_NS && wall > 2 * (thread_cpu_ns() - j->cpu0);
+}
+
+/* Populates [from, to) in chunks; false if stopped, starved or
+ * unsupported. */
 static bool populate(struct job *j, size_t from, size_t to)
 {
 	for (size_t at = from; at < to; at += CHUNK) {
-		if (atomic_load_explicit(&j->stop, memory_order_relaxed))
+		if (atomic_load_explicit(&j->stop, memory_order_relaxed) ||
+		    starved(j))
 			return false;
 		size_t len = to - at < CHUNK ? to - at : CHUNK;
 		/* A range the daemon punches meanwhile fails (EFAULT) or maps
@@ -96,7 +125,11 @@ static void run(struct job *j)
 
 static void *thread_main(void *arg)
 {
-	run(arg);
+	struct job *j = arg;
+	j->background = true;
+	j->wall0 = rc_now_ns();
+	j->cpu0 = thread_cpu_ns();
+	run(j);
 	return NULL;
 }
 

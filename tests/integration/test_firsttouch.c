@@ -1,12 +1,16 @@
 /* test_firsttouch.c - a fresh process maps the arenas afresh: with
  * pre-faulting (src/client/prefault.c) its first pass over warm objects
  * takes almost no page faults, only the ranges holding data are mapped in
- * (the sparse arena's holes stay holes), and the helper thread survives
- * detach at any moment and fork. Fault counts come from the kernel
+ * (the sparse arena's holes stay holes), the helper thread survives
+ * detach at any moment and fork, and a helper starved of CPU gives up
+ * rather than map the whole cache in every process. Fault counts come from the kernel
  * (getrusage), bytes are checked against tools/dataset.h. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,5 +201,90 @@ Test(firsttouch, helper_survives_detach_and_fork, .fini = teardown,
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "the forked child's reads failed");
 	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+static atomic_bool spinning;
+
+static void *spin(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&spinning))
+		;
+	return NULL;
+}
+
+/* Percent of the cached bytes the default helper has mapped in a fresh
+ * process 300 ms after attaching; with `hogs` busy threads on the one CPU
+ * it shares with them for the first 50 ms of it. */
+static long helper_mapped_percent(int hogs, int64_t cached)
+{
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(sched_getcpu(), &one);
+		long pct = -1;
+		pthread_t t[16];
+		if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+			atomic_store(&spinning, true);
+			for (int i = 0; i < hogs; i++)
+				pthread_create(&t[i], NULL, spin, NULL);
+			struct rc_client c;
+			int ds = attach(&c);
+			usleep(50000);
+			atomic_store(&spinning, false);
+			for (int i = 0; i < hogs; i++)
+				pthread_join(t[i], NULL);
+			usleep(250000); /* a helper still at work finishes */
+			if (ds >= 0) {
+				pct = mapping_rss_kb(c.arenas[ds].base) * 1024 *
+				      100 / cached;
+				rc_detach(&c);
+			}
+		}
+		_exit(write(pfd[1], &pct, sizeof(pct)) == sizeof(pct) ? 0 : 1);
+	}
+	close(pfd[1]);
+	long pct = -1;
+	cr_assert_eq(read(pfd[0], &pct, sizeof(pct)), (ssize_t)sizeof(pct));
+	close(pfd[0]);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return pct;
+}
+
+/* Every process populating the whole cache costs O(processes x cache):
+ * a helper that cannot get half a CPU (readers outnumber the CPUs) stops
+ * for good, and one with a CPU to itself maps everything. */
+Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
+     .timeout = 120)
+{
+#if defined(__SANITIZE_THREAD__)
+	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
+#endif
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	fx_daemon_start(&D, NULL);
+	struct rc_client c;
+	int ds = attach(&c);
+	cr_assert_geq(ds, 0, "attach: %s", rc_strerror(ds));
+	for (size_t i = 0; i < ds_count(&S); i++)
+		if (ds_size(&S, i) < (1u << 20))
+			cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+	rc_detach(&c);
+	int64_t cached = fx_stat_value(D.socket_path, "ringcache_cache_bytes");
+	cr_assert_gt(cached, 100 << 20);
+	unsetenv("RINGCACHE_PREFAULT");
+	long free_cpu = helper_mapped_percent(0, cached);
+	long starved = helper_mapped_percent(7, cached);
+	cr_log_info("helper mapped %ld%% of %" PRId64 " B cached alone, %ld%% "
+		    "beside 7 busy threads", free_cpu, cached, starved);
+	cr_assert_geq(free_cpu, 90, "a helper with a CPU mapped %ld%%",
+		      free_cpu);
+	cr_assert_leq(starved, 50, "a starved helper mapped %ld%%", starved);
 	fx_daemon_stop(&D);
 }
