@@ -362,6 +362,9 @@ struct rc_client {
 	uint32_t arg_slots;
 	uint32_t spin;               /* ns rc_wait_cqe polls before sleeping */
 	uint32_t lazy_errors;        /* lazy RELEASE/CLOSE that failed */
+	/* A batch of rc_read_many_start awaits its rc_read_many_wait. In
+	 * what was tail padding: sizeof(struct rc_client) is unchanged. */
+	uint32_t batch_pending;
 };
 
 struct rc_attach_opts {
@@ -671,6 +674,22 @@ struct rc_read_req {
 };
 int rc_read_many(struct rc_client *c, int dataset, struct rc_read_req *reqs,
 		 size_t n);
+
+/* rc_read_many in two halves, to keep the next batch in flight while
+ * the caller works on this one: rc_read_many_start queues and submits the
+ * batch's entries and returns at once (*batch set); rc_read_many_wait
+ * completes it and frees *batch, with rc_read_many's results and return
+ * value. reqs (and each key and ext) must stay valid until the wait. One
+ * batch at a time per client: until its wait, the client may post lazy
+ * entries (rc_release_lazy, rc_close_lazy) and nothing else; calls that
+ * wait for a completion (rc_wait_cqe, the synchronous helpers, another
+ * start) fail with -EBUSY. Wait before rc_detach. Errors of start:
+ * -EBUSY (a batch is pending), -ENOMEM, -EPIPE, the dataset's own. */
+struct rc_read_batch;
+int rc_read_many_start(struct rc_client *c, int dataset,
+		       struct rc_read_req *reqs, size_t n,
+		       struct rc_read_batch **batch);
+int rc_read_many_wait(struct rc_read_batch *batch);
 
 /* One sample: rc_read_many of one request. Returns the number of extents
  * (each leased) or a negated errno; st (may be NULL) gets size and ETag. */

@@ -9,9 +9,10 @@
  *
  * Two back ends read the same keys:
  *   ringcache  through include/ringcache.h: each reader reads its shard
- *              in batches with rc_read_many (one READ_KEY entry per
- *              sample, --batch samples and at most 32 MiB a submission),
- *              releasing lazily; --list: the first epoch starts with one
+ *              in batches (one READ_KEY entry per sample, --batch
+ *              samples and at most 32 MiB a submission), the next batch
+ *              in flight (rc_read_many_start) while this one's bytes are
+ *              summed, releasing lazily; --list: the first epoch starts with one
  *              LIST of the keys' folders (by the parent, before the
  *              readers start), as a loader building its index does (a
  *              listed cold sample is one GET, no HEAD).
@@ -343,21 +344,37 @@ static void list_folders(struct reader *r, const struct object *objs,
 
 #define BATCH_BYTES (32ull << 20) /* within max_leased_per_session */
 
-/* One batch: READ_KEYs for objs[shard[from..to)], then every byte. */
-static void read_batch(struct reader *r, const struct object *objs,
-		       const size_t *shard, size_t from, size_t to,
-		       struct rc_read_req *q, struct rc_extent *ext)
+/* A batch of READ_KEYs: objs[shard[from..to)], in flight once started. */
+struct batch {
+	size_t from, to;
+	struct rc_read_req *q;
+	struct rc_extent *ext;
+	struct rc_read_batch *pending;
+	int err;
+	int64_t started;
+};
+
+static void batch_start(struct reader *r, const struct object *objs,
+			const size_t *shard, struct batch *b)
 {
-	int64_t started = (int64_t)rc_now_ns();
-	for (size_t k = from; k < to; k++)
-		q[k - from] = (struct rc_read_req){
+	for (size_t k = b->from; k < b->to; k++)
+		b->q[k - b->from] = (struct rc_read_req){
 			.key = objs[shard[k]].key,
-			.ext = ext + (k - from) * MAX_EXTENTS,
+			.ext = b->ext + (k - b->from) * MAX_EXTENTS,
 			.max_ext = MAX_EXTENTS};
-	int e = rc_read_many(&r->rc, r->ds, q, to - from);
-	for (size_t k = from; k < to; k++) {
+	b->err = rc_read_many_start(&r->rc, r->ds, b->q, b->to - b->from,
+				    &b->pending);
+}
+
+/* Every byte of a batch waited for (the next one in flight meanwhile). */
+static void batch_consume(struct reader *r, const struct object *objs,
+			  const size_t *shard, struct batch *b)
+{
+	int e = b->err;
+	int64_t started = b->started;
+	for (size_t k = b->from; k < b->to; k++) {
 		const struct object *o = &objs[shard[k]];
-		struct rc_read_req *x = &q[k - from];
+		struct rc_read_req *x = &b->q[k - b->from];
 		if (e < 0 || x->res < 0) {
 			set_error(r, "read", o->key,
 				  rc_strerror(e < 0 ? e : (int)x->res));
@@ -380,30 +397,59 @@ static void read_batch(struct reader *r, const struct object *objs,
 	}
 }
 
-/* The ringcache epoch of one reader: batches of READ_KEY entries. */
+/* The end of the batch starting at `at`: --batch samples, BATCH_BYTES. */
+static size_t batch_end(const struct reader *r, const struct object *objs,
+			const size_t *shard, size_t at, size_t n)
+{
+	uint64_t bytes = objs[shard[at]].size;
+	size_t to = at + 1;
+	for (; to < n && to - at < (size_t)r->opt->batch; to++) {
+		bytes += objs[shard[to]].size;
+		if (bytes > BATCH_BYTES)
+			break;
+	}
+	return to;
+}
+
+/* The ringcache epoch of one reader: batches of READ_KEY entries, the
+ * next one in flight while this one's bytes are summed. */
 static void read_shard_batched(struct reader *r, const struct object *objs,
 			       const size_t *shard, size_t n)
 {
 	size_t b = (size_t)r->opt->batch;
-	struct rc_read_req *q = calloc(b, sizeof(*q));
-	struct rc_extent *ext = calloc(b * MAX_EXTENTS, sizeof(*ext));
-	if (!q || !ext) {
+	struct batch two[2] = {{0}};
+	for (int i = 0; i < 2; i++) {
+		two[i].q = calloc(b, sizeof(*two[i].q));
+		two[i].ext = calloc(b * MAX_EXTENTS, sizeof(*two[i].ext));
+	}
+	if (!two[0].q || !two[0].ext || !two[1].q || !two[1].ext) {
 		set_error(r, "alloc", "(batch)", strerror(ENOMEM));
-		free(q);
-		free(ext);
-		return;
+		n = 0;
 	}
-	for (size_t at = 0, to; at < n; at = to) {
-		uint64_t bytes = objs[shard[at]].size;
-		for (to = at + 1; to < n && to - at < b; to++) {
-			bytes += objs[shard[to]].size;
-			if (bytes > BATCH_BYTES)
-				break;
+	if (n) {
+		two[0].to = batch_end(r, objs, shard, 0, n);
+		batch_start(r, objs, shard, &two[0]);
+	}
+	for (int cur = 0; n && two[cur].from < n; cur ^= 1) {
+		struct batch *now = &two[cur], *next = &two[cur ^ 1];
+		/* A sample's latency: from when the reader wanted it. */
+		now->started = (int64_t)rc_now_ns();
+		if (now->err >= 0)
+			now->err = rc_read_many_wait(now->pending);
+		now->pending = NULL;
+		next->from = now->to;
+		if (next->from < n) {
+			next->to = batch_end(r, objs, shard, next->from, n);
+			batch_start(r, objs, shard, next);
 		}
-		read_batch(r, objs, shard, at, to, q, ext);
+		batch_consume(r, objs, shard, now);
+		if (next->from >= n)
+			break;
 	}
-	free(q);
-	free(ext);
+	for (int i = 0; i < 2; i++) {
+		free(two[i].q);
+		free(two[i].ext);
+	}
 }
 
 static int reader_setup(struct reader *r)

@@ -395,6 +395,9 @@ static struct rc_cqe *spin_for_cqe(struct rc_client *c)
 
 int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out)
 {
+	*out = NULL;
+	if (c->batch_pending)
+		return -EBUSY; /* its completions are rc_read_many_wait's */
 	for (;;) {
 		if ((*out = spin_for_cqe(c)))
 			return 0;

@@ -81,7 +81,7 @@ struct req_state {
 	int err;
 };
 
-struct batch {
+struct rc_read_batch {
 	struct rc_client *c;
 	int dataset;
 	struct rc_read_req *reqs;
@@ -92,7 +92,7 @@ struct batch {
 	uint32_t inflight;    /* this call's entries awaiting completion */
 };
 
-static void req_finish(struct batch *b, size_t i)
+static void req_finish(struct rc_read_batch *b, size_t i)
 {
 	struct rc_read_req *q = &b->reqs[i];
 	struct req_state *s = &b->st[i];
@@ -112,7 +112,7 @@ static void req_finish(struct batch *b, size_t i)
 }
 
 /* Closes the request's handle (once) after its last READ was queued. */
-static void req_close(struct batch *b, size_t i)
+static void req_close(struct rc_read_batch *b, size_t i)
 {
 	struct req_state *s = &b->st[i];
 	if (s->handle != RC_NO_HANDLE) {
@@ -123,7 +123,7 @@ static void req_close(struct batch *b, size_t i)
 
 /* Queues the READs of the blocks after the first one. False when the SQ
  * ring filled first (the request stays on the list). */
-static bool issue_more(struct batch *b, size_t i)
+static bool issue_more(struct rc_read_batch *b, size_t i)
 {
 	struct rc_read_req *q = &b->reqs[i];
 	struct req_state *s = &b->st[i];
@@ -146,7 +146,7 @@ static bool issue_more(struct batch *b, size_t i)
 	return true;
 }
 
-static bool issue_key(struct batch *b, size_t i)
+static bool issue_key(struct rc_read_batch *b, size_t i)
 {
 	struct rc_read_req *q = &b->reqs[i];
 	struct req_state *s = &b->st[i];
@@ -179,7 +179,7 @@ static bool issue_key(struct batch *b, size_t i)
 }
 
 /* READ_KEY's completion: the first extent and the object's metadata. */
-static void key_done(struct batch *b, size_t i, const struct rc_cqe *cqe)
+static void key_done(struct rc_read_batch *b, size_t i, const struct rc_cqe *cqe)
 {
 	struct rc_read_req *q = &b->reqs[i];
 	struct req_state *s = &b->st[i];
@@ -216,7 +216,7 @@ static void key_done(struct batch *b, size_t i, const struct rc_cqe *cqe)
 	b->more[b->n_more++] = i;
 }
 
-static void read_done(struct batch *b, size_t i, uint32_t e,
+static void read_done(struct rc_read_batch *b, size_t i, uint32_t e,
 		      const struct rc_cqe *cqe)
 {
 	struct rc_read_req *q = &b->reqs[i];
@@ -236,7 +236,7 @@ static void read_done(struct batch *b, size_t i, uint32_t e,
 		req_finish(b, i);
 }
 
-static void on_cqe(struct batch *b, const struct rc_cqe *cqe)
+static void on_cqe(struct rc_read_batch *b, const struct rc_cqe *cqe)
 {
 	size_t i = (size_t)(cqe->user_data >> EXT_BITS);
 	uint32_t e = (uint32_t)(cqe->user_data & EXT_MAX);
@@ -255,7 +255,7 @@ static void on_cqe(struct batch *b, const struct rc_cqe *cqe)
 
 /* Issues continuations first (they hold leases already), then new keys,
  * as far as the SQ ring and the arg slots allow. */
-static void issue(struct batch *b)
+static void issue(struct rc_read_batch *b)
 {
 	size_t k = 0;
 	for (; k < b->n_more; k++)
@@ -269,7 +269,7 @@ static void issue(struct batch *b)
 		b->next_key++;
 }
 
-static int batch_run(struct batch *b)
+static int batch_run(struct rc_read_batch *b)
 {
 	struct rc_client *c = b->c;
 	while (b->done < b->n) {
@@ -309,27 +309,67 @@ static int batch_run(struct batch *b)
 	return rc_submit(c) < 0 ? -EPIPE : 0;
 }
 
+static void batch_free(struct rc_read_batch *b)
+{
+	free(b->st);
+	free(b->more);
+	free(b);
+}
+
+int rc_read_many_start(struct rc_client *c, int dataset,
+		       struct rc_read_req *reqs, size_t n,
+		       struct rc_read_batch **out)
+{
+	*out = NULL;
+	if (dataset < 0)
+		return dataset;
+	if (c->batch_pending)
+		return -EBUSY;
+	if (n > (SIZE_MAX >> EXT_BITS))
+		return -EINVAL;
+	struct rc_read_batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*b = (struct rc_read_batch){.c = c, .dataset = dataset, .reqs = reqs,
+				    .n = n};
+	b->st = calloc(n + 1, sizeof(*b->st));
+	b->more = malloc((n + 1) * sizeof(*b->more));
+	if (!b->st || !b->more) {
+		batch_free(b);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (reqs[i].max_ext > EXT_MAX)
+			reqs[i].max_ext = EXT_MAX;
+	issue(b);
+	int r = rc_submit(c);
+	if (r < 0) {
+		batch_free(b);
+		return r;
+	}
+	c->batch_pending = 1;
+	*out = b;
+	return 0;
+}
+
+int rc_read_many_wait(struct rc_read_batch *b)
+{
+	if (!b)
+		return -EINVAL;
+	b->c->batch_pending = 0;
+	int err = batch_run(b);
+	batch_free(b);
+	return err;
+}
+
 int rc_read_many(struct rc_client *c, int dataset, struct rc_read_req *reqs,
 		 size_t n)
 {
-	if (dataset < 0)
-		return dataset;
-	if (n == 0)
-		return 0;
-	if (n > (SIZE_MAX >> EXT_BITS))
-		return -EINVAL;
-	struct batch b = {.c = c, .dataset = dataset, .reqs = reqs, .n = n};
-	b.st = calloc(n, sizeof(*b.st));
-	b.more = malloc(n * sizeof(*b.more));
-	int err = b.st && b.more ? 0 : -ENOMEM;
-	for (size_t i = 0; !err && i < n; i++)
-		if (reqs[i].max_ext > EXT_MAX)
-			reqs[i].max_ext = EXT_MAX;
-	if (!err)
-		err = batch_run(&b);
-	free(b.st);
-	free(b.more);
-	return err;
+	if (n == 0 && dataset >= 0)
+		return c->batch_pending ? -EBUSY : 0;
+	struct rc_read_batch *b;
+	int err = rc_read_many_start(c, dataset, reqs, n, &b);
+	return err < 0 ? err : rc_read_many_wait(b);
 }
 
 int rc_read_key(struct rc_client *c, int dataset, const char *key,

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,82 @@ Test(readkey, lazy_release_never_leaks, .init = start_default,
 	waitpid(pid, NULL, 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
 				  5000), 0, "leases of a killed client remain");
+	stop_daemon();
+}
+
+/* rc_read_many_start/_wait: every small object in batches of 16 with the
+ * next batch in flight while this one is checked, cold then warm; while
+ * a batch is pending, calls that wait for completions are -EBUSY and
+ * lazy releases are fine; nothing leaks. */
+Test(readkey, pipelined_batches, .init = start_default,
+     .fini = kill_daemon, .timeout = 300)
+{
+	enum { B = 16 };
+	struct rc_client c;
+	size_t n = 0, *idx = calloc(ds_count(&S), sizeof(*idx));
+	cr_assert_not_null(idx);
+	for (size_t i = 0; i < ds_count(&S); i++)
+		if (ds_size(&S, i) < MiB)
+			idx[n++] = i; /* within one block: two extents at most */
+	struct rc_read_req *q = calloc(n, sizeof(*q));
+	struct rc_extent *ext = calloc(n * 2, sizeof(*ext));
+	char (*keys)[DS_KEY_MAX] = calloc(n, DS_KEY_MAX);
+	cr_assert(q && ext && keys && n > 4 * B);
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	cr_assert_geq(ds, 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < n; i++)
+			q[i] = (struct rc_read_req){
+				.key = ds_key(&S, idx[i], keys[i]),
+				.ext = ext + i * 2, .max_ext = 2};
+		struct rc_read_batch *next = NULL, *cur;
+		size_t at = 0, m = n < B ? n : B;
+		cr_assert_eq(rc_read_many_start(&c, ds, q, m, &next), 0);
+		/* Submitted by the start: the daemon completes entries
+		 * before anyone waits. */
+		for (int t = 0; t < 5000 && atomic_load(&c.hdr->cq_tail) ==
+					    atomic_load(&c.hdr->cq_head); t++)
+			usleep(1000);
+		cr_assert_neq(atomic_load(&c.hdr->cq_tail),
+			      atomic_load(&c.hdr->cq_head),
+			      "nothing completed before the wait");
+		while (at < n) {
+			cur = next;
+			int r = rc_read_many_wait(cur);
+			cr_assert_eq(r, 0, "wait: %s", rc_strerror(r));
+			size_t nat = at + m, nm = n - nat < B ? n - nat : B;
+			if (nm) {
+				r = rc_read_many_start(&c, ds, q + nat, nm,
+						       &next);
+				cr_assert_eq(r, 0, "start: %s", rc_strerror(r));
+				struct rc_read_batch *other;
+				cr_assert_eq(rc_read_many_start(&c, ds, q, 1,
+								&other), -EBUSY);
+				cr_assert_null(other);
+				cr_assert_eq(rc_open(&c, ds, keys[0], NULL),
+					     -EBUSY);
+			}
+			for (size_t i = at; i < at + m; i++)
+				check_req(&q[i], idx[i], ds_size(&S, idx[i]));
+			release_all(&c, q + at, m); /* lazy: allowed */
+			at = nat;
+			m = nm;
+		}
+	}
+	cr_assert_eq(rc_submit(&c) >= 0, 1);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
+				  5000), 0);
+	cr_assert_eq(c.lazy_errors, 0);
+	/* No batch pending: the synchronous calls work again. */
+	int h = rc_open(&c, ds, keys[0], NULL);
+	cr_assert_geq(h, 0, "rc_open: %s", rc_strerror(h));
+	cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
+	rc_detach(&c);
+	free(idx);
+	free(q);
+	free(ext);
+	free(keys);
 	stop_daemon();
 }
 

@@ -326,6 +326,54 @@ class TestLeases(unittest.TestCase):
         self.assertEqual(drained(self.c), 0)
 
 
+class TestPipelined(unittest.TestCase):
+    """read_many_start: the next batch in flight while this one is used."""
+
+    def test_batches_in_flight_give_read_many_results(self):
+        keys = [small_key(i) for i in range(100, 164)]
+        for backend in ("native", "ctypes"):
+            with ringcache.Client(Env.socket, backend=backend) as c:
+                batches = [keys[i:i + 16] for i in range(0, len(keys), 16)]
+                pending = c.read_many_start("ds", batches[0])
+                for k, batch in enumerate(batches):
+                    views = pending.wait()
+                    if k + 1 < len(batches):
+                        pending = c.read_many_start("ds", batches[k + 1])
+                    for key, v in zip(batch, views):
+                        self.assertTrue(v.tobytes() == ds_bytes(key),
+                                        (backend, key))
+                    del views, v
+                with self.assertRaises(RuntimeError):
+                    pending.wait()  # handed over already
+                self.assertEqual(drained(c), 0, backend)
+
+    def test_other_calls_complete_the_pending_batch(self):
+        """A call on the client while a batch is in flight (the
+        extension's own, a ctypes one, another start) completes it first;
+        its wait() then hands over the same results; a batch never waited
+        for leaks no lease once the client goes on."""
+        c = ringcache.Client(Env.socket, backend="native")
+        try:
+            a = c.read_many_start("ds", [small_key(1), "no/such-key"])
+            with c.open("ds", small_key(2)) as f, f.read() as lease:
+                self.assertTrue(lease.tobytes() == ds_bytes(small_key(2)))
+            b = c.read_many_start("ds", [small_key(3)])
+            self.assertEqual(len(list(c.list("ds", "edge/"))), 4)  # ctypes
+            got = c.read_many("ds", [small_key(4)])
+            self.assertTrue(got[0].tobytes() == ds_bytes(small_key(4)))
+            va, vb = a.wait(), b.wait()
+            self.assertTrue(va[0].tobytes() == ds_bytes(small_key(1)))
+            self.assertIsInstance(va[1], FileNotFoundError)
+            self.assertTrue(vb[0].tobytes() == ds_bytes(small_key(3)))
+            del va, vb, got
+            c.read_many_start("ds", [small_key(5)])  # dropped unwaited
+            self.assertEqual(drained(c), 0)
+        finally:
+            c.close()
+        with self.assertRaises(FileNotFoundError):
+            ringcache.Client(Env.socket).read_many_start("no-such-ds", [])
+
+
 class TestDataLoader(unittest.TestCase):
     def check_loader(self, loader, keys_of_batch):
         import torch

@@ -23,6 +23,7 @@
 	X(offsetof(struct rc_client, inflight))                               \
 	X(offsetof(struct rc_client, arenas))                                 \
 	X(offsetof(struct rc_client, lazy_errors))                            \
+	X(offsetof(struct rc_client, batch_pending))                          \
 	X(sizeof(struct rc_key_result)) X(offsetof(struct rc_key_result, etag)) \
 	X(sizeof(struct rc_read_req)) X(offsetof(struct rc_read_req, res))    \
 	X(offsetof(struct rc_read_req, etag))

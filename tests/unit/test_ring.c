@@ -143,6 +143,10 @@ Test(ring, abi_layout)
 	cr_assert_neq(offsetof(struct rc_ring_hdr, sq_head),
 		      offsetof(struct rc_ring_hdr, sq_tail));
 	cr_assert(sizeof(struct rc_ring_hdr) <= 4096);
+	/* Callers allocate struct rc_client: its size is the library's ABI
+	 * (batch_pending went into the tail padding of RINGCACHE_1.1). */
+	cr_assert_eq(sizeof(struct rc_client), 136);
+	cr_assert_eq(offsetof(struct rc_client, batch_pending), 132);
 }
 
 Test(ring, get_sqe_hands_out_zeroed_entries, .init = ring_setup,

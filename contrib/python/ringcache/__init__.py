@@ -219,6 +219,19 @@ class _RegisteredBuffer:
             self.fd = -1
 
 
+class _DoneBatch:
+    """read_many_start's result through ctypes: read already."""
+
+    def __init__(self, results):
+        self._results = results
+
+    def wait(self):
+        if self._results is None:
+            raise RuntimeError("batch already waited for")
+        results, self._results = self._results, None
+        return results
+
+
 class Client:
     """One session with ringcached.
 
@@ -360,6 +373,8 @@ class Client:
         ptr = self._ptr()
         self._flush_deferred()
         session = self._session
+        if session is not None:
+            session.settle()  # a read_many_start batch owns the CQ
         self._busy = True
         if session is not None:
             session.busy = 1  # views dropped meanwhile queue their release
@@ -458,6 +473,20 @@ class Client:
             except OSError as e:
                 out.append(e)
         return out
+
+    def read_many_start(self, dataset, keys):
+        """read_many in two halves: the batch's entries go to the daemon
+        now and the call returns at once; the returned object's wait()
+        gives what read_many would have. Start batch k+1, then work on
+        batch k's samples: the daemon serves the next batch meanwhile.
+        One batch in flight per Client: any other call on it completes
+        the pending batch first (its wait() then returns at once). Through
+        ctypes the batch is read here and wait() only hands it over."""
+        ds = self.dataset(dataset)
+        self._ptr()
+        if self._session is not None:
+            return self._session.read_many_start(ds, keys)
+        return _DoneBatch(self.read_many(ds, keys))
 
     def writer(self, dataset, key):
         """A Writer for a new object dataset / key (the dataset must be

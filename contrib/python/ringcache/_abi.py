@@ -67,6 +67,7 @@ class rc_client(ctypes.Structure):
         ("arg_slots", ctypes.c_uint32),
         ("spin", ctypes.c_uint32),
         ("lazy_errors", ctypes.c_uint32),
+        ("batch_pending", ctypes.c_uint32),
     ]
 
 

@@ -67,7 +67,22 @@ typedef struct {
 	uint32_t unsent;      /* lazy entries posted since the last submit */
 	struct deferred *queue; /* dropped while busy, not yet posted */
 	size_t queued, queue_cap;
+	struct Batch *pending_batch; /* started, not yet waited for */
 } Session;
+
+/* A read_many_start batch: in flight until the next call on its session
+ * (or its wait()) completes it into results. */
+typedef struct Batch {
+	PyObject_HEAD
+	Session *session;
+	int dataset;
+	PyObject *keys;              /* tuple: the requests' key bytes live here */
+	struct rc_read_req *q;
+	struct rc_extent *e;
+	struct rc_read_batch *batch; /* NULL once completed */
+	PyObject *results;           /* list, once completed */
+	int err;                     /* the wait's error, once completed */
+} Batch;
 
 typedef struct {
 	PyObject_HEAD
@@ -79,6 +94,8 @@ typedef struct {
 
 static PyTypeObject SessionType;
 static PyTypeObject ViewType;
+static PyTypeObject BatchType;
+static void batch_complete(Batch *b);
 
 static int session_live(const Session *s)
 {
@@ -260,6 +277,10 @@ static int enter(Session *s)
 		return -1;
 	}
 	s->busy = 1;
+	/* First: a batch nobody waits for any more drops its views here, and
+	 * their releases go with this call. */
+	if (s->pending_batch)
+		batch_complete(s->pending_batch);
 	post_queued(s);
 	return 0;
 }
@@ -746,6 +767,141 @@ out:
 	return ret;
 }
 
+/* ---- pipelined batches -------------------------------------------------- */
+
+/* Completes b (its session entered, b its pending batch): waits for its
+ * entries, then makes its results. */
+static void batch_complete(Batch *b)
+{
+	Session *s = b->session;
+	int r;
+	s->pending_batch = NULL;
+	Py_BEGIN_ALLOW_THREADS
+	r = rc_read_many_wait(b->batch);
+	Py_END_ALLOW_THREADS
+	b->batch = NULL;
+	b->err = r;
+	if (r == 0) {
+		b->results = batch_results(s, b->dataset, b->keys, b->q);
+		if (!b->results) { /* no memory: reported by wait() */
+			PyErr_Clear();
+			b->err = -ENOMEM;
+		}
+	}
+	PyMem_Free(b->q);
+	PyMem_Free(b->e);
+	b->q = NULL;
+	b->e = NULL;
+	Py_DECREF(b); /* the session's reference */
+}
+
+static PyObject *Session_read_many_start(Session *s, PyObject *args)
+{
+	int dataset;
+	PyObject *keys_in;
+	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
+		return NULL;
+	if (dataset < 0)
+		return raise_error(-ENOENT, "read_many_start", NULL);
+	Batch *b = PyObject_New(Batch, &BatchType);
+	if (!b)
+		return NULL;
+	Py_INCREF(s);
+	b->session = s;
+	b->dataset = dataset;
+	b->batch = NULL;
+	b->results = NULL;
+	b->err = 0;
+	b->keys = PySequence_Tuple(keys_in);
+	size_t n = b->keys ? (size_t)PyTuple_GET_SIZE(b->keys) : 0;
+	b->q = PyMem_Calloc(n + 1, sizeof(*b->q));
+	b->e = PyMem_Calloc(n * EXT_PER_KEY + 1, sizeof(*b->e));
+	if (!b->keys || !b->q || !b->e) {
+		if (b->keys)
+			PyErr_NoMemory();
+		Py_DECREF(b);
+		return NULL;
+	}
+	if (batch_reqs(b->keys, b->q, b->e) < 0 || enter(s) < 0) {
+		Py_DECREF(b);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!b->q[i].key)
+			b->q[i].max_ext = 0;
+	int r = rc_read_many_start(s->c, dataset, b->q, n, &b->batch);
+	if (r == 0) {
+		Py_INCREF(b); /* until completed */
+		s->pending_batch = b;
+	}
+	leave(s);
+	if (r < 0) {
+		Py_DECREF(b);
+		return raise_error(r, "read_many_start", NULL);
+	}
+	return (PyObject *)b;
+}
+
+/* Completes the pending batch, if any, keeping its results for its
+ * wait(): before a call that does not go through enter() (ctypes). */
+static PyObject *Session_settle(Session *s, PyObject *unused)
+{
+	(void)unused;
+	if (s->pending_batch && session_live(s) && !s->busy) {
+		s->busy = 1;
+		batch_complete(s->pending_batch);
+		leave(s);
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *Batch_wait(Batch *b, PyObject *unused)
+{
+	(void)unused;
+	if (b->batch) {
+		if (enter(b->session) < 0) /* completes b */
+			return NULL;
+		leave(b->session);
+	}
+	if (b->err < 0)
+		return raise_error(b->err, "read_many", NULL);
+	if (!b->results) {
+		PyErr_SetString(PyExc_RuntimeError, "batch already waited for");
+		return NULL;
+	}
+	PyObject *r = b->results;
+	b->results = NULL;
+	return r;
+}
+
+static void Batch_dealloc(Batch *b)
+{
+	/* Pending batches are owned by their session too: here b is done
+	 * (or its session is gone with the fork: its memory only). */
+	Py_XDECREF(b->results);
+	Py_XDECREF(b->keys);
+	PyMem_Free(b->q);
+	PyMem_Free(b->e);
+	Py_XDECREF(b->session);
+	PyObject_Free(b);
+}
+
+static PyMethodDef Batch_methods[] = {
+	{"wait", (PyCFunction)Batch_wait, METH_NOARGS,
+	 "wait() -> [memoryview or OSError], as read_many returns"},
+	{NULL, NULL, 0, NULL}};
+
+static PyTypeObject BatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "ringcache._native.Batch",
+	.tp_basicsize = sizeof(Batch),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "a read_many batch in flight (read_many_start); wait() "
+		  "completes it",
+	.tp_dealloc = (destructor)Batch_dealloc,
+	.tp_methods = Batch_methods,
+};
+
 static PyObject *Session_dataset(Session *s, PyObject *args)
 {
 	const char *name;
@@ -799,6 +955,11 @@ static PyObject *Session_detach(Session *s, PyObject *unused)
 		PyErr_SetString(PyExc_RuntimeError, "ringcache client busy");
 		return NULL;
 	}
+	if (s->pending_batch && session_live(s)) {
+		s->busy = 1;
+		batch_complete(s->pending_batch);
+		s->busy = 0;
+	}
 	s->queued = 0;
 	s->unsent = 0;
 	if (s->views > 0) {
@@ -835,6 +996,10 @@ static PyMethodDef Session_methods[] = {
 	 "read(handle, offset, length) -> read-only memoryview"},
 	{"read_many", (PyCFunction)Session_read_many, METH_VARARGS,
 	 "read_many(dataset_id, keys) -> [memoryview or OSError]"},
+	{"read_many_start", (PyCFunction)Session_read_many_start, METH_VARARGS,
+	 "read_many_start(dataset_id, keys) -> Batch (in flight; wait())"},
+	{"settle", (PyCFunction)Session_settle, METH_NOARGS,
+	 "complete a pending read_many_start batch (keeping its results)"},
 	{"dataset", (PyCFunction)Session_dataset, METH_VARARGS,
 	 "dataset(name) -> id"},
 	{"quiesce", (PyCFunction)Session_quiesce, METH_NOARGS,
@@ -939,7 +1104,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native(void);
 PyMODINIT_FUNC PyInit__native(void)
 {
-	if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&ViewType) < 0)
+	if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&ViewType) < 0 ||
+	    PyType_Ready(&BatchType) < 0)
 		return NULL;
 	static int atfork_done;
 	if (!atfork_done && pthread_atfork(NULL, NULL, on_fork_child) == 0)
