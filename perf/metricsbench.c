@@ -39,7 +39,7 @@ static double run_hit(struct metrics *m)
 	uint64_t pass = 0;
 	for (unsigned i = 0; i < OPS; i++) {
 		if (i % 32 == 0)
-			pass = now_ns();
+			pass = rc_now_ns();
 		m->hits++;
 		metrics_dataset_lookup(m, i & 7, true);
 		metrics_read_wait(m, (int)(i & 3), pass == 0);
@@ -51,11 +51,11 @@ static double run_hit(struct metrics *m)
 static double run_wait(struct metrics *m)
 {
 	double t0 = rc_now_s();
-	uint64_t pass = now_ns();
+	uint64_t pass = rc_now_ns();
 	for (unsigned i = 0; i < OPS; i++) {
 		m->misses++;
 		metrics_dataset_lookup(m, i & 7, false);
-		metrics_read_wait(m, (int)(i & 3), now_ns() - pass);
+		metrics_read_wait(m, (int)(i & 3), rc_now_ns() - pass);
 	}
 	return (rc_now_s() - t0) * 1e9 / OPS;
 }

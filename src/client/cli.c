@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
 
@@ -82,14 +82,6 @@ static int fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return EXIT_FAIL;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---- status and stats: no attach, just the STATS message --------------- */
@@ -605,7 +597,7 @@ struct progress {
 
 static void draw(struct progress *p, bool final)
 {
-	double now = now_s(), dt = now - p->t0;
+	double now = rc_now_s(), dt = now - p->t0;
 	double frac = p->total_bytes ?
 		(double)p->bytes / (double)p->total_bytes : 1.0;
 	int fill = (int)(frac * BAR_WIDTH);
@@ -774,7 +766,7 @@ static int cmd_prefetch(int argc, char **argv)
 	}
 	struct progress p = {.tty = isatty(STDERR_FILENO),
 			     .total_objects = ol.n, .total_bytes = ol.bytes,
-			     .t0 = now_s()};
+			     .t0 = rc_now_s()};
 	for (size_t i = 0; r == 0 && i < ol.n; i += PF_BATCH)
 		r = prefetch_batch(&s.c, s.ds, (uint32_t)rb, &ol, i,
 				   ol.n - i < PF_BATCH ? ol.n - i : PF_BATCH,

@@ -23,7 +23,7 @@
  * A cut takes back the slots lent before it (they were timed for the old
  * rate): when the timer fires, the request goes if budget_ticket_valid,
  * else it asks budget_admit again. Every reply goes to budget_reply. Times are the
- * caller's monotonic clock in nanoseconds (now_ns(), clock.h), passed in
+ * caller's monotonic clock in nanoseconds (rc_now_ns(), clock.h), passed in
  * so the unit test can drive them. */
 #ifndef RC_BUDGET_H
 #define RC_BUDGET_H

@@ -232,11 +232,6 @@ struct daemon {
 					 in the file, running the old value */
 };
 
-static inline uint64_t now_ns(void)
-{
-	return rc_now_ns();
-}
-
 /* An enabled dataset by its config name, or NULL. A lookup, not the
  * lifecycle's: write-back's replay uses it too. */
 static inline struct dataset *dataset_by_name(struct daemon *d,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "budget.h"
 #include "log.h"
@@ -167,7 +168,7 @@ static struct object *object_update(struct shard *sh, struct object *o,
 	}
 	snprintf(o->etag, sizeof(o->etag), "%s", etag);
 	o->size = size;
-	o->fetched_ns = now_ns();
+	o->fetched_ns = rc_now_ns();
 	return o;
 }
 
@@ -190,7 +191,7 @@ static bool fetch_throttled(struct fetch *f)
 		if (budget_ticket_valid(b, BUDGET_GET, f->budget_ticket))
 			return false;
 	}
-	uint64_t wait = budget_admit(b, BUDGET_GET, now_ns(),
+	uint64_t wait = budget_admit(b, BUDGET_GET, rc_now_ns(),
 				     &f->budget_ticket);
 	if (!wait)
 		return false;
@@ -204,7 +205,7 @@ static bool fetch_throttled(struct fetch *f)
 static void fetch_budget_reply(struct fetch *f, const struct s3_result *r)
 {
 	enum budget_reply k = budget_classify(r->http_status, r->code);
-	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, now_ns());
+	budget_reply(fetch_dataset(f)->budget, BUDGET_GET, k, rc_now_ns());
 	if (k == BUDGET_REPLY_SLOWDOWN)
 		f->sh->m.s3_slowdowns++;
 }
@@ -742,7 +743,7 @@ void fetch_open(struct shard *sh, struct op *op, struct dataset *ds,
 		return;
 	}
 	if (o && !o->head_pending && o->etag[0] &&
-	    now_ns() - o->fetched_ns < ttl) {
+	    rc_now_ns() - o->fetched_ns < ttl) {
 		open_done(sh, op, o, 0);
 		return;
 	}
@@ -949,7 +950,7 @@ void fetch_list(struct shard *sh, struct op *op, struct dataset *ds,
 		const char *prefix)
 {
 	struct listing *l = listing_take(&sh->listings, ds->id, prefix,
-					 op->offset, now_ns());
+					 op->offset, rc_now_ns());
 	if (!l) {
 		op->err = -ENOMEM;
 		sh->fops->op_done(op);

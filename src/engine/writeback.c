@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "clock.h"
 #include "daemon.h"
 #include "hugemem.h"
 #include "journal.h"
@@ -76,7 +77,7 @@ static void delay_due(void *arg)
 	if (dl->req) {
 		struct budget *b = upload_req_tag(dl->req);
 		uint64_t wait = budget_ticket_valid(b, dl->cls, dl->ticket) ? 0 :
-			budget_admit(b, dl->cls, now_ns(), &dl->ticket);
+			budget_admit(b, dl->cls, rc_now_ns(), &dl->ticket);
 		if (wait && drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
 					  delay_due, dl) == 0) {
 			sh->m.s3_throttled_ns += wait;
@@ -100,7 +101,7 @@ static int drv_add_transfer(void *ctx, struct s3_req *req)
 	struct shard *sh = ctx;
 	enum budget_class cls = req_class(req);
 	uint32_t ticket;
-	uint64_t wait = budget_admit(upload_req_tag(req), cls, now_ns(),
+	uint64_t wait = budget_admit(upload_req_tag(req), cls, rc_now_ns(),
 				     &ticket);
 	struct wdelay *dl = wait ? calloc(1, sizeof(*dl)) : NULL;
 	if (!dl || drv_add_timer(sh, (unsigned)((wait + 999999) / 1000000),
@@ -157,7 +158,7 @@ static void drv_replied(void *ctx, struct s3_req *req,
 {
 	struct shard *sh = ctx;
 	enum budget_reply k = budget_classify(r->http_status, r->code);
-	budget_reply(upload_req_tag(req), req_class(req), k, now_ns());
+	budget_reply(upload_req_tag(req), req_class(req), k, rc_now_ns());
 	if (k == BUDGET_REPLY_SLOWDOWN)
 		sh->m.s3_slowdowns++;
 }
@@ -248,7 +249,7 @@ static void backlog_enter(struct shard *sh, struct wobject *w)
 	if (w->in_backlog)
 		return;
 	w->in_backlog = true;
-	w->committed_ns = now_ns();
+	w->committed_ns = rc_now_ns();
 	atomic_fetch_add_explicit(&sh->m.wb_backlog_objects, 1,
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&sh->m.wb_backlog_bytes, w->size,
@@ -1226,8 +1227,8 @@ void writeback_drain(struct shard *sh)
 {
 	if (!sh->uploads)
 		return;
-	uint64_t until = now_ns() + DRAIN_NS;
-	while (must_wait(sh) && now_ns() < until)
+	uint64_t until = rc_now_ns() + DRAIN_NS;
+	while (must_wait(sh) && rc_now_ns() < until)
 		pump(sh);
 	/* Journaled objects are uploaded again at the next start. A cancel
 	 * reports the upload done, which may drop the object's last
@@ -1239,10 +1240,10 @@ void writeback_drain(struct shard *sh)
 		next = w->next;
 		wobject_put(sh, w);
 	}
-	until = now_ns() + 10ull * 1000000000ull;
+	until = rc_now_ns() + 10ull * 1000000000ull;
 	while ((upload_engine_pending(sh->uploads) ||
 		(sh->journal && journal_inflight(sh->journal))) &&
-	       now_ns() < until)
+	       rc_now_ns() < until)
 		pump(sh);
 }
 

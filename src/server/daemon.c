@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "clock.h"
 #include "daemon.h"
 #include "lifecycle.h"
 #include "session.h"
@@ -513,7 +514,7 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 {
 	memset(d, 0, sizeof(*d));
 	d->signal_fd = -1;
-	d->started_ns = now_ns();
+	d->started_ns = rc_now_ns();
 	if (config_load(config_path, &d->cfg, err, errlen) < 0)
 		return -1;
 	d->config_path = strdup(config_path);

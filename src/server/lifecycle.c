@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "lifecycle.h"
 #include "session.h"
@@ -181,11 +182,11 @@ static void wait_events(struct shard *sh, bool busy)
 {
 	struct reactor *r = sh->reactor;
 	if (!busy && sh->sessions) {
-		uint64_t until = now_ns() + IDLE_SPIN_NS;
+		uint64_t until = rc_now_ns() + IDLE_SPIN_NS;
 		for (unsigned i = 1; !sessions_have_work(sh) &&
 				     !reactor_cq_ready(r); i++) {
 			__builtin_ia32_pause();
-			if (i % 64 == 0 && now_ns() >= until)
+			if (i % 64 == 0 && rc_now_ns() >= until)
 				break; /* the clock is read rarely: it costs */
 		}
 		busy = sessions_have_work(sh);

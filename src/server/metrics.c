@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "prefetch.h"
 #include "writeback.h"
@@ -262,7 +263,7 @@ static void emit_wb_oldest(struct out *o, const struct daemon *d)
 		if (t && (!oldest || t < oldest))
 			oldest = t;
 	}
-	uint64_t now = now_ns();
+	uint64_t now = rc_now_ns();
 	head(o, "ringcache_writeback_oldest_unuploaded_seconds", "gauge",
 	     "Seconds since the oldest committed checkpoint object not yet in S3 was committed (0: none).");
 	put(o, "ringcache_writeback_oldest_unuploaded_seconds %.3f\n",
@@ -304,7 +305,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit_datasets(&o, d);
 	emit_wb_oldest(&o, d);
 	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.",
-	     (now_ns() - d->started_ns) / 1000000000ull);
+	     (rc_now_ns() - d->started_ns) / 1000000000ull);
 	emit_config(&o, d);
 	return o.used < o.len ? o.used : (len ? strlen(buf) : 0);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "fetch.h"
 #include "prefetch.h"
 #include "readkey.h"
@@ -46,7 +47,7 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
 	op->arg = e->arg;
-	op->start_ns = now_ns(); /* the sample's wait, open included */
+	op->start_ns = rc_now_ns(); /* the sample's wait, open included */
 	op->offset = e->offset;
 	op->len = e->len;
 	rk->flags = e->flags;

@@ -15,6 +15,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "session.h"
 #include "fetch.h"
@@ -903,7 +904,7 @@ void op_complete(struct op *op)
 	    op->opcode == RC_OP_READ_KEY)
 		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,
 				  op->start_ns == pass_ns ? 0
-				  : now_ns() - op->start_ns);
+				  : rc_now_ns() - op->start_ns);
 	if (op->charged) {
 		s->inflight_bytes -= op->charged;
 		quota_uncharge(&s->usage->inflight_bytes, op->charged);
@@ -1060,7 +1061,7 @@ static struct op *op_new(struct session *s, const struct rc_sqe *e)
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
 	op->arg = e->arg;
-	op->start_ns = pass_ns ? pass_ns : now_ns();
+	op->start_ns = pass_ns ? pass_ns : rc_now_ns();
 	s->refs++;
 	return op;
 }
@@ -1333,7 +1334,7 @@ bool session_process(struct session *s)
 		return false;
 	s->refs++; /* completions below may close the session */
 	recheck_access(s);
-	pass_ns = now_ns();
+	pass_ns = rc_now_ns();
 	for (uint32_t i = 0; i < n && !s->closed; i++) {
 		struct rc_sqe e;
 		copy_from_client(&e, &s->sqes[s->sq_head & (s->sq_entries - 1)],

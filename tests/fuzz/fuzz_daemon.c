@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fuzz_daemon.h"
+#include "clock.h"
 #include "log.h"
 
 static struct daemon daemon_;
@@ -171,10 +172,10 @@ void fuzz_turn(struct daemon *d, unsigned n)
 bool fuzz_session_end(struct daemon *d, int client)
 {
 	struct shard *sh = &d->shards[0];
-	uint64_t until = now_ns() + 2000000000ull;
+	uint64_t until = rc_now_ns() + 2000000000ull;
 	close(client);
 	while ((sh->sessions || sh->n_zombies || sh->fetches) &&
-	       now_ns() < until)
+	       rc_now_ns() < until)
 		shard_poll_once(sh);
 	return !sh->sessions && !sh->n_zombies && !sh->fetches;
 }

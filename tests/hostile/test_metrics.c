@@ -8,7 +8,6 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,24 +35,16 @@ static void teardown(void)
 static void start(void)
 {
 	ds_spec_default(&S);
-	port = fx_free_port();
+	port = fx_metrics_daemon_init(&D, daemon_extra, sizeof(daemon_extra),
+				      NULL);
 	cr_assert_neq(port, 0);
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "metrics_listen = 127.0.0.1:%u", port);
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
 	fx_daemon_start(&D, NULL);
 }
 
 static int dial(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)port),
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0,
-		     "connect: %s", strerror(errno));
+	int fd = fx_dial(port);
+	cr_assert_geq(fd, 0, "connect: %s", strerror(errno));
 	return fd;
 }
 

@@ -43,12 +43,9 @@ static void teardown(void)
 static void start(const char *extra)
 {
 	ds_spec_default(&S);
-	port = fx_free_port();
+	port = fx_metrics_daemon_init(&D, daemon_extra, sizeof(daemon_extra),
+				      NULL);
 	cr_assert_neq(port, 0);
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "metrics_listen = 127.0.0.1:%u", port);
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
 	fx_daemon_start(&D, extra);
 }
 
@@ -228,11 +225,8 @@ Test(metrics, writeback_backlog_until_s3_has_the_objects, .fini = teardown,
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = memory\n", ck);
 	ds_spec_default(&S);
-	port = fx_free_port();
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "metrics_listen = 127.0.0.1:%u", port);
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
+	port = fx_metrics_daemon_init(&D, daemon_extra, sizeof(daemon_extra),
+				      NULL);
 	D.s3_endpoint = P.endpoint;
 	fx_daemon_start(&D, sections);
 	struct rc_client c;
@@ -315,14 +309,13 @@ Test(metrics, status_shows_prefetch_and_read_wait, .fini = teardown,
 Test(metrics, journal_and_tier_gauges_reach_the_endpoint, .fini = teardown,
      .timeout = 60)
 {
+	char more[sizeof(daemon_extra)];
+	snprintf(more, sizeof(more),
+		 "journal = %s/journal\njournal_size = 64M\n"
+		 "tier_path = %s/tier\ntier_size = 64M", fx_tmpdir(), fx_tmpdir());
 	ds_spec_default(&S);
-	port = fx_free_port();
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "metrics_listen = 127.0.0.1:%u\njournal = %s/journal\n"
-		 "journal_size = 64M\ntier_path = %s/tier\ntier_size = 64M",
-		 port, fx_tmpdir(), fx_tmpdir());
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
+	port = fx_metrics_daemon_init(&D, daemon_extra, sizeof(daemon_extra),
+				      more);
 	fx_daemon_start(&D, NULL);
 	scrape();
 	cr_assert_eq(value("ringcache_writeback_journal_bytes"), 64.0 * MiB,
