@@ -198,6 +198,7 @@ struct shard {
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	struct reactor_timer tier_tick; /* index sync every 30 s */
+	struct reactor_timer metrics_tick; /* metrics_publish_start */
 	struct metrics m;
 };
 

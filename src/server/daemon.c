@@ -559,7 +559,7 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	/* Before the metrics endpoint starts: a scrape before a shard's first
 	 * turn would otherwise show an empty journal and tier. */
 	for (uint32_t i = 0; i < d->n_shards; i++)
-		metrics_publish(&d->shards[i]);
+		metrics_publish_start(&d->shards[i]);
 	log_info("ringcached: %s, %u shard(s), %llu MiB in %llu superblocks "
 		 "each, block %u KiB, socket %s", config_path, d->n_shards,
 		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),

@@ -203,7 +203,6 @@ static void wait_events(struct shard *sh, bool busy)
 void shard_poll_once(struct shard *sh)
 {
 	reactor_run_timers(sh->reactor);
-	metrics_publish(sh);
 	wait_events(sh, false);
 }
 
@@ -242,7 +241,6 @@ static void shard_loop(struct shard *sh)
 		}
 		bool busy = process_sessions(sh);
 		reactor_run_timers(sh->reactor);
-		metrics_publish(sh);
 		prefetch_schedule(sh);
 		flush_sessions(sh);
 		wait_events(sh, busy);

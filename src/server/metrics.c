@@ -312,9 +312,11 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 
 /* ---- updates, on the owning shard's thread ------------------------------ */
 
+#define METRICS_PUBLISH_MS 100
+
 /* The journal's and the tier's fields are plain, written by this thread:
  * copied into atomics here so another thread never reads them. */
-void metrics_publish(struct shard *sh)
+static void publish(struct shard *sh)
 {
 	if (sh->journal) {
 		struct journal_stats js;
@@ -331,6 +333,19 @@ void metrics_publish(struct shard *sh)
 		atomic_store_explicit(&sh->m.tier_capacity, t,
 				      memory_order_relaxed);
 	}
+}
+
+static void publish_tick(struct reactor_timer *t)
+{
+	struct shard *sh = rc_container_of(t, struct shard, metrics_tick);
+	publish(sh);
+	reactor_timer_after(sh->reactor, t, METRICS_PUBLISH_MS * 1000000ull);
+}
+
+void metrics_publish_start(struct shard *sh)
+{
+	reactor_timer_init(&sh->metrics_tick, publish_tick);
+	publish_tick(&sh->metrics_tick);
 }
 
 /* Only the owning shard's thread writes its struct metrics: a relaxed

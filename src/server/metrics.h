@@ -23,8 +23,10 @@ struct shard;
 struct wobject;
 
 /* Copies what other threads render from the shard's plain state (journal,
- * tier) into its struct metrics: once per reactor turn. */
-void metrics_publish(struct shard *sh);
+ * tier) into its struct metrics now, then every METRICS_PUBLISH_MS on the
+ * shard's reactor (a scrape needs no fresher figures). Call before the
+ * shard's thread runs. */
+void metrics_publish_start(struct shard *sh);
 /* Prometheus text of every shard's statistics into buf (NUL-terminated,
  * truncated at len); returns the bytes written. Any thread. */
 size_t metrics_render(const struct daemon *d, char *buf, size_t len);

@@ -305,7 +305,7 @@ Test(metrics, status_shows_prefetch_and_read_wait, .fini = teardown,
 }
 
 /* The journal's and the tier's gauges are copied by their shard's thread
- * (metrics_publish): the endpoint's thread shows them all the same. */
+ * (metrics_publish_start): the endpoint's thread shows them all the same. */
 Test(metrics, journal_and_tier_gauges_reach_the_endpoint, .fini = teardown,
      .timeout = 60)
 {
