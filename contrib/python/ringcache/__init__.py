@@ -371,10 +371,10 @@ class Client:
         busy so a lease's __del__ running meanwhile (GC in another thread)
         defers its release instead of re-entering the C client."""
         ptr = self._ptr()
-        self._flush_deferred()
         session = self._session
         if session is not None:
             session.settle()  # a read_many_start batch owns the CQ
+        self._flush_deferred()
         self._busy = True
         if session is not None:
             session.busy = 1  # views dropped meanwhile queue their release
