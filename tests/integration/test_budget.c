@@ -221,21 +221,32 @@ static void link_used(const struct epoch *ep)
 		      ep->passed / ep->secs, LIMIT);
 }
 
+/* A daemon with budget_lines behind the limiting proxy, one cold epoch. */
+static void epoch_with(const char *budget_lines, struct epoch *ep)
+{
+	start(budget_lines);
+	cold_epoch(ep);
+}
+
+static void stop_all(void)
+{
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+}
+
 /* The operator set the dataset's rate at what S3 allows the node:
  * (almost) nothing is refused. */
 Test(budget, rate_at_the_limit_reads_every_byte_without_slowdowns)
 {
-	start("s3_get_rate = " LIMIT_STR "\n");
 	struct epoch ep;
-	cold_epoch(&ep);
+	epoch_with("s3_get_rate = " LIMIT_STR "\n", &ep);
 	common_checks(&ep);
 	cr_expect_leq(ep.limited * 100, (ep.passed + ep.limited) * 1,
 		      "%llu of %llu requests refused (over 1%%)",
 		      (unsigned long long)ep.limited,
 		      (unsigned long long)(ep.passed + ep.limited));
 	link_used(&ep);
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
+	stop_all();
 }
 
 /* The default rate (5500/s) is far above the proxy's: AIMD must find the
@@ -244,30 +255,26 @@ Test(budget, rate_at_the_limit_reads_every_byte_without_slowdowns)
  * reads all succeed. */
 Test(budget, aimd_finds_a_lower_limit_and_reads_every_byte)
 {
-	start(NULL);
 	struct epoch ep;
-	cold_epoch(&ep);
+	epoch_with(NULL, &ep);
 	common_checks(&ep);
 	cr_expect_leq(ep.limited * 100, (ep.passed + ep.limited) * 8,
 		      "%llu of %llu requests refused (over 8%%)",
 		      (unsigned long long)ep.limited,
 		      (unsigned long long)(ep.passed + ep.limited));
 	link_used(&ep);
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
+	stop_all();
 }
 
 /* s3_get_rate = 0 turns shaping off: every byte still arrives (SlowDowns
  * are retried), the request wait counter stays at zero. */
 Test(budget, rate_zero_does_not_shape)
 {
-	start("s3_get_rate = 0\n");
 	struct epoch ep;
-	cold_epoch(&ep);
+	epoch_with("s3_get_rate = 0\n", &ep);
 	cr_expect_eq(ep.throttled_s, 0);
 	cr_expect_eq((uint64_t)ep.slowdowns, ep.limited);
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
+	stop_all();
 }
 
 /* ---- the write path: checkpoint uploads take PUT-class slots ---------- */
@@ -373,6 +380,5 @@ Test(budget, uploads_through_slowdowns_land_whole)
 	cr_expect_eq((uint64_t)slow, limited, "daemon %lld, proxy %llu",
 		     (long long)slow, (unsigned long long)limited);
 	cr_expect_gt(slow, 0, "5/s was never exceeded");
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
+	stop_all();
 }
