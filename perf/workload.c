@@ -52,7 +52,7 @@ struct options {
 	enum backend backend;
 	const char *keys_path, *dir, *socket, *dataset, *label;
 	int readers, epochs;
-	bool shuffled, plan, per_op, list;
+	bool shuffled, plan, per_op, list, pipeline;
 	int batch;
 	uint64_t seed, chunk;
 	long spin; /* rc_client.spin override; -1: the library's default */
@@ -438,11 +438,14 @@ static void read_shard_batched(struct reader *r, const struct object *objs,
 			now->err = rc_read_many_wait(now->pending);
 		now->pending = NULL;
 		next->from = now->to;
+		if (!r->opt->pipeline)
+			batch_consume(r, objs, shard, now); /* then the next */
 		if (next->from < n) {
 			next->to = batch_end(r, objs, shard, next->from, n);
 			batch_start(r, objs, shard, next);
 		}
-		batch_consume(r, objs, shard, now);
+		if (r->opt->pipeline)
+			batch_consume(r, objs, shard, now);
 		if (next->from >= n)
 			break;
 	}
@@ -685,11 +688,14 @@ static void usage(FILE *f)
 		"usage: rc-workload --keys FILE (--socket PATH --dataset NAME | --dir DIR)\n"
 		"                   [--readers N] [--order sequential|shuffled]\n"
 		"                   [--epochs E] [--seed S] [--chunk BYTES] [--label TEXT]\n"
-		"                   [--batch N] [--list] [--per-op [--no-plan]] [--spin N]\n"
+		"                   [--batch N] [--no-pipeline] [--list] [--per-op [--no-plan]]\n"
+		"                   [--spin N]\n"
 		"  --keys FILE   lines \"SIZE KEY\", keys relative to the dataset or DIR\n"
 		"  --socket, --dataset   read through ringcached: batches of samples, one\n"
-		"                READ_KEY entry each (rc_read_many), lazy releases\n"
+		"                READ_KEY entry each, the next batch in flight while this\n"
+		"                one is summed (rc_read_many_start), lazy releases\n"
 		"  --batch N     ringcache: samples per batch (default 16; <= 32 MiB)\n"
+		"  --no-pipeline ringcache: one batch at a time (rc_read_many)\n"
 		"  --list        ringcache: epoch 1 starts with a LIST of the keys' folders\n"
 		"  --per-op      ringcache: open the shard, send it as a prefetch plan, then\n"
 		"                rc_read/rc_release/rc_close per object (the earlier path)\n"
@@ -720,6 +726,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{"no-plan", no_argument, NULL, 'P'},
 		{"per-op", no_argument, NULL, 'O'},
 		{"list", no_argument, NULL, 'L'},
+		{"no-pipeline", no_argument, NULL, 'N'},
 		{"batch", required_argument, NULL, 'b'},
 		{"spin", required_argument, NULL, 'w'},
 		{"help", no_argument, NULL, 'h'},
@@ -727,7 +734,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	*o = (struct options){ .readers = 1, .epochs = 1, .seed = 1,
 			       .chunk = 4u << 20, .label = "run",
-			       .plan = true, .spin = -1, .batch = 16 };
+			       .plan = true, .spin = -1, .batch = 16,
+			       .pipeline = true };
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -743,6 +751,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'P': o->plan = false; break;
 		case 'O': o->per_op = true; break;
 		case 'L': o->list = true; break;
+		case 'N': o->pipeline = false; break;
 		case 'b': o->batch = atoi(optarg); break;
 		case 'w': o->spin = strtol(optarg, NULL, 0); break;
 		case 'o':
