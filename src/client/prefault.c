@@ -40,6 +40,7 @@ struct job {
 	size_t size;
 	atomic_bool stop;
 	bool background;      /* on the helper thread: may give up */
+	bool joined;          /* stopped by a fork (stop_for_fork) */
 	uint64_t wall0, cpu0; /* when the helper started */
 	pthread_t thread;
 	struct job *next;
@@ -133,9 +134,26 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+/* Stops and joins a job's helper (once). */
+static void job_join(struct job *j)
+{
+	if (j->joined)
+		return;
+	atomic_store(&j->stop, true);
+	pthread_join(j->thread, NULL);
+	j->joined = true;
+}
+
+/* No helper runs across a fork: one inside the allocator (an ASan build's
+ * takes a lock to free its thread's memory) would leave that lock held
+ * for ever in the child, whose first malloc then never returns. The
+ * parent's helpers stop after at most one chunk; their pages stay as far
+ * as they got. */
 static void lock_jobs(void)
 {
 	pthread_mutex_lock(&jobs_lock);
+	for (struct job *j = jobs; j; j = j->next)
+		job_join(j);
 }
 
 static void unlock_jobs(void)
@@ -174,39 +192,37 @@ void rc_prefault_start(const void *owner, int fd, const void *base,
 		return;
 	}
 	pthread_once(&atfork_once, install_atfork);
-	if (m == SYNC || pthread_create(&j->thread, NULL, thread_main, j)) {
+	/* Listed before it runs, under the lock: a fork meanwhile finds it. */
+	pthread_mutex_lock(&jobs_lock);
+	if (m == BACKGROUND &&
+	    pthread_create(&j->thread, NULL, thread_main, j) == 0) {
+		j->next = jobs;
+		jobs = j;
+		j = NULL;
+	}
+	pthread_mutex_unlock(&jobs_lock);
+	if (j) { /* SYNC, or no thread */
 		run(j);
 		close(j->fd);
 		free(j);
-		return;
 	}
-	pthread_mutex_lock(&jobs_lock);
-	j->next = jobs;
-	jobs = j;
-	pthread_mutex_unlock(&jobs_lock);
 }
 
 void rc_prefault_stop(const void *owner)
 {
-	struct job *mine = NULL;
+	/* Joined under the lock (helpers never take it): a fork in another
+	 * thread meanwhile waits rather than copy a helper mid-stop. */
 	pthread_mutex_lock(&jobs_lock);
 	for (struct job **pp = &jobs; *pp;) {
 		struct job *j = *pp;
-		if (j->owner == owner) {
-			*pp = j->next;
-			j->next = mine;
-			mine = j;
-		} else {
+		if (j->owner != owner) {
 			pp = &j->next;
+			continue;
 		}
-	}
-	pthread_mutex_unlock(&jobs_lock);
-	while (mine) {
-		struct job *j = mine;
-		mine = j->next;
-		atomic_store(&j->stop, true);
-		pthread_join(j->thread, NULL);
+		*pp = j->next;
+		job_join(j);
 		close(j->fd);
 		free(j);
 	}
+	pthread_mutex_unlock(&jobs_lock);
 }

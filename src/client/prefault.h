@@ -3,8 +3,10 @@
  *
  * Use: rc_prefault_start right after mmap of an arena's read-only fd (the
  * fd may be closed after it returns: the job holds a dup); rc_prefault_stop
- * before the client unmaps its arenas. A fork()ed child forgets its
- * parent's jobs (their threads do not exist there).
+ * before the client unmaps its arenas. fork() first stops every helper
+ * (at most one chunk later): the child forgets the parent's jobs, the
+ * parent's stay stopped, their pages mapped as far as they got. A helper
+ * that cannot get half a CPU stops by itself.
  * Ownership: a job holds its dup'ed fd and a helper thread, keyed by the
  * client; it touches only the page tables of its mapping.
  * Only data ranges (SEEK_DATA/SEEK_HOLE) are populated: a read fault on a

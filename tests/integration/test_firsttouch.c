@@ -257,15 +257,22 @@ static long helper_mapped_percent(int hogs, int64_t cached)
 	return pct;
 }
 
-/* Every process populating the whole cache costs O(processes x cache):
- * a helper that cannot get half a CPU (readers outnumber the CPUs) stops
- * for good, and one with a CPU to itself maps everything. */
-Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
-     .timeout = 120)
+static int threads_of_this_process(void)
 {
-#if defined(__SANITIZE_THREAD__)
-	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
-#endif
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	int n = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Every small object read once: ~171 MB cached, the helper's work. */
+static int64_t warm_all_small(void)
+{
 	ds_spec_default(&S);
 	fx_daemon_init(&D);
 	fx_daemon_start(&D, NULL);
@@ -278,6 +285,55 @@ Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
 	rc_detach(&c);
 	int64_t cached = fx_stat_value(D.socket_path, "ringcache_cache_bytes");
 	cr_assert_gt(cached, 100 << 20);
+	return cached;
+}
+
+/* fork() stops the parent's helpers first: a helper caught inside the
+ * allocator at the fork (an ASan build's takes a lock to free a thread)
+ * left that lock held in the child, whose next malloc hung for ever. */
+Test(firsttouch, fork_stops_the_parents_helpers, .fini = teardown,
+     .timeout = 120)
+{
+#if defined(__SANITIZE_THREAD__)
+	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
+#endif
+	warm_all_small();
+	unsetenv("RINGCACHE_PREFAULT");
+	int base = threads_of_this_process(), seen = 0;
+	for (int round = 0; round < 20 && seen < 3; round++) {
+		struct rc_client c;
+		cr_assert_geq(attach(&c), 0);
+		if (threads_of_this_process() > base) { /* a helper at work */
+			seen++;
+			pid_t pid = fork();
+			cr_assert_geq(pid, 0);
+			if (pid == 0) {
+				struct rc_client cc;
+				_exit(attach(&cc) >= 0 ? 0 : 1); /* mallocs */
+			}
+			cr_assert_eq(threads_of_this_process(), base,
+				     "a helper still runs in the parent after "
+				     "fork()");
+			int st;
+			cr_assert_eq(waitpid(pid, &st, 0), pid);
+			cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+		rc_detach(&c);
+	}
+	cr_assert_gt(seen, 0, "no helper was ever caught running");
+	fx_daemon_stop(&D);
+}
+
+/* Every process populating the whole cache costs O(processes x cache):
+ * a helper that cannot get half a CPU (readers outnumber the CPUs) stops
+ * for good, and one with a CPU to itself maps everything. */
+Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
+     .timeout = 120)
+{
+#if defined(__SANITIZE_THREAD__)
+	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
+#endif
+	int64_t cached = warm_all_small();
 	unsetenv("RINGCACHE_PREFAULT");
 	long free_cpu = helper_mapped_percent(0, cached);
 	long starved = helper_mapped_percent(7, cached);
