@@ -63,6 +63,7 @@ struct opts {
 	const char *socket, *dataset, *local_dir;
 	char *keys[MAX_OBJECTS];
 	int n_keys, procs, runs, batch;
+	int depth; /* ring READ: batches in flight (1 or 2) */
 	double run_s;
 	int touch; /* 1: one byte per 4 KiB page; 0: none */
 	struct ds_spec spec;
@@ -92,8 +93,9 @@ struct worker {
 	struct object obj[MAX_OBJECTS];
 	struct extent *ext[N_SIZES];
 	uint32_t next_ext[N_SIZES];
-	uint32_t leases[MAX_BATCH];
+	uint32_t leases[2 * MAX_BATCH];
 	int n_leases;       /* to release with the next submission */
+	int rel_inflight;   /* RELEASEs submitted, completions not reaped */
 	uint64_t sink;      /* the touched bytes end up here */
 };
 
@@ -254,6 +256,7 @@ static int queue_releases(struct worker *w)
 	}
 	int n = w->n_leases;
 	w->n_leases = 0;
+	w->rel_inflight += n;
 	return n;
 }
 
@@ -264,6 +267,7 @@ static int reap(struct worker *w, struct rc_cqe **out)
 	if (r < 0)
 		return r;
 	if ((*out)->user_data == TAG_RELEASE) {
+		w->rel_inflight--;
 		r = (*out)->res;
 		rc_cqe_seen(&w->c);
 		*out = NULL;
@@ -380,6 +384,86 @@ static int batch_pread(struct worker *w, const struct extent **ext, int n,
 	return 0;
 }
 
+/* Processes one READ completion (its lease kept for the next release). */
+static int read_done(struct worker *w, const struct extent *e,
+		     const struct rc_cqe *cqe, bool verify)
+{
+	const uint8_t *p = rc_cqe_data(&w->c, cqe);
+	int32_t res = cqe->res;
+	if (res > 0 && cqe->lease != RC_NO_LEASE)
+		w->leases[w->n_leases++] = cqe->lease;
+	if (res != (int32_t)e->len || !p || verify) {
+		int r = check_bytes(w, e, p, p ? res : -EFAULT);
+		if (r < 0)
+			return r;
+	}
+	touch(w, p, e->len);
+	return 0;
+}
+
+/* Submits up to n READs as batch `slot` (user_data slot << 32 | i), with
+ * the releases owed so far. */
+static int submit_reads(struct worker *w, unsigned size_idx, int slot,
+			const struct extent **ext, int n)
+{
+	int n_rel = queue_releases(w);
+	if (n_rel < 0)
+		return n_rel;
+	for (int i = 0; i < n; i++) {
+		struct rc_sqe *sqe = rc_get_sqe(&w->c);
+		if (!sqe)
+			return -EBUSY;
+		ext[i] = next_extent(w, size_idx);
+		rc_prep_read(sqe, w->obj[ext[i]->obj].handle, ext[i]->off,
+			     ext[i]->len, (uint64_t)slot << 32 | (uint32_t)i);
+	}
+	return rc_submit(&w->c);
+}
+
+/* Ring READs with two batches in flight (--depth 2): batch k+1 goes to
+ * the daemon before batch k's completions are used, so the daemon serves
+ * one while this process touches the other (with one, each waits for the
+ * other in turn). */
+static int64_t run_read_pipelined(struct worker *w, unsigned size_idx,
+				  uint64_t n_ops, bool verify)
+{
+	const struct extent *ext[2][MAX_BATCH];
+	int left[2] = {0, 0};
+	uint64_t issued = 0, done = 0;
+	for (int cur = 0; done < n_ops; cur ^= 1) {
+		int r;
+		for (int k = 0; k < 2; k++) { /* refill the empty slot(s) */
+			int b = cur ^ k;
+			if (left[b] || issued >= n_ops)
+				continue;
+			int n = n_ops - issued < (uint64_t)w->o->batch ?
+				(int)(n_ops - issued) : w->o->batch;
+			if ((r = submit_reads(w, size_idx, b, ext[b], n)) < 0)
+				return r;
+			left[b] = n;
+			issued += (uint64_t)n;
+		}
+		while (left[cur] > 0) {
+			struct rc_cqe *cqe;
+			if ((r = reap(w, &cqe)) < 0)
+				return r;
+			if (!cqe)
+				continue;
+			int b = (int)(cqe->user_data >> 32) & 1;
+			uint32_t i = (uint32_t)cqe->user_data;
+			struct rc_cqe copy = *cqe;
+			rc_cqe_seen(&w->c);
+			if (i >= MAX_BATCH || !left[b])
+				return -EPROTO;
+			if ((r = read_done(w, ext[b][i], &copy, verify)) < 0)
+				return r;
+			left[b]--;
+			done++;
+		}
+	}
+	return (int64_t)done;
+}
+
 static const batch_fn batch_fns[M__COUNT] = {
 	batch_read, batch_read_into, batch_pread,
 };
@@ -390,6 +474,12 @@ static int64_t run_ops(struct worker *w, enum method m, unsigned size_idx,
 {
 	const struct extent *batch[MAX_BATCH];
 	uint64_t done = 0;
+	if (m == M_READ && w->o->depth == 2) {
+		int64_t r = run_read_pipelined(w, size_idx, n_ops, verify);
+		if (r < 0)
+			return r;
+		done = (uint64_t)r;
+	}
 	while (done < n_ops) {
 		int n = n_ops - done < (uint64_t)w->o->batch ?
 			(int)(n_ops - done) : w->o->batch;
@@ -400,12 +490,13 @@ static int64_t run_ops(struct worker *w, enum method m, unsigned size_idx,
 			return r;
 		done += (uint64_t)n;
 	}
-	if (m == M_READ && w->n_leases) { /* return the last batch's leases */
-		int n_rel = queue_releases(w);
-		int r = n_rel < 0 ? n_rel : rc_submit(&w->c);
-		for (int i = 0; r >= 0 && i < n_rel; i++) {
+	if (m == M_READ) { /* return the last leases, reap every RELEASE */
+		int r = queue_releases(w);
+		r = r < 0 ? r : rc_submit(&w->c);
+		while (r >= 0 && w->rel_inflight > 0) {
 			struct rc_cqe *cqe;
-			r = reap(w, &cqe);
+			if ((r = reap(w, &cqe)) >= 0 && cqe)
+				r = -EPROTO; /* nothing else is in flight */
 		}
 		if (r < 0)
 			return r;
@@ -645,9 +736,10 @@ static void print_table(const struct opts *o, const struct object *obj,
 	uint64_t total = 0;
 	for (int i = 0; i < o->n_keys; i++)
 		total += obj[i].size;
-	printf("\nrc-readbench: %d client process%s, batches of %d, median of "
-	       "%d runs of ~%.2f s each\n", o->procs, o->procs > 1 ? "es" : "",
-	       o->batch, o->runs, o->run_s);
+	printf("\nrc-readbench: %d client process%s, batches of %d (ring READ: "
+	       "%d in flight), median of %d runs of ~%.2f s each\n", o->procs,
+	       o->procs > 1 ? "es" : "", o->batch, o->depth, o->runs,
+	       o->run_s);
 	printf("  data: %d objects, %.1f MiB, warm in the daemon and in the "
 	       "page cache; S3 GETs while timing: %.0f\n", o->n_keys,
 	       (double)total / MIB, s3_gets);
@@ -743,6 +835,7 @@ static void usage(FILE *f)
 		"  -r, --runs N         runs per figure, median reported (default 5)\n"
 		"  -t, --run-s S        seconds per run (default 0.5)\n"
 		"  -b, --batch N        reads per submission (default 32)\n"
+		"      --depth N        ring READ: batches in flight, 1 or 2 (default 2)\n"
 		"      --touch MODE     page (1 byte per 4 KiB, default) or none\n",
 		MAX_PROCS);
 }
@@ -760,12 +853,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{"runs", required_argument, NULL, 'r'},
 		{"run-s", required_argument, NULL, 't'},
 		{"batch", required_argument, NULL, 'b'},
+		{"depth", required_argument, NULL, 'D'},
 		{"touch", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	*o = (struct opts){ .procs = 1, .runs = 5, .batch = 32, .run_s = 0.5,
-			    .touch = 1 };
+			    .touch = 1, .depth = 2 };
 	ds_spec_default(&o->spec);
 	char *keys = default_keys;
 	int c;
@@ -781,6 +875,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		case 'r': o->runs = atoi(optarg); break;
 		case 't': o->run_s = atof(optarg); break;
 		case 'b': o->batch = atoi(optarg); break;
+		case 'D': o->depth = atoi(optarg); break;
 		case 'T': o->touch = strcmp(optarg, "none") != 0; break;
 		case 'h': usage(stdout); exit(0);
 		default: return -EINVAL;
@@ -789,7 +884,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	if (!o->socket || !o->dataset || !o->local_dir || optind != argc ||
 	    o->procs < 1 || o->procs > MAX_PROCS || o->runs < 1 ||
 	    o->runs > MAX_RUNS || o->batch < 1 || o->batch > MAX_BATCH ||
-	    o->run_s <= 0 || split_keys(o, keys) < 0)
+	    o->run_s <= 0 || o->depth < 1 || o->depth > 2 ||
+	    split_keys(o, keys) < 0)
 		return -EINVAL;
 	return 0;
 }
