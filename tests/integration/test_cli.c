@@ -236,6 +236,20 @@ Test(cli, bad_usage_exits_2_and_no_daemon_exits_1)
 	cr_assert(strstr(out, "cannot reach the daemon"), "%s", out);
 }
 
+/* A second ringcached on a socket the first serves stops with the reason
+ * and takes nothing away: the first still answers on the same path. */
+Test(cli, a_served_socket_stops_a_second_daemon)
+{
+	char *argv[] = {RC_BUILD_DIR "/ringcached", "-c", D.config_path, NULL};
+	char res[8192];
+	int rc = fx_run(argv, res, sizeof(res), 20000);
+	cr_assert_eq(rc, 1, "second daemon: exit %d:\n%s", rc, res);
+	cr_assert(strstr(res, "another ringcached is serving it"), "%s", res);
+	rc = cli("status", NULL, NULL);
+	cr_assert_eq(rc, 0, "the first daemon after it: exit %d: %s", rc, out);
+	cr_assert(strstr(out, "sessions"), "%s", out);
+}
+
 /* ---- errors that name the real cause ----------------------------------- */
 
 /* Nothing at the path, or a socket file nobody listens on: both say no
