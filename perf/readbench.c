@@ -299,42 +299,6 @@ static int check_bytes(struct worker *w, const struct extent *e,
 	return 0;
 }
 
-static int batch_read(struct worker *w, const struct extent **ext, int n,
-		      bool verify)
-{
-	int n_rel = queue_releases(w);
-	if (n_rel < 0)
-		return n_rel;
-	for (int i = 0; i < n; i++) {
-		struct rc_sqe *sqe = rc_get_sqe(&w->c);
-		if (!sqe)
-			return -EBUSY;
-		rc_prep_read(sqe, w->obj[ext[i]->obj].handle, ext[i]->off,
-			     ext[i]->len, (uint64_t)i);
-	}
-	int r = rc_submit(&w->c);
-	if (r < 0)
-		return r;
-	for (int left = n + n_rel; left > 0; left--) {
-		struct rc_cqe *cqe;
-		if ((r = reap(w, &cqe)) < 0)
-			return r;
-		if (!cqe)
-			continue;
-		const struct extent *e = ext[cqe->user_data];
-		const uint8_t *p = rc_cqe_data(&w->c, cqe);
-		int32_t res = cqe->res;
-		if (res > 0 && cqe->lease != RC_NO_LEASE)
-			w->leases[w->n_leases++] = cqe->lease;
-		rc_cqe_seen(&w->c);
-		if (res != (int32_t)e->len || !p || verify)
-			if ((r = check_bytes(w, e, p, p ? res : -EFAULT)) < 0)
-				return r;
-		touch(w, p, e->len);
-	}
-	return 0;
-}
-
 static int batch_read_into(struct worker *w, const struct extent **ext, int n,
 			   bool verify)
 {
@@ -420,19 +384,19 @@ static int submit_reads(struct worker *w, unsigned size_idx, int slot,
 	return rc_submit(&w->c);
 }
 
-/* Ring READs with two batches in flight (--depth 2): batch k+1 goes to
- * the daemon before batch k's completions are used, so the daemon serves
- * one while this process touches the other (with one, each waits for the
- * other in turn). */
-static int64_t run_read_pipelined(struct worker *w, unsigned size_idx,
-				  uint64_t n_ops, bool verify)
+/* Ring READs, --depth batches in flight: at 2, batch k+1 goes to the
+ * daemon before batch k's completions are used, so the daemon serves one
+ * while this process touches the other; at 1 each waits for the other in
+ * turn. */
+static int64_t run_read(struct worker *w, unsigned size_idx, uint64_t n_ops,
+			bool verify)
 {
 	const struct extent *ext[2][MAX_BATCH];
 	int left[2] = {0, 0};
 	uint64_t issued = 0, done = 0;
 	for (int cur = 0; done < n_ops; cur ^= 1) {
 		int r;
-		for (int k = 0; k < 2; k++) { /* refill the empty slot(s) */
+		for (int k = 0; k < w->o->depth; k++) { /* refill empty slots */
 			int b = cur ^ k;
 			if (left[b] || issued >= n_ops)
 				continue;
@@ -465,7 +429,7 @@ static int64_t run_read_pipelined(struct worker *w, unsigned size_idx,
 }
 
 static const batch_fn batch_fns[M__COUNT] = {
-	batch_read, batch_read_into, batch_pread,
+	NULL, batch_read_into, batch_pread, /* M_READ: run_read */
 };
 
 /* n_ops extents of one size, in batches; returns ops done or an error. */
@@ -474,8 +438,8 @@ static int64_t run_ops(struct worker *w, enum method m, unsigned size_idx,
 {
 	const struct extent *batch[MAX_BATCH];
 	uint64_t done = 0;
-	if (m == M_READ && w->o->depth == 2) {
-		int64_t r = run_read_pipelined(w, size_idx, n_ops, verify);
+	if (m == M_READ) {
+		int64_t r = run_read(w, size_idx, n_ops, verify);
 		if (r < 0)
 			return r;
 		done = (uint64_t)r;

@@ -179,7 +179,8 @@ static bool issue_key(struct rc_read_batch *b, size_t i)
 }
 
 /* READ_KEY's completion: the first extent and the object's metadata. */
-static void key_done(struct rc_read_batch *b, size_t i, const struct rc_cqe *cqe)
+static void key_done(struct rc_read_batch *b, size_t i,
+		     const struct rc_cqe *cqe)
 {
 	struct rc_read_req *q = &b->reqs[i];
 	struct req_state *s = &b->st[i];

@@ -2,9 +2,10 @@
  * pre-faulting (src/client/prefault.c) its first pass over warm objects
  * takes almost no page faults, only the ranges holding data are mapped in
  * (the sparse arena's holes stay holes), the helper thread survives
- * detach at any moment and fork, and a helper starved of CPU gives up
- * rather than map the whole cache in every process. Fault counts come from the kernel
- * (getrusage), bytes are checked against tools/dataset.h. */
+ * detach at any moment and fork (which stops it first), and a helper
+ * starved of CPU gives up rather than map the whole cache in every
+ * process. Fault counts come from the kernel (getrusage), bytes are
+ * checked against tools/dataset.h. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <inttypes.h>

@@ -725,48 +725,6 @@ static PyObject *batch_results(Session *s, int dataset, PyObject *keys,
 	return list;
 }
 
-static PyObject *Session_read_many(Session *s, PyObject *args)
-{
-	int dataset;
-	PyObject *keys_in;
-	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
-		return NULL;
-	if (dataset < 0)
-		return raise_error(-ENOENT, "read_many", NULL);
-	PyObject *keys = PySequence_Tuple(keys_in);
-	if (!keys)
-		return NULL;
-	size_t n = (size_t)PyTuple_GET_SIZE(keys);
-	struct rc_read_req *q = PyMem_Calloc(n + 1, sizeof(*q));
-	struct rc_extent *e = PyMem_Calloc(n * EXT_PER_KEY + 1, sizeof(*e));
-	PyObject *ret = NULL;
-	if (!q || !e) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	if (batch_reqs(keys, q, e) < 0 || enter(s) < 0)
-		goto out;
-	/* rc_read_many takes every request; refused keys ride as empty ones
-	 * and get their error below. */
-	for (size_t i = 0; i < n; i++)
-		if (!q[i].key)
-			q[i].max_ext = 0;
-	int r;
-	Py_BEGIN_ALLOW_THREADS
-	r = rc_read_many(s->c, dataset, q, n);
-	Py_END_ALLOW_THREADS
-	if (r < 0)
-		raise_error(r, "read_many", NULL);
-	else
-		ret = batch_results(s, dataset, keys, q);
-	leave(s);
-out:
-	PyMem_Free(q);
-	PyMem_Free(e);
-	Py_DECREF(keys);
-	return ret;
-}
-
 /* ---- pipelined batches -------------------------------------------------- */
 
 /* Completes b (its session entered, b its pending batch): waits for its
@@ -795,14 +753,18 @@ static void batch_complete(Batch *b)
 	Py_DECREF(b); /* the session's reference */
 }
 
-static PyObject *Session_read_many_start(Session *s, PyObject *args)
+/* A Batch in flight for args (dataset_id, keys); what names the call in
+ * errors. */
+static Batch *start_batch(Session *s, PyObject *args, const char *what)
 {
 	int dataset;
 	PyObject *keys_in;
 	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
 		return NULL;
-	if (dataset < 0)
-		return raise_error(-ENOENT, "read_many_start", NULL);
+	if (dataset < 0) {
+		raise_error(-ENOENT, what, NULL);
+		return NULL;
+	}
 	Batch *b = PyObject_New(Batch, &BatchType);
 	if (!b)
 		return NULL;
@@ -826,6 +788,8 @@ static PyObject *Session_read_many_start(Session *s, PyObject *args)
 		Py_DECREF(b);
 		return NULL;
 	}
+	/* Every request goes; refused keys ride as empty ones and get their
+	 * error in the results. */
 	for (size_t i = 0; i < n; i++)
 		if (!b->q[i].key)
 			b->q[i].max_ext = 0;
@@ -837,9 +801,15 @@ static PyObject *Session_read_many_start(Session *s, PyObject *args)
 	leave(s);
 	if (r < 0) {
 		Py_DECREF(b);
-		return raise_error(r, "read_many_start", NULL);
+		raise_error(r, what, NULL);
+		return NULL;
 	}
-	return (PyObject *)b;
+	return b;
+}
+
+static PyObject *Session_read_many_start(Session *s, PyObject *args)
+{
+	return (PyObject *)start_batch(s, args, "read_many_start");
 }
 
 /* Completes the pending batch, if any, keeping its results for its
@@ -872,6 +842,17 @@ static PyObject *Batch_wait(Batch *b, PyObject *unused)
 	PyObject *r = b->results;
 	b->results = NULL;
 	return r;
+}
+
+/* The batch started and waited for at once: one path for both calls. */
+static PyObject *Session_read_many(Session *s, PyObject *args)
+{
+	Batch *b = start_batch(s, args, "read_many");
+	if (!b)
+		return NULL;
+	PyObject *views = Batch_wait(b, NULL);
+	Py_DECREF(b);
+	return views;
 }
 
 static void Batch_dealloc(Batch *b)
