@@ -78,7 +78,7 @@ struct attack {
 	int (*fn)(struct attack *a);
 	int ready[2], go[2];
 	bool signalled;
-	pthread_t thread;
+	pid_t child;
 	int status;
 	struct report *rep; /* MAP_SHARED: written by the child */
 };
@@ -115,21 +115,10 @@ static int attack_main(void *arg)
 	return r;
 }
 
-static void *attack_thread(void *arg)
+/* Forks fn as nobody (no thread of this process may run meanwhile: see
+ * fx_as_nobody_start). */
+static void attack_launch(struct attack *a, int (*fn)(struct attack *a))
 {
-	struct attack *a = arg;
-
-	a->status = fx_as_nobody(attack_main, a);
-	return NULL;
-}
-
-/* Starts fn as nobody and waits (up to 120 s) until it holds its ground;
- * fails the test if it could not. */
-static void attack_start(struct attack *a, int (*fn)(struct attack *a))
-{
-	struct pollfd p;
-	char c = 0;
-
 	memset(a, 0, sizeof(*a));
 	a->fn = fn;
 	a->rep = mmap(NULL, sizeof(*a->rep), PROT_READ | PROT_WRITE,
@@ -138,15 +127,30 @@ static void attack_start(struct attack *a, int (*fn)(struct attack *a))
 	memset(a->rep, 0, sizeof(*a->rep));
 	cr_assert_eq(pipe(a->ready), 0);
 	cr_assert_eq(pipe(a->go), 0);
-	cr_assert_eq(pthread_create(&a->thread, NULL, attack_thread, a), 0);
-	p = (struct pollfd){ .fd = a->ready[0], .events = POLLIN };
+	a->child = fx_as_nobody_start(attack_main, a);
+}
+
+/* Waits (up to 120 s) until the attack holds its ground; fails the test
+ * if it could not. */
+static void attack_await(struct attack *a)
+{
+	struct pollfd p = { .fd = a->ready[0], .events = POLLIN };
+	char c = 0;
+
 	cr_assert_eq(poll(&p, 1, 120000), 1, "the attack never got ready");
 	cr_assert_eq(read(a->ready[0], &c, 1), 1);
 	if (c != 'R') {
-		pthread_join(a->thread, NULL);
+		a->status = fx_as_nobody_wait(a->child);
 		cr_assert_fail("attack failed (status %d): %s", a->status,
 			       a->rep->msg);
 	}
+}
+
+/* Starts fn as nobody and waits until it holds its ground. */
+static void attack_start(struct attack *a, int (*fn)(struct attack *a))
+{
+	attack_launch(a, fn);
+	attack_await(a);
 }
 
 /* Lets the attack go and asserts its child exited 0. */
@@ -155,7 +159,7 @@ static void attack_finish(struct attack *a)
 	char c = 'G';
 
 	cr_assert_eq(write(a->go[1], &c, 1), 1);
-	pthread_join(a->thread, NULL);
+	a->status = fx_as_nobody_wait(a->child);
 	close(a->ready[0]);
 	close(a->ready[1]);
 	close(a->go[0]);
@@ -568,9 +572,10 @@ Test(limits, plan_entries, .fini = kill_daemon)
 
 	start("max_plan_entries_per_uid = 1572864\n"
 	      "max_registered = 64M\n");
+	attack_launch(&a, oversized_plans); /* forked before the probe */
 	cr_assert_eq(pthread_create(&probe.thread, NULL, probe_stats, &probe),
 		     0);
-	attack_start(&a, oversized_plans);
+	attack_await(&a);
 	probe.stop = true;
 	pthread_join(probe.thread, NULL);
 	fprintf(stderr, "plan of %u+1 refused in %.3f s, %u entries "

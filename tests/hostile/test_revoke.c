@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <grp.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,17 +92,15 @@ struct revoke_ctx {
 	char narrowed[1024]; /* [dataset ds] without uid 65534 */
 };
 
-/* The reload, on a thread: fx_as_nobody waits for its child meanwhile. */
-static void *reload_when_asked(void *arg)
+/* The reload when the child asks for it (EOF: it died early). */
+static void reload_when_asked(struct revoke_ctx *x)
 {
-	struct revoke_ctx *x = arg;
 	char go;
 	char verdict = 'x';
 	if (read(x->to_parent[0], &go, 1) == 1)
 		verdict = fx_daemon_reload(&D, x->narrowed) == 0 ? 'y' : 'n';
 	if (write(x->to_child[1], &verdict, 1) != 1)
 		perror("write");
-	return NULL;
 }
 
 /* As nobody: reads before the reload, then probes every way back in.
@@ -204,11 +201,11 @@ Test(revoke, a_uid_removed_by_reload_loses_its_live_session)
 	int h;
 	cr_assert_eq(read_object(&root, ds, x.a, &h), 0);
 
-	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, reload_when_asked, &x), 0);
-	int rc = fx_as_nobody(nobody_across_reload, &x);
-	close(x.to_parent[1]); /* a child that died early: the thread ends */
-	pthread_join(t, NULL);
+	/* No thread beside the fork (fx_as_nobody_start says why). */
+	pid_t child = fx_as_nobody_start(nobody_across_reload, &x);
+	close(x.to_parent[1]); /* a child that dies early: EOF */
+	reload_when_asked(&x);
+	int rc = fx_as_nobody_wait(child);
 	cr_assert_eq(rc, 0, "nobody's step %d was not refused as it should "
 		     "be (see the test's exit codes)", rc);
 
