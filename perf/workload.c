@@ -351,7 +351,6 @@ struct batch {
 	struct rc_extent *ext;
 	struct rc_read_batch *pending;
 	int err;
-	int64_t started;
 };
 
 static void batch_start(struct reader *r, const struct object *objs,
@@ -366,12 +365,13 @@ static void batch_start(struct reader *r, const struct object *objs,
 				    &b->pending);
 }
 
-/* Every byte of a batch waited for (the next one in flight meanwhile). */
+/* Every byte of a batch waited for (the next one in flight meanwhile);
+ * started: when the reader wanted its first sample. */
 static void batch_consume(struct reader *r, const struct object *objs,
-			  const size_t *shard, struct batch *b)
+			  const size_t *shard, const struct batch *b,
+			  int64_t started)
 {
 	int e = b->err;
-	int64_t started = b->started;
 	for (size_t k = b->from; k < b->to; k++) {
 		const struct object *o = &objs[shard[k]];
 		struct rc_read_req *x = &b->q[k - b->from];
@@ -430,24 +430,21 @@ static void read_shard_batched(struct reader *r, const struct object *objs,
 		two[0].to = batch_end(r, objs, shard, 0, n);
 		batch_start(r, objs, shard, &two[0]);
 	}
-	for (int cur = 0; n && two[cur].from < n; cur ^= 1) {
+	for (int cur = 0; two[cur].from < n; cur ^= 1) {
 		struct batch *now = &two[cur], *next = &two[cur ^ 1];
 		/* A sample's latency: from when the reader wanted it. */
-		now->started = (int64_t)rc_now_ns();
+		int64_t wanted = (int64_t)rc_now_ns();
 		if (now->err >= 0)
 			now->err = rc_read_many_wait(now->pending);
-		now->pending = NULL;
-		next->from = now->to;
 		if (!r->opt->pipeline)
-			batch_consume(r, objs, shard, now); /* then the next */
+			batch_consume(r, objs, shard, now, wanted);
+		next->from = now->to; /* == n: the loop ends after this one */
 		if (next->from < n) {
 			next->to = batch_end(r, objs, shard, next->from, n);
 			batch_start(r, objs, shard, next);
 		}
 		if (r->opt->pipeline)
-			batch_consume(r, objs, shard, now);
-		if (next->from >= n)
-			break;
+			batch_consume(r, objs, shard, now, wanted);
 	}
 	for (int i = 0; i < 2; i++) {
 		free(two[i].q);

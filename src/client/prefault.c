@@ -40,7 +40,7 @@ struct job {
 	size_t size;
 	atomic_bool stop;
 	bool background;      /* on the helper thread: may give up */
-	bool joined;          /* stopped by a fork (stop_for_fork) */
+	bool joined;          /* job_join ran (a fork, or the owner) */
 	uint64_t wall0, cpu0; /* when the helper started */
 	pthread_t thread;
 	struct job *next;

@@ -5,8 +5,8 @@
  * Use: X(field, type, name, help): `field` is the member of struct metrics
  * the engine increments (sh->m.field++), `type` counter or gauge (a gauge
  * here goes up and down on its shard's thread, or is copied from a
- * layer's own state by metrics_publish_start's timer), `name` the Prometheus name
- * (counters end in _total), `help` its HELP line. Adding a counter is one
+ * layer's own state by metrics_publish_start's timer), `name` the
+ * Prometheus name (counters end in _total), `help` its HELP line. Adding a counter is one
  * line here and the increment where it happens. */
 #ifndef RC_METRICS_TABLE_H
 #define RC_METRICS_TABLE_H

@@ -6,8 +6,9 @@
  * Each accepted descriptor is handed to on_conn, which owns it from then.
  * Use: listener_start listens (until then a connect is refused, so a
  * client that gets in finds the whole daemon up) and arms the first
- * accept; each one re-arms itself until listener_stop. Out of descriptors, accepting pauses (10 ms doubling to
- * 1 s, a reactor timer) and on_exhausted counts each failure. */
+ * accept; each one re-arms itself until listener_stop. Out of
+ * descriptors, accepting pauses (10 ms doubling to 1 s, a reactor timer)
+ * and on_exhausted counts each failure. */
 #ifndef RC_LISTENER_H
 #define RC_LISTENER_H
 

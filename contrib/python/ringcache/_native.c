@@ -813,15 +813,21 @@ static PyObject *Session_read_many_start(Session *s, PyObject *args)
 }
 
 /* Completes the pending batch, if any, keeping its results for its
- * wait(): before a call that does not go through enter() (ctypes). */
-static PyObject *Session_settle(Session *s, PyObject *unused)
+ * wait(): for what does not go through enter(). */
+static void complete_pending(Session *s)
 {
-	(void)unused;
 	if (s->pending_batch && session_live(s) && !s->busy) {
 		s->busy = 1;
 		batch_complete(s->pending_batch);
 		leave(s);
 	}
+}
+
+/* Before a ctypes call on the same rc_client. */
+static PyObject *Session_settle(Session *s, PyObject *unused)
+{
+	(void)unused;
+	complete_pending(s);
 	Py_RETURN_NONE;
 }
 
@@ -936,11 +942,7 @@ static PyObject *Session_detach(Session *s, PyObject *unused)
 		PyErr_SetString(PyExc_RuntimeError, "ringcache client busy");
 		return NULL;
 	}
-	if (s->pending_batch && session_live(s)) {
-		s->busy = 1;
-		batch_complete(s->pending_batch);
-		s->busy = 0;
-	}
+	complete_pending(s);
 	s->queued = 0;
 	s->unsent = 0;
 	if (s->views > 0) {
