@@ -207,7 +207,11 @@ static int plan_append(struct shard *sh, struct plan *p, struct plan *more)
 	return 0;
 }
 
-static void queue_drop_plan(struct shard *sh, struct pqueue *q)
+/* A replaced or emptied plan cancels its GETs nobody waits for: the
+ * client named what it needs instead. A plan whose clients all left keeps
+ * them running: the GETs are paid for, bounded by prefetch_inflight, and a
+ * restarted trainer reads those blocks next. */
+static void queue_drop_plan(struct shard *sh, struct pqueue *q, bool cancel)
 {
 	struct plan *p = q->plan;
 	if (!p)
@@ -216,7 +220,8 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q)
 	q->plan = NULL;
 	pthread_mutex_unlock(&sh->lock);
 	sh->n_planned--;
-	fetch_cancel_prefetch(sh, p->generation);
+	if (cancel)
+		fetch_cancel_prefetch(sh, p->generation);
 	index_rebuild(sh); /* first: the index lists the plans it reads */
 	plan_free(sh, p);
 }
@@ -251,7 +256,7 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 {
 	if (!q || --q->refs > 0)
 		return;
-	queue_drop_plan(sh, q);
+	queue_drop_plan(sh, q, false);
 	pthread_mutex_lock(&sh->lock);
 	if (q->prev)
 		q->prev->next = q->next;
@@ -324,8 +329,8 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		return err ? err : accepted;
 	}
 	if (n == 0) {
-		if (!append)
-			queue_drop_plan(sh, q); /* an empty plan drops the old one */
+		if (!append) /* an empty plan drops the old one */
+			queue_drop_plan(sh, q, true);
 		return 0;
 	}
 	struct plan *p = plan_copy(s, entries, n, limit, resolve, &err);
@@ -341,7 +346,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 		plan_free(sh, p);
 		return -ENOMEM;
 	}
-	queue_drop_plan(sh, q);
+	queue_drop_plan(sh, q, true);
 	p->generation = ++sh->pf_generation;
 	p->ramp = 2;
 	pthread_mutex_lock(&sh->lock);

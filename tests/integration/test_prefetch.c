@@ -247,6 +247,54 @@ Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
+/* A trainer killed mid-epoch comes back and reads what it had planned:
+ * the GETs its plan had in flight finish into the cache. */
+Test(prefetch, a_departed_clients_gets_fill_the_cache, .fini = teardown,
+     .timeout = 60)
+{
+	const char *proxy[] = {"--latency-ms", "400", NULL};
+	start(NULL, "prefetch_inflight = 16", proxy);
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	uint32_t h[8];
+	size_t idx[8];
+	size_t n = open_small(&c, ds, h, idx, 8);
+	void *mem;
+	int pb = rc_alloc_buffer(&c, n * sizeof(struct rc_plan_entry), &mem);
+	struct rc_plan_entry *plan = mem;
+	for (size_t k = 0; k < n; k++)
+		plan[k] = (struct rc_plan_entry){.handle = h[k], .len = 1};
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, n), (int)n);
+	usleep(100000); /* GETs are in flight behind the 400 ms latency */
+	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	rc_detach(&c);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
+				  10000), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_prefetch_cancelled_total"), 0);
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	cr_assert_gt(gets, 0);
+
+	attach(&c);
+	ds = rc_dataset(&c, "ds");
+	void *data;
+	int db = rc_alloc_buffer(&c, MiB, &data);
+	cr_assert_eq(open_small(&c, ds, h, idx, 8), n);
+	int64_t hits = 0;
+	for (size_t k = 0; k < n; k++)
+		hits += (read_whole(&c, h[k], ds_size(&S, idx[k]),
+				    (uint32_t)db, data, idx[k]) &
+			 RC_CQE_F_HIT) != 0;
+	/* Every object read once from S3 over both sessions. */
+	cr_assert_eq(hits, gets, "%lld GETs before, %lld hits after",
+		     (long long)gets, (long long)hits);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     (int64_t)n);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
 static uint64_t queue_bytes(const char *stats, int nth)
 {
 	const char *needle = "ringcache_queue_prefetch_bytes{";
