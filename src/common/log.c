@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-int rc_log_level = RC_LOG_INFO;
+_Atomic int rc_log_level = RC_LOG_INFO;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 

@@ -7,7 +7,7 @@
 
 enum rc_log_level { RC_LOG_ERROR = 0, RC_LOG_WARN, RC_LOG_INFO, RC_LOG_DEBUG };
 
-extern int rc_log_level;
+extern _Atomic int rc_log_level; /* a reload sets it while shards log */
 
 /* One line per call: any control character that reaches the line (a
  * client's key, an S3 message) is written as \xNN, so no value can end

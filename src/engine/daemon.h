@@ -41,8 +41,9 @@ struct wtimer;
 
 struct dataset {
 	uint32_t id;
-	bool enabled;             /* false once removed by a reload */
-	struct rc_dataset_config *cfg; /* owned copy (see daemon.c) */
+	/* A reload replaces both while other shards read them. */
+	_Atomic bool enabled;     /* false once removed by a reload */
+	struct rc_dataset_config *_Atomic cfg; /* owned copy (daemon.c) */
 	struct arena arena[RC_MAX_SHARDS];   /* one per shard, on its node */
 	struct cache_arena *ca[RC_MAX_SHARDS]; /* set by the shard itself */
 	struct budget *budget;    /* its prefix's S3 requests (budget.h) */
@@ -202,6 +203,16 @@ struct shard {
 	struct metrics m;
 };
 
+/* The config as status shows it (daemon_config_status). */
+struct config_status {
+	struct timespec mtime;        /* the file as last loaded */
+	ino_t ino;
+	off_t size;
+	bool reload_refused;          /* the last SIGHUP changed nothing */
+	char restart_keys[512];       /* "daemon.memory s3.region": changed
+					 in the file, running the old value */
+};
+
 struct daemon {
 	struct rc_config cfg;
 	char *config_path;
@@ -225,12 +236,9 @@ struct daemon {
 	/* Reload (daemon.c): sessions recompute their access when acl_gen
 	 * moves; status shows whether the file on disk still matches. */
 	_Atomic uint64_t acl_gen;
-	struct timespec config_mtime; /* the file as last loaded */
-	ino_t config_ino;
-	off_t config_size;
-	bool reload_refused;          /* the last SIGHUP changed nothing */
-	char restart_keys[512];       /* "daemon.memory s3.region": changed
-					 in the file, running the old value */
+	pthread_mutex_t config_lock;  /* config_status: a reload writes it,
+					 STATS and the endpoint read it */
+	struct config_status config_status;
 };
 
 /* An enabled dataset by its config name, or NULL. A lookup, not the
@@ -260,16 +268,34 @@ static inline char *dataset_bucket_key(const struct dataset *ds,
 	return k;
 }
 
-/* True if the config file on disk is not the one last loaded (the
- * lifecycle records it; STATS and status report it). */
-static inline bool daemon_config_file_changed(const struct daemon *d)
+/* Live keys a reload changes while every shard reads them. */
+static inline uint64_t daemon_metadata_ttl_ns(const struct daemon *d)
 {
+	return (uint64_t)__atomic_load_n(&d->cfg.metadata_ttl_s,
+					 __ATOMIC_RELAXED) * 1000000000ull;
+}
+
+static inline bool daemon_open_fetches_block(const struct daemon *d)
+{
+	return __atomic_load_n(&d->cfg.open_fetches_block, __ATOMIC_RELAXED);
+}
+
+/* A copy of what the last load or reload left (daemon.c), and whether
+ * the file on disk changed since. Any thread. */
+static inline void daemon_config_status(const struct daemon *d,
+					struct config_status *out,
+					bool *file_changed)
+{
+	/* Not const to the lock: readers change nothing else. */
+	pthread_mutex_t *lock = (pthread_mutex_t *)&d->config_lock;
+	pthread_mutex_lock(lock);
+	*out = d->config_status;
+	pthread_mutex_unlock(lock);
 	struct stat st;
-	if (stat(d->config_path, &st) != 0)
-		return true;
-	return st.st_ino != d->config_ino || st.st_size != d->config_size ||
-	       st.st_mtim.tv_sec != d->config_mtime.tv_sec ||
-	       st.st_mtim.tv_nsec != d->config_mtime.tv_nsec;
+	*file_changed = stat(d->config_path, &st) != 0 ||
+			st.st_ino != out->ino || st.st_size != out->size ||
+			st.st_mtim.tv_sec != out->mtime.tv_sec ||
+			st.st_mtim.tv_nsec != out->mtime.tv_nsec;
 }
 
 /* Copies n bytes the client can change (ring region, registered buffer)

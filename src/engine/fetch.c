@@ -261,7 +261,7 @@ static int fetch_start(struct fetch *f)
 	switch (f->kind) {
 	case FETCH_HEAD:
 		if (f->head_only ||
-		    (!f->force_get && (!d->cfg.open_fetches_block ||
+		    (!f->force_get && (!daemon_open_fetches_block(d) ||
 				       (sh->tier && tier_enabled(sh->tier)) ||
 				       first_block_cached(sh, f->obj)))) {
 			p.op = S3_HEAD_OBJECT;
@@ -464,7 +464,7 @@ static void list_learn(struct shard *sh, struct dataset *ds,
 		       const struct s3_list_page *page)
 {
 	size_t pl = strlen(ds->cfg->prefix);
-	if (sh->d->cfg.metadata_ttl_s == 0)
+	if (daemon_metadata_ttl_ns(sh->d) == 0)
 		return;
 	for (size_t i = 0; i < page->n_objects; i++) {
 		const struct s3_list_object *lo = &page->objects[i];
@@ -728,7 +728,7 @@ void fetch_open(struct shard *sh, struct op *op, struct dataset *ds,
 	struct daemon *d = sh->d;
 	const struct fetch_ops *ops = sh->fops;
 	struct object *o = *object_slot(sh, ds->id, key);
-	uint64_t ttl = (uint64_t)d->cfg.metadata_ttl_s * 1000000000ull;
+	uint64_t ttl = daemon_metadata_ttl_ns(d);
 	if (o && o->pending && ops->pending_uploaded(o->pending)) {
 		/* Uploaded since: what S3 says now, not the staged copy. */
 		object_retire(sh, o);

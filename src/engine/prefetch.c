@@ -83,7 +83,7 @@ static bool uid_pins_full(const struct shard *sh, const struct plan *p)
 	return p->usage &&
 	       atomic_load_explicit(&p->usage->pinned_bytes,
 				    memory_order_relaxed) >=
-		       sh->d->quota.v.pinned_per_uid;
+		       sh->d->quota.v->pinned_per_uid;
 }
 
 /* The plan's own count goes in plan.c; the shard's and the uid's here. */
@@ -274,7 +274,7 @@ static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
 {
 	struct quota *q = &s->sh->d->quota;
 	return quota_charge(q, &s->usage->plan_entries, n,
-			    q->v.plan_entries_per_uid + freed,
+			    q->v->plan_entries_per_uid + freed,
 			    REFUSED_PLAN_ENTRIES_PER_UID);
 }
 
@@ -283,7 +283,7 @@ static int append_plan(struct session *s, struct plan *cur,
 		       plan_resolve_fn resolve)
 {
 	struct shard *sh = s->sh;
-	uint64_t limit = sh->d->quota.v.plan_entries;
+	uint64_t limit = sh->d->quota.v->plan_entries;
 	uint64_t kept = plan_blocks_ahead(cur);
 	uint64_t dropped = cur->charged - kept; /* plan_append drops them */
 	int err = 0;
@@ -312,7 +312,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 {
 	struct shard *sh = s->sh;
 	struct pqueue *q = s->pq;
-	uint64_t limit = sh->d->quota.v.plan_entries;
+	uint64_t limit = sh->d->quota.v->plan_entries;
 	int err;
 	if (n > limit) { /* every entry covers a block at least */
 		quota_refused(&sh->d->quota, REFUSED_PLAN_ENTRIES);

@@ -33,19 +33,20 @@ static uint64_t or_default(uint64_t v, uint64_t dflt)
 	return v ? v : dflt;
 }
 
-void quota_init(struct quota *l, const struct rc_config *cfg)
+int quota_init(struct quota *l, const struct rc_config *cfg)
 {
 	pthread_mutex_init(&l->lock, NULL);
 	l->uids = NULL;
 	l->sessions = 0;
-	quota_set_limits(l, cfg);
+	atomic_init(&l->v, NULL);
 	for (unsigned i = 0; i < REFUSED__COUNT; i++)
 		atomic_init(&l->refused[i], 0);
+	return quota_set_limits(l, cfg);
 }
 
-void quota_set_limits(struct quota *l, const struct rc_config *cfg)
+int quota_set_limits(struct quota *l, const struct rc_config *cfg)
 {
-	struct limit_values v;
+	struct limit_values v = {.older = l->v};
 	v.max_sessions = cfg->max_sessions;
 	/* The reserve leaves at least one slot to everyone else. */
 	v.root_reserved = cfg->root_reserved_sessions < cfg->max_sessions
@@ -71,9 +72,12 @@ void quota_set_limits(struct quota *l, const struct rc_config *cfg)
 	v.plan_entries_per_uid = cfg->max_plan_entries_per_uid;
 	v.handles = cfg->max_handles;
 	v.registered = cfg->max_registered;
-	pthread_mutex_lock(&l->lock);
-	l->v = v;
-	pthread_mutex_unlock(&l->lock);
+	struct limit_values *set = malloc(sizeof(*set));
+	if (!set)
+		return -ENOMEM;
+	*set = v;
+	l->v = set;
+	return 0;
 }
 
 void quota_destroy(struct quota *l)
@@ -82,6 +86,10 @@ void quota_destroy(struct quota *l)
 		struct uid_usage *n = l->uids->next;
 		free(l->uids);
 		l->uids = n;
+	}
+	for (const struct limit_values *v = l->v, *older; v; v = older) {
+		older = v->older;
+		free((void *)v);
 	}
 	pthread_mutex_destroy(&l->lock);
 }
@@ -105,7 +113,7 @@ struct uid_usage *quota_connect(struct quota *l, uid_t uid, int *err)
 	}
 	if (!u)
 		*err = -ENOMEM;
-	else if (u->connections >= l->v.connections_per_uid)
+	else if (u->connections >= l->v->connections_per_uid)
 		*err = -EDQUOT;
 	else
 		u->connections++;
@@ -133,10 +141,11 @@ void quota_disconnect(struct quota *l, struct uid_usage *u)
 int quota_session_begin(struct quota *l, struct uid_usage *u)
 {
 	int err = 0;
+	const struct limit_values *v = l->v; /* one set for the decision */
 	pthread_mutex_lock(&l->lock);
-	uint32_t room = u->uid == 0 ? l->v.max_sessions
-				    : l->v.max_sessions - l->v.root_reserved;
-	if (u->sessions >= l->v.sessions_per_uid)
+	uint32_t room = u->uid == 0 ? v->max_sessions
+				    : v->max_sessions - v->root_reserved;
+	if (u->sessions >= v->sessions_per_uid)
 		err = -EDQUOT; /* its own limit first: the more telling */
 	else if (l->sessions >= room)
 		err = -EUSERS;

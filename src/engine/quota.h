@@ -49,7 +49,10 @@ struct uid_usage {
 	struct uid_usage *next;
 };
 
-/* The effective limits: config values with the automatic ones resolved. */
+/* The effective limits: config values with the automatic ones resolved.
+ * A reload publishes a new set whole; a set it replaced stays readable
+ * (chained on `older`) until quota_destroy, since another shard may be
+ * reading it. */
 struct limit_values {
 	uint32_t max_sessions, root_reserved, sessions_per_uid;
 	uint32_t connections_per_uid;
@@ -58,20 +61,23 @@ struct limit_values {
 	uint64_t plan_entries, plan_entries_per_uid;
 	uint32_t handles;
 	uint64_t registered;
+	const struct limit_values *older;
 };
 
 struct quota {
 	pthread_mutex_t lock;
 	struct uid_usage *uids;
 	uint32_t sessions;           /* attached, all shards; under lock */
-	struct limit_values v;
+	const struct limit_values *_Atomic v; /* read with no lock */
 	_Atomic uint64_t refused[REFUSED__COUNT];
 };
 
-void quota_init(struct quota *l, const struct rc_config *cfg);
+/* 0 or -ENOMEM. */
+int quota_init(struct quota *l, const struct rc_config *cfg);
 /* The limits from cfg (start, and a reload: what a session or uid holds
- * already stays; a lowered limit refuses its next request). */
-void quota_set_limits(struct quota *l, const struct rc_config *cfg);
+ * already stays; a lowered limit refuses its next request). 0, or -ENOMEM
+ * and the limits stay as they were. */
+int quota_set_limits(struct quota *l, const struct rc_config *cfg);
 void quota_destroy(struct quota *l);
 
 void quota_refused(struct quota *l, enum refusal r);

@@ -138,7 +138,7 @@ struct reload {
 	struct rc_config *nc;
 	bool creds_changed;
 	unsigned n_live, n_restart;
-	char restart_keys[sizeof(((struct daemon *)0)->restart_keys)];
+	char restart_keys[sizeof(((struct config_status *)0)->restart_keys)];
 };
 
 static void note_change(void *ctx, const char *section, const char *key,
@@ -278,9 +278,12 @@ static void apply_live_keys(struct daemon *d, struct rc_config *nc)
 {
 	d->cfg.log_level = nc->log_level;
 	rc_log_level = nc->log_level;
-	d->cfg.metadata_ttl_s = nc->metadata_ttl_s;
+	/* Read by every shard (daemon.h's accessors). */
+	__atomic_store_n(&d->cfg.metadata_ttl_s, nc->metadata_ttl_s,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&d->cfg.open_fetches_block, nc->open_fetches_block,
+			 __ATOMIC_RELAXED);
 	d->cfg.max_sessions = nc->max_sessions;
-	d->cfg.open_fetches_block = nc->open_fetches_block;
 	d->cfg.root_reserved_sessions = nc->root_reserved_sessions;
 	d->cfg.max_sessions_per_uid = nc->max_sessions_per_uid;
 	d->cfg.max_leased_per_session = nc->max_leased_per_session;
@@ -292,7 +295,9 @@ static void apply_live_keys(struct daemon *d, struct rc_config *nc)
 	d->cfg.max_plan_entries_per_uid = nc->max_plan_entries_per_uid;
 	d->cfg.max_handles = nc->max_handles;
 	d->cfg.max_registered = nc->max_registered;
-	quota_set_limits(&d->quota, &d->cfg);
+	if (quota_set_limits(&d->quota, &d->cfg) < 0)
+		log_warn("reload: out of memory: the session and uid limits "
+			 "stay as they were");
 	for (size_t i = 0; i < sizeof(live_keys) / sizeof(live_keys[0]); i++)
 		if (config_adopt_value(&d->cfg, nc, live_keys[i].section,
 				       live_keys[i].key) < 0)
@@ -300,19 +305,32 @@ static void apply_live_keys(struct daemon *d, struct rc_config *nc)
 				 live_keys[i].section, live_keys[i].key);
 }
 
-static void note_config_file(struct daemon *d)
+/* The file as loaded: st from before the load (a change made while it
+ * was read shows as a change). */
+static void note_config_file(struct daemon *d, const struct stat *st)
 {
-	struct stat st;
-	if (stat(d->config_path, &st) == 0) {
-		d->config_mtime = st.st_mtim;
-		d->config_ino = st.st_ino;
-		d->config_size = st.st_size;
-	}
+	pthread_mutex_lock(&d->config_lock);
+	d->config_status.mtime = st->st_mtim;
+	d->config_status.ino = st->st_ino;
+	d->config_status.size = st->st_size;
+	pthread_mutex_unlock(&d->config_lock);
+}
+
+static void note_reload(struct daemon *d, bool refused,
+			const char *restart_keys)
+{
+	struct config_status *cs = &d->config_status;
+	pthread_mutex_lock(&d->config_lock);
+	cs->reload_refused = refused;
+	if (restart_keys)
+		snprintf(cs->restart_keys, sizeof(cs->restart_keys), "%s",
+			 restart_keys);
+	pthread_mutex_unlock(&d->config_lock);
 }
 
 static int refuse(struct daemon *d, const char *why)
 {
-	d->reload_refused = true;
+	note_reload(d, true, NULL);
 	log_error("reload refused, keeping the running config: %s", why);
 	return -EINVAL;
 }
@@ -357,14 +375,9 @@ int daemon_reload(struct daemon *d)
 	/* After the datasets' new ACLs: a session that sees the new
 	 * generation sees them (release/acquire). */
 	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
-	snprintf(d->restart_keys, sizeof(d->restart_keys), "%s",
-		 r.restart_keys);
-	d->reload_refused = false;
-	if (have_stat) {
-		d->config_mtime = before.st_mtim;
-		d->config_ino = before.st_ino;
-		d->config_size = before.st_size;
-	}
+	note_reload(d, false, r.restart_keys);
+	if (have_stat)
+		note_config_file(d, &before);
 	config_free(&nc);
 	daemon_shard_sync_datasets(&d->shards[0]);
 	for (uint32_t i = 1; i < d->n_shards; i++)
@@ -515,17 +528,20 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	memset(d, 0, sizeof(*d));
 	d->signal_fd = -1;
 	d->started_ns = rc_now_ns();
+	pthread_mutex_init(&d->config_lock, NULL);
+	struct stat before;
+	bool have_stat = stat(config_path, &before) == 0;
 	if (config_load(config_path, &d->cfg, err, errlen) < 0)
 		return -1;
 	d->config_path = strdup(config_path);
 	rc_log_level = d->cfg.log_level;
-	quota_init(&d->quota, &d->cfg);
-	if (d->config_path)
-		note_config_file(d);
+	int quota_err = quota_init(&d->quota, &d->cfg);
+	if (have_stat)
+		note_config_file(d, &before);
 	if (topology_init(d, err, errlen) < 0)
 		return -1;
 	d->shards = calloc(d->n_shards, sizeof(*d->shards));
-	if (!d->config_path || !d->shards) {
+	if (!d->config_path || !d->shards || quota_err) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
@@ -613,6 +629,7 @@ void daemon_destroy(struct daemon *d)
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
 	quota_destroy(&d->quota);
+	pthread_mutex_destroy(&d->config_lock);
 	config_free(&d->cfg);
 	free(d->config_path);
 }

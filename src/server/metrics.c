@@ -274,15 +274,18 @@ static void emit_wb_oldest(struct out *o, const struct daemon *d)
  * last load, the last reload refused, keys that wait for a restart. */
 static void emit_config(struct out *o, const struct daemon *d)
 {
+	struct config_status cs;
+	bool changed;
+	daemon_config_status(d, &cs, &changed);
 	emit(o, "ringcache_config_file_changed", "gauge",
 	     "1 if the config file changed since it was last loaded (send SIGHUP).",
-	     daemon_config_file_changed(d));
+	     changed);
 	emit(o, "ringcache_config_reload_refused", "gauge",
 	     "1 if the last reload was refused (the log says why).",
-	     d->reload_refused);
+	     cs.reload_refused);
 	head(o, "ringcache_config_restart_pending", "gauge",
 	     "A key changed in the file that applies only at a restart.");
-	const char *k = d->restart_keys;
+	const char *k = cs.restart_keys;
 	while (*k) {
 		size_t n = strcspn(k, " ");
 		put(o, "ringcache_config_restart_pending{key=\"%.*s\"} 1\n",

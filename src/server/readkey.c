@@ -112,9 +112,9 @@ static bool start_read(struct rk_op *rk)
 		len = blk_end - op->offset;
 	struct quota *q = &s->sh->d->quota;
 	int err = quota_charge2(q, &s->inflight_bytes,
-				q->v.inflight_per_session,
+				q->v->inflight_per_session,
 				REFUSED_INFLIGHT_PER_SESSION,
-				&s->usage->inflight_bytes, q->v.inflight_per_uid,
+				&s->usage->inflight_bytes, q->v->inflight_per_uid,
 				REFUSED_INFLIGHT_PER_UID, bs);
 	if (err) {
 		op->err = err;

@@ -449,7 +449,7 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		goto out;
 	}
 	struct quota *q = &s->sh->d->quota;
-	if (req->size > q->v.registered - s->registered_bytes) {
+	if (req->size > q->v->registered - s->registered_bytes) {
 		quota_refused(q, REFUSED_REGISTERED);
 		status = -EDQUOT; /* copies fault its pages in, charged to us */
 		goto out;
@@ -728,12 +728,12 @@ void session_flush(struct session *s)
 static bool lease_quota_full(struct session *s)
 {
 	struct quota *q = &s->sh->d->quota;
-	if (s->leased_bytes >= q->v.leased_per_session) {
+	if (s->leased_bytes >= q->v->leased_per_session) {
 		quota_refused(q, REFUSED_LEASED_PER_SESSION);
 		return true;
 	}
 	if (atomic_load_explicit(&s->usage->leased_bytes,
-				 memory_order_relaxed) >= q->v.leased_per_uid) {
+				 memory_order_relaxed) >= q->v->leased_per_uid) {
 		quota_refused(q, REFUSED_LEASED_PER_UID);
 		return true;
 	}
@@ -743,9 +743,9 @@ static bool lease_quota_full(struct session *s)
 static int lease_charge(struct session *s, uint64_t bytes)
 {
 	struct quota *q = &s->sh->d->quota;
-	return quota_charge2(q, &s->leased_bytes, q->v.leased_per_session,
+	return quota_charge2(q, &s->leased_bytes, q->v->leased_per_session,
 			     REFUSED_LEASED_PER_SESSION,
-			     &s->usage->leased_bytes, q->v.leased_per_uid,
+			     &s->usage->leased_bytes, q->v->leased_per_uid,
 			     REFUSED_LEASED_PER_UID, bytes);
 }
 
@@ -810,13 +810,13 @@ static int lease_release(struct session *s, uint32_t id)
 static int handles_grow(struct session *s)
 {
 	struct quota *q = &s->sh->d->quota;
-	if (s->cap_handles >= q->v.handles) {
+	if (s->cap_handles >= q->v->handles) {
 		quota_refused(q, REFUSED_HANDLES);
 		return -EDQUOT;
 	}
 	uint32_t cap = s->cap_handles ? s->cap_handles * 2 : 64;
-	if (cap > q->v.handles)
-		cap = q->v.handles;
+	if (cap > q->v->handles)
+		cap = q->v->handles;
 	struct object **nh = realloc(s->handles, cap * sizeof(*nh));
 	if (!nh)
 		return -ENOMEM;
@@ -1133,9 +1133,9 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 	/* Every block it spans may take a cache entry until fetched. */
 	uint64_t charge = ((e->offset + len - 1) / bs - e->offset / bs + 1) * bs;
 	struct quota *q = &s->sh->d->quota;
-	if ((err = quota_charge2(q, &s->inflight_bytes, q->v.inflight_per_session,
+	if ((err = quota_charge2(q, &s->inflight_bytes, q->v->inflight_per_session,
 				 REFUSED_INFLIGHT_PER_SESSION,
-				 &s->usage->inflight_bytes, q->v.inflight_per_uid,
+				 &s->usage->inflight_bytes, q->v->inflight_per_uid,
 				 REFUSED_INFLIGHT_PER_UID, charge)))
 		return err;
 	struct op *op = op_new(s, e);

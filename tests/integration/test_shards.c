@@ -1,8 +1,11 @@
 /* test_shards.c - one shard per NUMA node on a described 2-node, 8-GPU
  * machine (topology_file): a client is served by its GPU's node's shard,
  * every shard serves correct bytes from its own arena, clients of both
- * shards work at once, and a dataset added by a reload reaches all shards. */
+ * shards work at once, a dataset added by a reload reaches all shards, and
+ * reloads race with neither shard's reads nor with STATS. */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,5 +172,75 @@ Test(shards, a_reloaded_dataset_reaches_every_shard, .fini = teardown,
 		fx_assert_ds_bytes(&S, 5, 0, mem, (size_t)n, key);
 		rc_detach(&c);
 	}
+	fx_daemon_stop(&D);
+}
+
+/* ---- reloads while both shards serve ------------------------------------ */
+
+struct reader {
+	pthread_t t;
+	int gpu;
+	atomic_bool *stop;
+	int failures, rounds;
+	char stats[1 << 16];
+};
+
+static void *read_during_reloads(void *arg)
+{
+	struct reader *r = arg;
+	struct rc_client c;
+	struct rc_attach_opts o = {.gpu = r->gpu, .numa_node = -1};
+	if (rc_attach(&c, D.socket_path, &o) < 0) {
+		r->failures++;
+		return NULL;
+	}
+	while (!atomic_load(r->stop)) {
+		r->failures += read_and_check(&c, 0, 9);
+		ssize_t n = rc_stats(NULL, D.socket_path, r->stats,
+				     sizeof(r->stats));
+		if (n <= 0 || !strstr(r->stats, "ringcache_config_reload_"))
+			r->failures++;
+		r->rounds++;
+	}
+	rc_detach(&c);
+	return NULL;
+}
+
+/* Each reload swaps a dataset's config, its ACL, live limits and a key
+ * that waits for a restart while a client of each shard reads (HEAD per
+ * open: metadata_ttl 0 half the time) and asks STATS: the TSan build
+ * fails the test on any race the daemon's log reports. */
+Test(shards, reloads_race_with_no_reader, .fini = teardown, .timeout = 180)
+{
+	start_two_nodes();
+	atomic_bool stop = false;
+	struct reader r[2] = {{.gpu = 0, .stop = &stop},
+			      {.gpu = 7, .stop = &stop}};
+	for (int k = 0; k < 2; k++)
+		cr_assert_eq(pthread_create(&r[k].t, NULL, read_during_reloads,
+					    &r[k]), 0);
+	char section[512], daemon_extra[768];
+	for (int k = 0; k < 10; k++) {
+		fx_dataset_section(section, sizeof(section), "r", "r/",
+				   k % 2 ? "allow_uids = 0" : "allow_uids = *");
+		snprintf(daemon_extra, sizeof(daemon_extra),
+			 "%s\nmax_handles = %d\nmax_sessions_per_uid = %d\n"
+			 "prefetch_inflight = %d", extra, 4096 + k, 60 + k,
+			 8 + k);
+		D.daemon_extra = daemon_extra;
+		D.metadata_ttl = k % 2 ? 0 : 5;
+		cr_assert_eq(fx_daemon_reload(&D, section), 0, "reload %d", k);
+		usleep(50000);
+	}
+	atomic_store(&stop, true);
+	for (int k = 0; k < 2; k++) {
+		pthread_join(r[k].t, NULL);
+		cr_expect_eq(r[k].failures, 0, "gpu %d: %d failures in %d "
+			     "rounds", r[k].gpu, r[k].failures, r[k].rounds);
+		cr_expect_gt(r[k].rounds, 0);
+	}
+	cr_assert(fx_daemon_log_contains(&D, "prefetch_inflight: (default) -> 17 "
+					 "needs a restart"));
+	D.daemon_extra = extra;
 	fx_daemon_stop(&D);
 }
