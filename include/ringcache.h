@@ -134,6 +134,12 @@ extern "C" {
  * ABORT      handle                     drops an uncommitted object
  * RENAME     handle, arg, arg_len       new key: free before the upload
  *                                       ends, a server-side copy after
+ *                                       (completes when the copy and the
+ *                                       old key's delete are done; fails
+ *                                       with S3's error, e.g. EIO past the
+ *                                       retries, ENOENT if the object is
+ *                                       gone from S3, and the object keeps
+ *                                       its name)
  *            (durability local: ABORT and RENAME complete once their
  *            journal record is on disk; a restart never undoes them)
  * SYNC       handle                     completes when S3 has the object;
@@ -270,6 +276,8 @@ struct rc_cqe {
  *            part_size x 10000 parts can upload)
  *   ENAMETOOLONG  WRITE_OPEN or RENAME: the key with the dataset's prefix
  *            is longer than 1024 bytes (S3's limit)
+ *   EBUSY    RENAME of an uploaded object whose copy to a new name (an
+ *            earlier RENAME) is still running; ABORT after COMMIT
  *   EEXIST   SYNC (COMMIT at durability s3): the dataset has
  *            overwrite = false and S3 already has an object at the key
  *            (the object is dropped, not uploaded)

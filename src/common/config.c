@@ -834,14 +834,30 @@ static int key_durability(struct parser *p, const char *key,
 	return fail_value(p, key, value, "must be memory, local or s3");
 }
 
-static int key_part_size(struct parser *p, const char *key, const char *value)
+/* S3's part sizes (and CopyObject's limit): 5M to 5G. 1, or fail_value. */
+static int part_range_size(struct parser *p, const char *key,
+			   const char *value, uint64_t *out)
 {
 	uint64_t bytes;
 	if (config_parse_size(value, &bytes) < 0 || bytes < (5ull << 20) ||
 	    bytes > (5ull << 30))
 		return fail_value(p, key, value, "must be a size from 5M to 5G");
-	current_dataset(p)->part_size = bytes;
+	*out = bytes;
 	return 1;
+}
+
+static int key_part_size(struct parser *p, const char *key, const char *value)
+{
+	return part_range_size(p, key, value, &current_dataset(p)->part_size);
+}
+
+/* Up to it a RENAME after upload is one CopyObject (S3 copies at most
+ * 5 GiB that way), above it a multipart copy; lower only to test that. */
+static int key_copy_threshold(struct parser *p, const char *key,
+			      const char *value)
+{
+	return part_range_size(p, key, value,
+			       &current_dataset(p)->copy_threshold);
 }
 
 static int key_max_object_size(struct parser *p, const char *key,
@@ -1068,6 +1084,7 @@ static const struct key_spec dataset_keys[] = {
 	FN("write_gids", key_write_gids),
 	FN("durability", key_durability),
 	FN("part_size", key_part_size),
+	FN("copy_threshold", key_copy_threshold),
 	FN("upload_concurrency", key_upload_concurrency),
 	FN("max_object_size", key_max_object_size),
 	FN("overwrite", key_overwrite),
@@ -1217,6 +1234,7 @@ static void open_dataset(struct parser *p, const char *name)
 	ds->line = p->line;
 	ds->durability = DURABILITY_LOCAL;
 	ds->part_size = 64ull << 20;
+	ds->copy_threshold = 5ull << 30;
 	ds->upload_concurrency = 4;
 	ds->max_object_size = RC_S3_MAX_OBJECT;
 	ds->s3_get_rate = 5500;

@@ -29,6 +29,9 @@ struct rc_dataset_config {
 	enum rc_durability { DURABILITY_MEMORY, DURABILITY_LOCAL,
 			     DURABILITY_S3 } durability; /* durability = local */
 	uint64_t part_size;          /* part_size = 64M (5M..5G) */
+	/* copy_threshold = 5G (5M..5G): RENAME after upload copies up to
+	 * it with CopyObject, above it part_size parts (UploadPartCopy). */
+	uint64_t copy_threshold;
 	uint32_t upload_concurrency; /* upload_concurrency = 4 */
 	/* max_object_size = 5T (S3's largest object): a HEAD or LIST size
 	 * above it is a protocol error, a WRITE past it -EFBIG. */

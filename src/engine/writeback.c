@@ -312,6 +312,7 @@ static void wobject_put(struct shard *sh, struct wobject *w)
 		w->next->prev = w->prev;
 	free(w->key);
 	free(w->up_key);
+	free(w->rename_key);
 	free(w);
 }
 
@@ -459,6 +460,18 @@ static bool failed_for_good(const struct upload_outcome *out)
 	       out->err != -EKEYREJECTED && out->err != -EBADMSG;
 }
 
+/* Why an upload or copy failed, in one phrase (s3_result_reason). */
+static const char *outcome_reason(const struct upload_outcome *out, int err,
+				  char *buf, size_t len)
+{
+	struct s3_result r = {.http_status = out->http_status, .err = err};
+	snprintf(r.code, sizeof(r.code), "%s", out->code);
+	snprintf(r.message, sizeof(r.message), "%s", out->message);
+	if (!r.code[0] && !r.message[0])
+		snprintf(r.message, sizeof(r.message), "%s", strerror(-err));
+	return s3_result_reason(&r, buf, len);
+}
+
 static void upload_failed(struct shard *sh, struct wobject *w,
 			  const struct upload_outcome *out)
 {
@@ -484,14 +497,11 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 	sh->m.wb_failed++;
 	if (for_good)
 		sh->m.wb_rejected++;
-	struct s3_result r = {.http_status = out->http_status};
-	snprintf(r.code, sizeof(r.code), "%s", out->code);
-	snprintf(r.message, sizeof(r.message), "%s", out->message);
 	char reason[512];
 	log_error("dataset %s: upload of s3://%s/%s failed%s: %s",
 		  c->name, c->bucket, shown,
 		  for_good ? " for good, dropped from the journal" : "",
-		  s3_result_reason(&r, reason, sizeof(reason)));
+		  outcome_reason(out, out->err, reason, sizeof(reason)));
 	free(key);
 	if (for_good && w->journaled && sh->journal) {
 		journal_append_abort(sh->journal, w->id);
@@ -840,28 +850,93 @@ int writeback_abort(struct session *s, uint32_t handle, struct op *op)
 	return w->journaled ? ack_when_durable(sh, op) : 0;
 }
 
-/* In S3 already: a server-side copy, then the old name's delete
- * (blocking, see upload_rename_completed). */
-static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key)
+/* How a RENAME's copy ended, in the log: dataset, bucket and both keys. */
+static void log_copy(const struct wobject *w, const struct upload_outcome *out)
 {
+	const struct rc_dataset_config *c = w->ds->cfg;
 	char *from = bucket_key(w);
-	char *nk = strdup(key);
-	if (!from || !nk) {
-		free(from);
-		free(nk);
-		return -ENOMEM;
+	char *to = dataset_bucket_key(w->ds, w->rename_key);
+	char reason[512];
+	if (!from || !to) {
+		; /* out of memory: nothing worth a line */
+	} else if (out->err == -ECANCELED && w->sh->d->stopping) {
+		log_info("dataset %s: rename of s3://%s/%s to %s stopped by "
+			 "shutdown: it keeps its old name", c->name, c->bucket,
+			 rc_esc(from), rc_esc(to));
+	} else if (out->err) {
+		log_error("dataset %s: rename of s3://%s/%s to %s failed: %s; "
+			  "it keeps its old name", c->name, c->bucket,
+			  rc_esc(from), rc_esc(to), outcome_reason(out, out->err,
+				reason, sizeof(reason)));
+	} else if (out->source_err) {
+		log_warn("dataset %s: s3://%s/%s (renamed to %s) left "
+			 "behind: %s", c->name, c->bucket, rc_esc(from),
+			 rc_esc(to),
+			 outcome_reason(out, out->source_err, reason,
+					sizeof(reason)));
 	}
-	free(w->key);
-	w->key = nk;
-	char *to = bucket_key(w);
-	struct s3_result r;
-	int err = to ? upload_rename_completed(sh->d->s3, w->ds->cfg->bucket,
-					       from, to, w->etag,
-					       sizeof(w->etag), &r)
-		     : -ENOMEM;
 	free(from);
 	free(to);
-	return err;
+}
+
+/* The copy job of a RENAME ended: the object has its new name (and the
+ * copy's ETag), or keeps its old one and the RENAME fails. */
+static void copy_done(void *ctx, const struct upload_outcome *out)
+{
+	struct wobject *w = ctx;
+	struct shard *sh = w->sh;
+	struct op *op = w->rename_op;
+	log_copy(w, out);
+	w->copy = NULL;
+	w->rename_op = NULL;
+	if (out->err == 0) {
+		free(w->key);
+		w->key = w->rename_key;
+		w->rename_key = NULL;
+		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
+	}
+	free(w->rename_key);
+	w->rename_key = NULL;
+	int rc = out->err;
+	if (!rc && w->journaled)
+		rc = ack_when_durable(sh, op);
+	if (rc != WB_DEFERRED) {
+		op->err = rc;
+		op_done(op);
+	}
+	wobject_put(sh, w);
+}
+
+/* In S3 already: a copy job (server-side copy, then the old name's
+ * delete) on the shard's reactor; the RENAME completes when it ends. */
+static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
+			struct op *op)
+{
+	if (strcmp(key, w->key) == 0)
+		return 0; /* its name already */
+	char *from = bucket_key(w);
+	char *to = dataset_bucket_key(w->ds, key);
+	w->rename_key = strdup(key);
+	const struct rc_dataset_config *c = w->ds->cfg;
+	struct upload_copy_params p = {
+		.bucket = c->bucket, .from_key = from, .to_key = to,
+		.size = w->size, .threshold = c->copy_threshold,
+		.part_size = c->part_size, .concurrency = c->upload_concurrency,
+		.done = copy_done, .done_ctx = w, .tag = w->ds->budget,
+	};
+	int err = -ENOMEM;
+	if (from && to && w->rename_key)
+		w->copy = upload_copy_start(sh->uploads, &p, &err);
+	free(from);
+	free(to);
+	if (!w->copy) {
+		free(w->rename_key);
+		w->rename_key = NULL;
+		return err;
+	}
+	w->rename_op = op;
+	w->refs++; /* the copy's: CLOSE or a dead session cannot free w */
+	return WB_DEFERRED;
 }
 
 /* Not in S3 yet: the new name is the one the upload uses (again, if one
@@ -893,7 +968,8 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 
 /* Journaled: acknowledged once the RENAME record (or, for an object in S3
  * already, its DONE record) is on disk, so a restart never uploads it under
- * an older name. */
+ * an older name. One in S3 completes when its copy has ended (-EBUSY while
+ * one runs). */
 int writeback_rename(struct session *s, uint32_t handle, const char *key,
 		     struct op *op)
 {
@@ -905,8 +981,11 @@ int writeback_rename(struct session *s, uint32_t handle, const char *key,
 		return -EINVAL;
 	if (!key_fits(w->ds, key))
 		return -ENAMETOOLONG;
-	int err = w->state == W_DONE ? rename_in_s3(sh, w, key)
-				     : rename_pending(sh, w, key);
+	if (w->copy)
+		return -EBUSY; /* its name is changing */
+	if (w->state == W_DONE)
+		return rename_in_s3(sh, w, key, op);
+	int err = rename_pending(sh, w, key);
 	if (err)
 		return err;
 	return w->journaled ? ack_when_durable(sh, op) : 0;
@@ -1217,9 +1296,13 @@ static void pump(struct shard *sh)
 
 static bool must_wait(const struct shard *sh)
 {
-	for (const struct wobject *w = sh->wobjects; w; w = w->next)
+	for (const struct wobject *w = sh->wobjects; w; w = w->next) {
 		if (w->state == W_COMMITTED && !w->journaled)
 			return true; /* acknowledged, only in memory */
+		if (w->copy)
+			return true; /* a RENAME: a cancelled CopyObject may
+					still land, leaving both names */
+	}
 	return false;
 }
 
@@ -1237,6 +1320,8 @@ void writeback_drain(struct shard *sh)
 		w->refs++;
 		if (w->up)
 			upload_cancel(w->up);
+		if (w->copy) /* past the wait: the RENAME fails */
+			upload_cancel(w->copy);
 		next = w->next;
 		wobject_put(sh, w);
 	}

@@ -40,7 +40,10 @@ struct wobject {
 	struct waiter *syncs;     /* SYNCs waiting for S3 */
 	int err;                  /* final upload error, or 0 */
 	char etag[128];
-	uint32_t refs;            /* write handles + a running upload */
+	struct upload *copy;      /* RENAME of a W_DONE object: its copy job */
+	char *rename_key;         /* the copy's new key (relative) */
+	struct op *rename_op;     /* the RENAME waiting for the copy */
+	uint32_t refs;            /* write handles + a running upload or copy */
 	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
 	bool in_backlog;          /* committed, upload not ended */
 	struct wobject *next, *prev;
@@ -52,8 +55,8 @@ void writeback_set_completion(struct shard *sh, void (*op_done)(struct op *));
 /* Opens the shard's journal (replaying it: acknowledged objects are
  * uploaded again) and upload engine. 0, or -1 with err set. */
 int writeback_init(struct shard *sh, char *err, size_t errlen);
-/* Waits (bounded) for uploads of objects nobody else holds, cancels the
- * rest, and frees everything. */
+/* Waits (bounded) for uploads of objects nobody else holds and for the
+ * copies of RENAMEs, cancels the rest, and frees everything. */
 void writeback_drain(struct shard *sh);
 void writeback_destroy(struct shard *sh);
 

@@ -36,7 +36,12 @@ bool s3_op_has_key(enum s3_op op)
 	       op == S3_PUT_OBJECT || op == S3_DELETE_OBJECT ||
 	       op == S3_CREATE_MULTIPART || op == S3_UPLOAD_PART ||
 	       op == S3_COMPLETE_MULTIPART || op == S3_ABORT_MULTIPART ||
-	       op == S3_COPY_OBJECT;
+	       op == S3_COPY_OBJECT || op == S3_UPLOAD_PART_COPY;
+}
+
+static bool op_copies(enum s3_op op)
+{
+	return op == S3_COPY_OBJECT || op == S3_UPLOAD_PART_COPY;
 }
 
 /* Operations that send a caller's body (borrowed, resent on retries). */
@@ -48,7 +53,7 @@ bool s3_op_sends_body(enum s3_op op)
 static bool op_needs_upload_id(enum s3_op op)
 {
 	return op == S3_UPLOAD_PART || op == S3_COMPLETE_MULTIPART ||
-	       op == S3_ABORT_MULTIPART;
+	       op == S3_ABORT_MULTIPART || op == S3_UPLOAD_PART_COPY;
 }
 
 const char *s3_op_method(enum s3_op op)
@@ -64,6 +69,7 @@ const char *s3_op_method(enum s3_op op)
 	case S3_CREATE_BUCKET:
 	case S3_UPLOAD_PART:
 	case S3_COPY_OBJECT:
+	case S3_UPLOAD_PART_COPY:
 		return "PUT";
 	case S3_DELETE_OBJECT:
 	case S3_ABORT_MULTIPART:
@@ -104,7 +110,7 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 		rc_set_err(err, errlen, "this operation needs an upload id");
 		return -1;
 	}
-	if (p->op == S3_UPLOAD_PART &&
+	if ((p->op == S3_UPLOAD_PART || p->op == S3_UPLOAD_PART_COPY) &&
 	    (p->part_number < 1 || p->part_number > 10000)) {
 		rc_set_err(err, errlen, "part number %u is not in 1..10000",
 			p->part_number);
@@ -112,8 +118,14 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 	}
 	if (p->op == S3_COMPLETE_MULTIPART && validate_parts(p, err, errlen) < 0)
 		return -1;
-	if (p->op == S3_COPY_OBJECT && (!p->copy_source || !strchr(p->copy_source, '/'))) {
-		rc_set_err(err, errlen, "CopyObject needs a source \"bucket/key\"");
+	if (op_copies(p->op) &&
+	    (!p->copy_source || !strchr(p->copy_source, '/'))) {
+		rc_set_err(err, errlen, "a copy needs a source \"bucket/key\"");
+		return -1;
+	}
+	if (p->op == S3_UPLOAD_PART_COPY && (p->copy_range_len == 0 ||
+	    p->copy_range_off > UINT64_MAX - p->copy_range_len)) {
+		rc_set_err(err, errlen, "UploadPartCopy needs a source range");
 		return -1;
 	}
 	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
@@ -168,12 +180,12 @@ bool s3_op_is_multipart(enum s3_op op)
 {
 	return op == S3_CREATE_MULTIPART || op == S3_UPLOAD_PART ||
 	       op == S3_COMPLETE_MULTIPART || op == S3_ABORT_MULTIPART ||
-	       op == S3_LIST_MULTIPART;
+	       op == S3_LIST_MULTIPART || op == S3_UPLOAD_PART_COPY;
 }
 
 bool s3_op_writes(enum s3_op op)
 {
 	return op == S3_PUT_OBJECT || op == S3_UPLOAD_PART ||
 	       op == S3_CREATE_MULTIPART || op == S3_COMPLETE_MULTIPART ||
-	       op == S3_COPY_OBJECT;
+	       op_copies(op);
 }

@@ -110,6 +110,7 @@ char *s3_multipart_query(const struct s3_req_params *p)
 		sb_add_flag(&q, "uploads");
 		break;
 	case S3_UPLOAD_PART:
+	case S3_UPLOAD_PART_COPY:
 		snprintf(num, sizeof(num), "%u", p->part_number);
 		sb_add_param(&q, "partNumber", num);
 		sb_add_param(&q, "uploadId", p->upload_id);

@@ -38,6 +38,7 @@ struct signed_headers {
 	struct sigv4_header h[8];
 	size_t n;
 	char range[64];
+	char copy_range[64];
 	char md5[25];
 };
 
@@ -66,12 +67,19 @@ static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 	if (p->if_none_match &&
 	    (p->op == S3_PUT_OBJECT || p->op == S3_COMPLETE_MULTIPART))
 		sh->h[sh->n++] = (struct sigv4_header){ "If-None-Match", "*" };
-	if (p->op == S3_COPY_OBJECT) {
+	if (p->op == S3_COPY_OBJECT || p->op == S3_UPLOAD_PART_COPY) {
 		r->copy_source = s3_uri_encode(p->copy_source, 1);
 		if (!r->copy_source)
 			return -1;
 		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-copy-source",
 							r->copy_source };
+	}
+	if (p->op == S3_UPLOAD_PART_COPY) {
+		snprintf(sh->copy_range, sizeof(sh->copy_range),
+			 "bytes=%" PRIu64 "-%" PRIu64, p->copy_range_off,
+			 p->copy_range_off + p->copy_range_len - 1);
+		sh->h[sh->n++] = (struct sigv4_header){
+			"x-amz-copy-source-range", sh->copy_range };
 	}
 	return 0;
 }
@@ -249,6 +257,7 @@ static int set_method(struct s3_req *r)
 	case S3_CREATE_BUCKET:
 	case S3_UPLOAD_PART:
 	case S3_COPY_OBJECT:
+	case S3_UPLOAD_PART_COPY:
 		if ((rc = curl_easy_setopt(e, CURLOPT_UPLOAD, 1L)) == CURLE_OK &&
 		    (rc = curl_easy_setopt(e, CURLOPT_READFUNCTION, s3_resp_on_read)) == CURLE_OK &&
 		    (rc = curl_easy_setopt(e, CURLOPT_READDATA, r)) == CURLE_OK &&

@@ -280,14 +280,15 @@ const char *s3_result_reason(const struct s3_result *r, char *buf, size_t len)
 	return buf;
 }
 
-/* CompleteMultipartUpload and CopyObject send 200 before they finish and
+/* CompleteMultipartUpload and the copies send 200 before they finish and
  * report a late failure as an <Error> document in that 200. True (code
  * and message filled) when this body is one. */
 static bool error_in_200(const struct s3_req *r, struct s3_result *out)
 {
 	char msg[sizeof(out->message) - 32] = "";
 
-	if ((r->op != S3_COMPLETE_MULTIPART && r->op != S3_COPY_OBJECT) ||
+	if ((r->op != S3_COMPLETE_MULTIPART && r->op != S3_COPY_OBJECT &&
+	     r->op != S3_UPLOAD_PART_COPY) ||
 	    r->buf_len == 0)
 		return false;
 	if (s3_parse_error(r->buf, r->buf_len, out->code, sizeof(out->code),

@@ -17,9 +17,9 @@
  *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
  *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
  *   request is wrong, never retried), -EIO (anything else).
- * CompleteMultipartUpload and CopyObject can answer 200 with an <Error>
- * body: that is a failure, classified by its <Code> (InternalError and
- * SlowDown retryable). */
+ * CompleteMultipartUpload, CopyObject and UploadPartCopy can answer 200
+ * with an <Error> body: that is a failure, classified by its <Code>
+ * (InternalError and SlowDown retryable). */
 struct s3_result {
 	long http_status;     /* 0 if no response */
 	CURLcode curl_code;

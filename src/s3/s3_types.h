@@ -48,6 +48,8 @@ enum s3_op {
 	S3_ABORT_MULTIPART,    /* DELETE ?uploadId=U */
 	S3_LIST_MULTIPART,     /* GET ?uploads (bucket): s3_parse_uploads */
 	S3_COPY_OBJECT,        /* PUT with x-amz-copy-source: s3_parse_copy_result */
+	S3_UPLOAD_PART_COPY,   /* UploadPart with x-amz-copy-source(-range):
+				  s3_parse_copy_part_result */
 };
 
 /* One part of a CompleteMultipartUpload, in ascending part order. */
@@ -93,7 +95,10 @@ struct s3_req_params {
 	unsigned part_number;         /* UploadPart: 1..10000 */
 	const struct s3_part *parts;  /* Complete (borrowed) */
 	size_t n_parts;
-	const char *copy_source;      /* CopyObject: "bucket/key", not encoded */
+	/* CopyObject, UploadPartCopy: "bucket/key", not encoded */
+	const char *copy_source;
+	/* UploadPartCopy: the source's bytes [off, off + len), len >= 1 */
+	uint64_t copy_range_off, copy_range_len;
 	/* PUT and CreateMultipartUpload: sent (and signed) as
 	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
 	 * says which daemon wrote it. NULL: not sent. */

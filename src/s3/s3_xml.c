@@ -75,7 +75,7 @@ static const char *const known_names[] = {
 	"InitiateMultipartUploadResult", "UploadId", "Bucket",
 	"CompleteMultipartUploadResult", "Location", "CopyObjectResult",
 	"LastModified", "ListMultipartUploadsResult", "Upload", "Initiated",
-	"NextKeyMarker", "NextUploadIdMarker", NULL,
+	"NextKeyMarker", "NextUploadIdMarker", "CopyPartResult", NULL,
 };
 
 static const char *intern_name(const char *name)
@@ -456,14 +456,29 @@ int s3_parse_complete(const char *xml, size_t len, char *etag,
 	return rc;
 }
 
-int s3_parse_copy_result(const char *xml, size_t len, char *etag,
-			 size_t etaglen, char *err, size_t errlen)
+/* The required ETag of a copy's answer (root: which copy). */
+static int parse_copy_etag(const char *xml, size_t len, const char *root,
+			   char *etag, size_t etaglen, char *err, size_t errlen)
 {
-	int rc = parse_field(xml, len, "CopyObjectResult", "ETag", true, etag,
-			     etaglen, err, errlen);
+	int rc = parse_field(xml, len, root, "ETag", true, etag, etaglen, err,
+			     errlen);
 	if (rc == 0)
 		quote_etag(etag, etaglen);
 	return rc;
+}
+
+int s3_parse_copy_result(const char *xml, size_t len, char *etag,
+			 size_t etaglen, char *err, size_t errlen)
+{
+	return parse_copy_etag(xml, len, "CopyObjectResult", etag, etaglen,
+			       err, errlen);
+}
+
+int s3_parse_copy_part_result(const char *xml, size_t len, char *etag,
+			      size_t etaglen, char *err, size_t errlen)
+{
+	return parse_copy_etag(xml, len, "CopyPartResult", etag, etaglen, err,
+			       errlen);
 }
 
 /* -- ListMultipartUploadsResult -- */

@@ -42,6 +42,9 @@ int s3_parse_complete(const char *xml, size_t len, char *etag,
 		      size_t etaglen, char *err, size_t errlen);
 int s3_parse_copy_result(const char *xml, size_t len, char *etag,
 			 size_t etaglen, char *err, size_t errlen);
+/* UploadPartCopy's CopyPartResult: the part's ETag, as above. */
+int s3_parse_copy_part_result(const char *xml, size_t len, char *etag,
+			      size_t etaglen, char *err, size_t errlen);
 
 /* ListMultipartUploads page. Strings are owned by the page. */
 struct s3_upload {

@@ -1,6 +1,9 @@
 /* upload.c - the upload engine (see upload.h): per object a state machine
  * of S3 requests (PUT, or Create / UploadPart x N / Complete, Abort on
  * failure), driven by callbacks from a driver that owns the event loop.
+ * A copy job is the same machine with the parts' bytes on the server:
+ * CopyObject, or Create / UploadPartCopy x N / Complete, then a DELETE of
+ * the source (X_DELETE), so it retries, throttles and aborts as uploads do.
  *
  * Lifetime: an upload lives until its done callback has run and none of
  * its transfers (requests in flight or waiting on a retry timer) is left;
@@ -29,7 +32,7 @@
  * may ignore If-None-Match there) or after a 412 (our own earlier attempt,
  * or another writer's object?). */
 enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY,
-		 X_EXISTS };
+		 X_EXISTS, X_COPY, X_DELETE };
 
 struct xfer {
 	uint32_t magic;          /* first: upload_is_engine_req reads it */
@@ -64,6 +67,9 @@ struct upload {
 	bool landed;             /* the key holds these bytes already: the
 				    upload ends in success once aborted */
 	unsigned busy;           /* engine frames using it: not freed under them */
+	char *from_key;          /* a copy job's source; NULL for an upload */
+	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
+	bool deleting;           /* the copy landed: the source's DELETE runs */
 	char upload_id[256];
 	unsigned n_parts, next_part, parts_done, parts_inflight;
 	unsigned char (*md5s)[16];
@@ -92,6 +98,8 @@ struct upload_engine {
 
 static void upload_advance(struct upload *u);
 static void xfer_launch(struct xfer *x);
+static void part_bounds(const struct upload *u, unsigned part, uint64_t *off,
+			size_t *len);
 static bool digests_ready(struct xfer *x);
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -218,6 +226,8 @@ static void upload_free(struct upload *u)
 	rc_list_del(&u->link);
 	free(u->bucket);
 	free(u->key);
+	free(u->from_key);
+	free(u->copy_src);
 	free(u->md5s);
 	free(u->etags);
 	free(u);
@@ -271,9 +281,16 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->meta_daemon = u->e->daemon_id;
 		break;
 	case X_PART:
-		p->op = S3_UPLOAD_PART;
+		p->op = u->from_key ? S3_UPLOAD_PART_COPY : S3_UPLOAD_PART;
 		p->part_number = x->part;
 		p->upload_id = u->upload_id;
+		break;
+	case X_COPY:
+		p->op = S3_COPY_OBJECT;
+		break;
+	case X_DELETE:
+		p->op = S3_DELETE_OBJECT;
+		p->key = u->from_key;
 		break;
 	case X_COMPLETE:
 		p->op = S3_COMPLETE_MULTIPART;
@@ -289,7 +306,13 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->op = S3_HEAD_OBJECT;
 		break;
 	}
-	if (x->kind == X_PUT || x->kind == X_PART) {
+	if (u->from_key && (x->kind == X_COPY || x->kind == X_PART))
+		p->copy_source = u->copy_src;
+	if (u->from_key && x->kind == X_PART) {
+		size_t len;
+		part_bounds(u, x->part, &p->copy_range_off, &len);
+		p->copy_range_len = len;
+	} else if (x->kind == X_PUT || x->kind == X_PART) {
 		p->body = x->body;
 		p->body_len = x->body_len;
 		p->content_md5_value = x->md5_b64;
@@ -350,8 +373,9 @@ static void xfer_retry_due(void *arg)
 	/* Parts, the single PUT and a Create not yet answered are pointless
 	 * once the upload stops (an upload a lost Create answer made is the
 	 * clean-up's); Complete and Abort decide how it ends, so they go on. */
-	if (u->state != U_RUNNING &&
-	    (x->kind == X_PART || x->kind == X_PUT || x->kind == X_CREATE)) {
+	bool sends = x->kind == X_PART || x->kind == X_PUT ||
+		     x->kind == X_CREATE || x->kind == X_COPY;
+	if (u->state != U_RUNNING && sends) {
 		xfer_free(x);
 		upload_advance(u);
 	} else {
@@ -452,8 +476,9 @@ static bool any_hashing(const struct upload *u)
 static bool digests_ready(struct xfer *x)
 {
 	struct upload_engine *e = x->u->e;
-	if (x->hashed || (x->kind != X_PUT && x->kind != X_PART))
-		return true;
+	if (x->hashed || (x->kind != X_PUT && x->kind != X_PART) ||
+	    x->u->from_key)
+		return true; /* a copy sends no body */
 	x->hashing = true;
 	if (e->drv.hash && e->drv.hash(e->drv.ctx, x) == 0)
 		return false;
@@ -503,7 +528,7 @@ static void launch_parts(struct upload *u)
 		uint64_t off;
 		size_t len;
 		part_bounds(u, x->part, &off, &len);
-		int rc = xfer_load(x, off, len);
+		int rc = u->from_key ? 0 : xfer_load(x, off, len);
 		if (rc < 0) {
 			set_failure(u, rc, NULL);
 			snprintf(u->out.message, sizeof(u->out.message),
@@ -523,6 +548,11 @@ static void report_done(struct upload *u)
 		return;
 	u->state = U_DONE;
 	e->active--;
+	if (u->deleting && u->out.err) {
+		/* The copy stands: only its source is left behind. */
+		u->out.source_err = u->out.err;
+		u->out.err = 0;
+	}
 	if (u->landed) {
 		u->out.err = 0;
 		u->out.http_status = 0;
@@ -692,22 +722,106 @@ static void on_create_done(struct xfer *x, const struct s3_result *r)
 	upload_advance(u);
 }
 
+/* An upload part's ETag is its header; a copy's is in its body
+ * (CopyObjectResult, CopyPartResult). 0, or -EPROTO with the failure set. */
+static int answered_etag(struct xfer *x, const struct s3_result *r,
+			 char *etag, size_t etaglen)
+{
+	char err[160] = "";
+	size_t len = 0;
+	const char *body = s3_req_body(x->req, &len);
+	int rc = 0;
+
+	etag[0] = '\0';
+	if (x->kind == X_COPY)
+		rc = s3_parse_copy_result(body, len, etag, etaglen, err,
+					  sizeof(err));
+	else if (x->u->from_key)
+		rc = s3_parse_copy_part_result(body, len, etag, etaglen, err,
+					       sizeof(err));
+	else
+		snprintf(etag, etaglen, "%s", r->etag);
+	if (rc == 0 && etag[0])
+		return 0;
+	struct s3_result bad = { .err = -EPROTO };
+	if (x->kind == X_COPY)
+		snprintf(bad.message, sizeof(bad.message), "CopyObject: %s",
+			 err);
+	else
+		snprintf(bad.message, sizeof(bad.message),
+			 "%s %u answered without an ETag%s%s",
+			 x->u->from_key ? "UploadPartCopy" : "UploadPart",
+			 x->part, err[0] ? ": " : "", err);
+	set_failure(x->u, -EPROTO, &bad);
+	return -EPROTO;
+}
+
+/* A copied part's ETag is the MD5 of its bytes (S3's and RGW's, for
+ * objects not encrypted with KMS): the object's ETag is computed from
+ * them as from an upload's parts when Complete's answer has none. */
+static void md5_of_etag(const char *etag, unsigned char md5[16])
+{
+	for (int i = 0; i < 16; i++) {
+		unsigned v;
+		if (sscanf(etag + 1 + 2 * i, "%2x", &v) != 1) {
+			memset(md5, 0, 16);
+			return;
+		}
+		md5[i] = (unsigned char)v;
+	}
+}
+
 static void on_part_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
+	char etag[128];
 	if (r->err) {
 		set_failure(u, r->err, r);
-	} else if (!r->etag[0]) {
-		struct s3_result bad = { .err = -EPROTO };
-		snprintf(bad.message, sizeof(bad.message),
-			 "UploadPart %u answered without an ETag", x->part);
-		set_failure(u, -EPROTO, &bad);
-	} else {
-		snprintf(u->etags[x->part - 1], sizeof(u->etags[0]), "%s", r->etag);
+	} else if (answered_etag(x, r, etag, sizeof(etag)) == 0) {
+		snprintf(u->etags[x->part - 1], sizeof(u->etags[0]), "%s", etag);
+		if (u->from_key)
+			md5_of_etag(etag, u->md5s[x->part - 1]);
 		u->parts_done++;
 	}
 	xfer_free(x);
 	upload_advance(u);
+}
+
+/* The object is in place; a copy job then deletes its source. */
+static void finish(struct upload *u)
+{
+	if (!u->from_key) {
+		report_done(u);
+		return;
+	}
+	u->deleting = true;
+	start_simple(u, X_DELETE);
+	if (u->out.err) /* not even sent: report_done makes it source_err */
+		report_done(u);
+}
+
+static void on_copy_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	char etag[128];
+	if (r->err)
+		set_failure(u, r->err, r);
+	else if (answered_etag(x, r, etag, sizeof(etag)) == 0)
+		snprintf(u->out.etag, sizeof(u->out.etag), "%s", etag);
+	xfer_free(x);
+	if (u->out.err)
+		report_done(u);
+	else
+		finish(u);
+}
+
+static void on_delete_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	if (r->err && r->err != -ENOENT) /* 404: gone (a retry's first try) */
+		set_failure(u, r->err, r);
+	xfer_free(x);
+	report_done(u);
 }
 
 /* A retried Complete whose first answer was lost finds NoSuchUpload: the
@@ -748,7 +862,7 @@ static void on_complete_done(struct xfer *x, const struct s3_result *r)
 		upload_advance(u);
 		return;
 	}
-	report_done(u);
+	finish(u);
 }
 
 static void on_verify_done(struct xfer *x, const struct s3_result *r)
@@ -759,7 +873,7 @@ static void on_verify_done(struct xfer *x, const struct s3_result *r)
 		u->out.err = 0; /* as in on_complete_done */
 		u->out.code[0] = u->out.message[0] = '\0';
 		xfer_free(x);
-		report_done(u);
+		finish(u);
 		return;
 	}
 	struct s3_result bad = *r;
@@ -821,6 +935,8 @@ void upload_transfer_done(struct s3_req *req, CURLcode code)
 	case X_VERIFY: on_verify_done(x, &r); break;
 	case X_ABORT: on_abort_done(x, &r); break;
 	case X_EXISTS: on_exists_done(x, &r); break;
+	case X_COPY: on_copy_done(x, &r); break;
+	case X_DELETE: on_delete_done(x, &r); break;
 	}
 	upload_release(u);
 }
@@ -887,7 +1003,9 @@ static struct upload *upload_alloc(struct upload_engine *e,
 	rc_list_init(&u->xfers);
 	u->bucket = strdup(p->bucket);
 	u->key = strdup(p->key);
-	if (p->size > p->part_size || p->multipart) {
+	/* A copy job's params say multipart when it is one (size alone
+	 * does not: CopyObject takes up to its threshold). */
+	if ((p->size > p->part_size && (p->data || p->read)) || p->multipart) {
 		u->n_parts = (unsigned)((p->size + p->part_size - 1) / p->part_size);
 		u->n_parts += u->n_parts == 0; /* one empty part */
 		u->md5s = calloc(u->n_parts, sizeof(*u->md5s));
@@ -913,7 +1031,9 @@ static struct upload *upload_alloc(struct upload_engine *e,
 static int start_first(struct upload *u)
 {
 	struct upload_engine *e = u->e;
-	struct xfer *x = xfer_new(u, u->n_parts ? X_CREATE : X_PUT);
+	enum xfer_kind first = u->n_parts ? X_CREATE :
+			       u->from_key ? X_COPY : X_PUT;
+	struct xfer *x = xfer_new(u, first);
 	if (!x)
 		return -ENOMEM;
 	if (x->kind == X_PUT) {
@@ -923,6 +1043,26 @@ static int start_first(struct upload *u)
 	}
 	x->waiting = true;
 	return e->drv.add_timer(e->drv.ctx, 0, xfer_retry_due, x);
+}
+
+/* Sends u's first request, or undoes upload_alloc: NULL with *err set. */
+static struct upload *upload_go(struct upload *u, int *err)
+{
+	struct upload_engine *e = u->e;
+	*err = start_first(u);
+	if (*err == 0)
+		return u;
+	e->active--;
+	u->state = U_DONE; /* never reported: upload_start fails instead */
+	if (rc_list_empty(&u->xfers)) {
+		upload_free(u);
+		return NULL;
+	}
+	/* xfer_free frees u with the last: never read u after that one. */
+	while (u->xfers.next != u->xfers.prev)
+		xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
+	xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
+	return NULL;
 }
 
 struct upload *upload_start(struct upload_engine *e,
@@ -941,27 +1081,69 @@ struct upload *upload_start(struct upload_engine *e,
 		*err = -ENOMEM;
 		return NULL;
 	}
-	*err = start_first(u);
-	if (*err == 0)
-		return u;
-	e->active--;
-	u->state = U_DONE; /* never reported: upload_start fails instead */
-	if (rc_list_empty(&u->xfers)) {
+	return upload_go(u, err);
+}
+
+/* The part size of a multipart copy: the asked one, grown to keep within
+ * S3's 10000 parts (whole MiB). */
+static uint64_t copy_part_size(const struct upload_copy_params *cp)
+{
+	uint64_t part = cp->part_size ? cp->part_size : UPLOAD_DEFAULT_PART;
+	uint64_t least = (cp->size + UPLOAD_MAX_PARTS - 1) / UPLOAD_MAX_PARTS;
+	least = (least + (1u << 20) - 1) & ~((1ull << 20) - 1);
+	return part < least ? least : part;
+}
+
+static int check_copy_params(const struct upload_copy_params *cp)
+{
+	if (!cp->bucket || !cp->from_key || !cp->to_key || !cp->done ||
+	    strcmp(cp->from_key, cp->to_key) == 0)
+		return -EINVAL;
+	if (cp->threshold && (cp->threshold < UPLOAD_MIN_PART ||
+			      cp->threshold > UPLOAD_COPY_MAX))
+		return -EINVAL;
+	uint64_t part = copy_part_size(cp);
+	if (part < UPLOAD_MIN_PART || part > UPLOAD_COPY_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+struct upload *upload_copy_start(struct upload_engine *e,
+				 const struct upload_copy_params *cp, int *err)
+{
+	*err = check_copy_params(cp);
+	if (*err)
+		return NULL;
+	uint64_t threshold = cp->threshold ? cp->threshold : UPLOAD_COPY_MAX;
+	struct upload_params p = {
+		.bucket = cp->bucket, .key = cp->to_key, .size = cp->size,
+		.part_size = copy_part_size(cp),
+		.concurrency = cp->concurrency ? cp->concurrency : 4,
+		.done = cp->done, .done_ctx = cp->done_ctx,
+		.multipart = cp->size > threshold, .tag = cp->tag,
+	};
+	struct upload *u = upload_alloc(e, &p);
+	if (!u) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	u->from_key = strdup(cp->from_key);
+	if (!u->from_key ||
+	    asprintf(&u->copy_src, "%s/%s", cp->bucket, cp->from_key) < 0) {
+		u->copy_src = NULL;
+		*err = -ENOMEM;
+		e->active--;
 		upload_free(u);
 		return NULL;
 	}
-	/* xfer_free frees u with the last: never read u after that one. */
-	while (u->xfers.next != u->xfers.prev)
-		xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
-	xfer_free(rc_list_entry(u->xfers.next, struct xfer, link));
-	return NULL;
+	return upload_go(u, err);
 }
 
 /* done may run inside upload_cancel (a single PUT, or nothing to abort). */
 void upload_cancel(struct upload *u)
 {
-	if (u->state == U_DONE)
-		return;
+	if (u->state == U_DONE || u->deleting)
+		return; /* a copy in place: its source's DELETE finishes */
 	struct upload_engine *e = u->e;
 	upload_hold(u);
 	u->cancelled = true;
@@ -1108,38 +1290,6 @@ int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
 	}
 }
 
-int upload_rename_completed(struct s3_client *s3, const char *bucket,
-			    const char *from_key, const char *to_key,
-			    char *etag, size_t etaglen, struct s3_result *res)
-{
-	char *src = NULL, *body = NULL, err[160];
-	size_t len = 0;
-	if (asprintf(&src, "%s/%s", bucket, from_key) < 0)
-		return -ENOMEM;
-	struct s3_req_params cp = {
-		.op = S3_COPY_OBJECT, .bucket = bucket, .key = to_key,
-		.copy_source = src,
-	};
-	int rc = s3_perform(s3, &cp, res, &body, &len);
-	free(src);
-	char tag[128] = "";
-	if (rc == 0 && s3_parse_copy_result(body, len, tag, sizeof(tag), err,
-					    sizeof(err)) < 0) {
-		rc = res->err = -EPROTO;
-		snprintf(res->message, sizeof(res->message), "%s", err);
-	}
-	free(body);
-	if (rc < 0)
-		return rc;
-	if (etag)
-		snprintf(etag, etaglen, "%s", tag);
-	struct s3_req_params del = {
-		.op = S3_DELETE_OBJECT, .bucket = bucket, .key = from_key,
-	};
-	rc = s3_perform(s3, &del, res, NULL, NULL);
-	return rc == -ENOENT ? 0 : rc;
-}
-
 /* ---- the blocking driver and upload_run ---------------------------------- */
 
 struct loop_timer {
@@ -1259,19 +1409,25 @@ static void run_done(void *ctx, const struct upload_outcome *out)
 	*(struct upload_outcome *)ctx = *out;
 }
 
-int upload_run(struct s3_client *s3, const struct upload_params *p,
-	       const char *daemon_id, struct upload_outcome *out)
+/* One job of either kind (params non-NULL, or copy) on a private engine
+ * and loop, until it is done and nothing of it is left. */
+static int run_blocking(struct s3_client *s3, const char *daemon_id,
+			const struct upload_params *params,
+			const struct upload_copy_params *copy,
+			struct upload_outcome *out)
 {
-	struct upload_params params = *p;
 	struct upload_loop *l = upload_loop_new();
 	struct upload_engine *e =
 		l ? upload_engine_new(s3, upload_loop_driver(l), daemon_id) : NULL;
 	int err = -ENOMEM;
+	struct upload *u = NULL;
 
 	memset(out, 0, sizeof(*out));
-	params.done = run_done;
-	params.done_ctx = out;
-	if (e && upload_start(e, &params, &err))
+	if (e && params)
+		u = upload_start(e, params, &err);
+	else if (e)
+		u = upload_copy_start(e, copy, &err);
+	if (u)
 		while (upload_engine_active(e) || upload_engine_pending(e))
 			upload_loop_turn(l);
 	else
@@ -1280,4 +1436,55 @@ int upload_run(struct s3_client *s3, const struct upload_params *p,
 		upload_engine_free(e);
 	upload_loop_free(l);
 	return out->err;
+}
+
+int upload_run(struct s3_client *s3, const struct upload_params *p,
+	       const char *daemon_id, struct upload_outcome *out)
+{
+	struct upload_params params = *p;
+	params.done = run_done;
+	params.done_ctx = out;
+	return run_blocking(s3, daemon_id, &params, NULL, out);
+}
+
+int upload_copy_run(struct s3_client *s3, const struct upload_copy_params *p,
+		    struct upload_outcome *out)
+{
+	struct upload_copy_params params = *p;
+	params.done = run_done;
+	params.done_ctx = out;
+	return run_blocking(s3, NULL, NULL, &params, out);
+}
+
+static void outcome_result(const struct upload_outcome *out,
+			   struct s3_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	res->err = out->err ? out->err : out->source_err;
+	res->http_status = out->http_status;
+	snprintf(res->code, sizeof(res->code), "%s", out->code);
+	snprintf(res->message, sizeof(res->message), "%s", out->message);
+	snprintf(res->etag, sizeof(res->etag), "%s", out->etag);
+}
+
+int upload_rename_completed(struct s3_client *s3, const char *bucket,
+			    const char *from_key, const char *to_key,
+			    char *etag, size_t etaglen, struct s3_result *res)
+{
+	struct s3_req_params head = {
+		.op = S3_HEAD_OBJECT, .bucket = bucket, .key = from_key,
+	};
+	int rc = s3_perform(s3, &head, res, NULL, NULL);
+	if (rc < 0)
+		return rc;
+	struct upload_copy_params p = {
+		.bucket = bucket, .from_key = from_key, .to_key = to_key,
+		.size = res->object_size,
+	};
+	struct upload_outcome out;
+	upload_copy_run(s3, &p, &out);
+	outcome_result(&out, res);
+	if (etag && out.err == 0)
+		snprintf(etag, etaglen, "%s", out.etag);
+	return res->err;
 }

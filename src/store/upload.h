@@ -7,6 +7,11 @@
  * and benchmarks' multipart upload), clean-up of abandoned uploads and
  * rename of a completed object.
  *
+ * A copy job (upload_copy_start) is the rename of an object already in S3,
+ * made of the same requests and retries: CopyObject up to a threshold
+ * (S3's limit is 5 GiB), else a multipart upload whose parts are
+ * UploadPartCopy ranges of the source, then a DELETE of the source.
+ *
  * The engine owns no event loop. Its driver (the shard's reactor, or a
  * test's poll loop) runs the transfers and the timers:
  *   - add_transfer: add s3_req_easy(req) to the curl multi handle; when it
@@ -30,6 +35,7 @@
 #define UPLOAD_MIN_PART (5ull << 20)     /* S3's smallest part but the last */
 #define UPLOAD_DEFAULT_PART (64ull << 20)
 #define UPLOAD_MAX_PARTS 10000u
+#define UPLOAD_COPY_MAX (5ull << 30)     /* CopyObject's and a part's limit */
 
 struct upload_driver {
 	void *ctx;
@@ -65,8 +71,12 @@ struct upload_outcome {
 	char code[64];
 	char message[256];
 	char etag[128];
-	unsigned parts;       /* 0 for a single PUT */
+	unsigned parts;       /* 0 for a single PUT or CopyObject */
 	unsigned retries;     /* requests that were retried */
+	/* A copy job whose copy landed (err 0) but whose source's DELETE
+	 * failed: that error (code and message describe it); the source is
+	 * left behind. A 404 is no failure. */
+	int source_err;
 };
 typedef void (*upload_done_fn)(void *ctx, const struct upload_outcome *out);
 
@@ -114,6 +124,28 @@ unsigned upload_engine_pending(const struct upload_engine *e);
  * 5 MiB, more than 10000 parts, no source) or -ENOMEM. */
 struct upload *upload_start(struct upload_engine *e,
 			    const struct upload_params *p, int *err);
+
+/* A copy job: to_key gets from_key's bytes (bucket, both keys copied),
+ * then from_key is deleted. size is the source's; up to threshold (0:
+ * UPLOAD_COPY_MAX; else UPLOAD_MIN_PART..UPLOAD_COPY_MAX) one CopyObject,
+ * above it parts of part_size (0: UPLOAD_DEFAULT_PART; grown to fit 10000
+ * parts) copied concurrency at a time (0: 4). done, done_ctx and tag as in
+ * upload_params; the outcome's etag is the new object's. Cancelled
+ * (upload_cancel) before the copy landed it ends -ECANCELED with the
+ * source in place; once landed the DELETE finishes and done says success.
+ * NULL with *err = -EINVAL (bad params, from_key == to_key) or -ENOMEM. */
+struct upload_copy_params {
+	const char *bucket, *from_key, *to_key;
+	uint64_t size;
+	uint64_t threshold;
+	uint64_t part_size;
+	unsigned concurrency;
+	upload_done_fn done;
+	void *done_ctx;
+	void *tag;
+};
+struct upload *upload_copy_start(struct upload_engine *e,
+				 const struct upload_copy_params *p, int *err);
 
 /* Stops an upload: in-flight parts are removed, a created multipart upload
  * is aborted, then done reports -ECANCELED. A single PUT already sent may
@@ -172,9 +204,15 @@ int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
 					  const char *upload_id),
 			     void *keep_ctx, struct s3_result *res);
 
-/* Blocking: rename a completed object by CopyObject then DeleteObject of
- * the source. etag (may be NULL) receives the new object's ETag. 0 or a
- * negated errno (res filled). CopyObject copies at most 5 GiB. */
+/* Blocking: a copy job (p->done ignored) on a private upload_loop, as
+ * upload_run. Returns out->err. */
+int upload_copy_run(struct s3_client *s3, const struct upload_copy_params *p,
+		    struct upload_outcome *out);
+
+/* Blocking: rename a completed object: a HEAD for its size, then
+ * upload_copy_run with the defaults. etag (may be NULL) receives the new
+ * object's ETag. 0 or a negated errno (res filled; a failed DELETE of the
+ * source is its error, the copy then stands). */
 int upload_rename_completed(struct s3_client *s3, const char *bucket,
 			    const char *from_key, const char *to_key,
 			    char *etag, size_t etaglen, struct s3_result *res);

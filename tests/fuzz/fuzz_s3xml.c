@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *xml = (const char *)data + 1;
 	size_t len = size - 1;
 	char a[128], b[256], err[256];
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0:
 		list(xml, len);
 		break;
@@ -82,6 +82,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_str(a, 64);
 			check_str(b, sizeof(b));
 		}
+		break;
+	case 6:
+		if (s3_parse_copy_part_result(xml, len, a, sizeof(a), err,
+					      sizeof(err)) == 0)
+			check_str(a, sizeof(a));
 		break;
 	}
 	return 0;

@@ -502,6 +502,145 @@ Test(upload, rename_completed)
 	env_close(&t);
 }
 
+/* ---- copy jobs: CopyObject, multipart copy, then the source's DELETE ---- */
+
+static struct upload *copy_start(struct env *t, struct job *j,
+				 const char *from, const char *to,
+				 uint64_t size, uint64_t threshold)
+{
+	struct upload_copy_params p = {
+		.bucket = fx_env()->bucket, .from_key = from, .to_key = to,
+		.size = size, .threshold = threshold, .part_size = 5 * MiB,
+		.concurrency = 2, .done = job_done, .done_ctx = j,
+	};
+	int err = 0;
+	struct upload *u = upload_copy_start(t->e, &p, &err);
+	cr_assert_not_null(u, "upload_copy_start %s: %s", to, strerror(-err));
+	cr_assert(!j->done, "done reported inside upload_copy_start");
+	return u;
+}
+
+/* The outcome's ETag is the one S3 gives the new object. */
+static void assert_head_etag(struct env *t, const char *key, const char *etag)
+{
+	struct s3_req_params hd = { .op = S3_HEAD_OBJECT,
+				    .bucket = fx_env()->bucket, .key = key };
+	struct s3_result res;
+	cr_assert_eq(s3_perform(t->direct, &hd, &res, NULL, NULL), 0);
+	cr_assert_str_eq(etag, res.etag, "%s: reported ETag", key);
+}
+
+/* A copy's source: size bytes of pattern seed uploaded as key (parts of
+ * part); the bytes, for the caller to free. */
+static unsigned char *copy_source(struct env *t, const char *key,
+				  size_t size, unsigned seed, size_t part)
+{
+	unsigned char *data = fx_pattern(size, seed);
+	struct job up = { .data = data, .size = size };
+	job_start(t, &up, key, part, 4, false);
+	env_drain(t);
+	cr_assert_eq(up.out.err, 0);
+	return data;
+}
+
+/* 12 MiB: one CopyObject under the default threshold; three 5 MiB
+ * UploadPartCopy ranges under a 5 MiB one. Bytes, ETag, source gone. */
+Test(upload, copy_job_by_copyobject_and_by_parts)
+{
+	struct env t;
+	char a[512], b[512], c[512];
+	size_t size = 12 * MiB;
+
+	env_open(&t, NULL, 3);
+	ukey(a, sizeof(a), "copy-a");
+	ukey(b, sizeof(b), "copy-b");
+	ukey(c, sizeof(c), "copy-c");
+	/* One PUT: a plain MD5 ETag. */
+	unsigned char *data = copy_source(&t, a, size, 21, 64 * MiB);
+
+	struct job one = {0};
+	copy_start(&t, &one, a, b, size, 0);
+	env_drain(&t);
+	cr_assert_eq(one.out.err, 0, "%s %s", one.out.code, one.out.message);
+	cr_assert_eq(one.out.source_err, 0);
+	cr_assert_eq(one.out.parts, 0, "CopyObject, not parts");
+	assert_object(&t, b, data, size, 64 * MiB);
+	assert_head_etag(&t, b, one.out.etag);
+	cr_assert_eq(head_err(&t, a), -ENOENT, "the source is still there");
+
+	struct job parts = {0};
+	copy_start(&t, &parts, b, c, size, 5 * MiB);
+	env_drain(&t);
+	cr_assert_eq(parts.out.err, 0, "%s %s", parts.out.code,
+		     parts.out.message);
+	cr_assert_eq(parts.out.parts, 3);
+	assert_object(&t, c, data, size, 5 * MiB);
+	assert_head_etag(&t, c, parts.out.etag);
+	cr_assert_eq(head_err(&t, b), -ENOENT, "the source is still there");
+	cr_assert_eq(uploads_of(&t, c), 0);
+
+	/* The blocking helper is the same job. */
+	char etag[128] = "";
+	struct s3_result res;
+	cr_assert_eq(upload_rename_completed(t.direct, fx_env()->bucket, c, a,
+					     etag, sizeof(etag), &res), 0,
+		     "%s %s", res.code, res.message);
+	assert_head_etag(&t, a, etag);
+	cr_assert_eq(head_err(&t, c), -ENOENT);
+	free(data);
+	env_close(&t);
+}
+
+/* A source that is gone fails either way (a multipart copy is aborted);
+ * a cancel before the parts are in leaves the source where it was. */
+Test(upload, copy_job_failure_and_cancel)
+{
+	struct env t;
+	char a[512], b[512], gone[512];
+	size_t size = 30 * MiB;
+
+	env_open(&t, NULL, 3);
+	ukey(a, sizeof(a), "copyfail-a");
+	ukey(b, sizeof(b), "copyfail-b");
+	ukey(gone, sizeof(gone), "copyfail-gone");
+	for (int parts = 0; parts < 2; parts++) {
+		struct job j = {0};
+		copy_start(&t, &j, gone, b, size, parts ? 5 * MiB : 0);
+		env_drain(&t);
+		cr_assert_eq(j.out.err, -ENOENT, "err %d %s", j.out.err,
+			     j.out.code);
+		cr_assert_eq(head_err(&t, b), -ENOENT);
+		cr_assert_eq(uploads_of(&t, b), 0, "the copy was not aborted");
+	}
+
+	unsigned char *data = copy_source(&t, a, size, 22, 5 * MiB);
+	struct job j = {0};
+	struct upload *u = copy_start(&t, &j, a, b, size, 5 * MiB);
+	while (!upload_id(u)[0] && !j.done)
+		upload_loop_turn(t.loop);
+	upload_cancel(u);
+	env_drain(&t);
+	cr_assert_eq(j.out.err, -ECANCELED, "err %d", j.out.err);
+	cr_assert_eq(uploads_of(&t, b), 0, "the cancelled copy is still there");
+	cr_assert_eq(head_err(&t, b), -ENOENT);
+	assert_object(&t, a, data, size, 5 * MiB);
+
+	/* Parameters refused up front. */
+	struct upload_copy_params p = {
+		.bucket = fx_env()->bucket, .from_key = a, .to_key = a,
+		.size = size, .done = job_done, .done_ctx = &j,
+	};
+	int err = 0;
+	cr_assert_null(upload_copy_start(t.e, &p, &err), "a copy onto itself");
+	cr_assert_eq(err, -EINVAL);
+	p.to_key = b;
+	p.threshold = 1 * MiB;
+	cr_assert_null(upload_copy_start(t.e, &p, &err));
+	cr_assert_eq(err, -EINVAL);
+	free(data);
+	env_close(&t);
+}
+
 /* ---- upload_run, the blocking helper, and rc-s3 mpu-put on it ---- */
 
 static int failing_read(void *ctx, uint64_t off, void *dst, size_t len)

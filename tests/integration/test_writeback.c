@@ -746,3 +746,211 @@ Test(writeback, sigterm_with_uploads_held_logs_no_error, .fini = teardown,
 	fx_proxy_stop(&P);
 	proxy_on = false;
 }
+
+/* ---- RENAME of an object in S3: a copy job on the shard's reactor ---- */
+
+/* The daemon's S3 behind a proxy that answers at once but holds every
+ * server-side copy copy_ms; renames above 5 MiB copy 5 MiB parts. One
+ * shard: every session shares the reactor a blocking copy would hold. */
+static void start_copy_proxied(const char *copy_ms, unsigned retries)
+{
+	const char *args[] = {"--latency-ms", "0", "--copy-delay-ms", copy_ms,
+			      NULL};
+	fx_proxy_start(&P, args);
+	proxy_on = true;
+	start_behind_proxy(NULL, retries, "copy_threshold = 5M\n");
+}
+
+/* The same, a client attached and key (size bytes of pattern seed)
+ * uploaded: its write handle. */
+static int start_with_uploaded(struct rc_client *c, const char *copy_ms,
+			       unsigned retries, const char *key,
+			       uint64_t size, uint64_t seed)
+{
+	start_copy_proxied(copy_ms, retries);
+	attach(c);
+	int h = write_object(c, key, size, seed, true);
+	cr_assert_eq(rc_sync(c, RC_SYNC_ALL), 0);
+	return h;
+}
+
+/* RENAME without waiting for it: its completion is tagged user_data. */
+static void rename_submit(struct rc_client *c, uint32_t h, const char *key,
+			  uint64_t user_data)
+{
+	int slot = rc_arg_get(c);
+	cr_assert_geq(slot, 0);
+	struct rc_sqe *sqe = rc_get_sqe(c);
+	cr_assert_not_null(sqe);
+	sqe->opcode = RC_OP_RENAME;
+	sqe->arg = (uint16_t)slot;
+	sqe->handle = h;
+	sqe->arg_len = (uint32_t)strlen(key);
+	sqe->user_data = user_data;
+	memcpy(rc_arg_ptr(c, slot), key, strlen(key));
+	cr_assert_eq(rc_submit(c), 1);
+}
+
+static int32_t wait_res(struct rc_client *c, uint64_t user_data)
+{
+	struct rc_cqe *cqe;
+	cr_assert_eq(rc_wait_cqe(c, &cqe), 0);
+	cr_assert_eq(cqe->user_data, user_data, "completions out of order");
+	int32_t res = cqe->res;
+	rc_cqe_seen(c);
+	return res;
+}
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Reads all of key through the daemon into buf (registered, at mem);
+ * the milliseconds from OPEN to the last byte. */
+static uint64_t timed_read(struct rc_client *c, int buf, const void *mem,
+			   const char *key, uint64_t size, uint64_t seed)
+{
+	uint64_t t0 = ms_now();
+	struct rc_stat st;
+	int h = rc_open(c, rc_dataset(c, "ck"), key, &st);
+	cr_assert_geq(h, 0, "open %s: %s", key, rc_strerror(h));
+	ssize_t n = rc_read_into(c, (uint32_t)h, 0, size, (uint32_t)buf, 0);
+	uint64_t took = ms_now() - t0;
+	cr_assert_eq(n, (ssize_t)size, "read %s: %s", key,
+		     rc_strerror((int)n));
+	for (uint64_t i = 0; i < size; i++)
+		if (((uint8_t *)mem)[i] != pattern(seed, i))
+			cr_assert_fail("%s: byte %llu differs", key,
+				       (unsigned long long)i);
+	rc_close(c, (uint32_t)h);
+	return took;
+}
+
+static bool copy_sent(void)
+{
+	return proxy_counter("copy") >= 1;
+}
+
+/* Under the threshold one CopyObject, above it three UploadPartCopy
+ * ranges: the bytes under the new names, the old names gone (aws lists
+ * exactly the new keys with S3's ETags). */
+Test(writeback, rename_completed_by_copy_and_by_multipart_copy,
+     .fini = teardown, .timeout = 120)
+{
+	start_copy_proxied("0", 3);
+	struct rc_client c;
+	attach(&c);
+	const uint64_t small = 3 * MiB + 5, big = 12 * MiB;
+	int hs = write_object(&c, "small.tmp", small, 31, true);
+	int hb = write_object(&c, "big.tmp", big, 32, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	proxy_set("reset-stats\n");
+	cr_assert_eq(rc_rename(&c, (uint32_t)hs, "small"), 0);
+	cr_assert_eq(proxy_counter("copy"), 1, "one CopyObject");
+	cr_assert_eq(rc_rename(&c, (uint32_t)hb, "big"), 0);
+	cr_assert_eq(proxy_counter("copy"), 4, "then three UploadPartCopy");
+	cr_assert_eq(proxy_counter("delete"), 2, "the old names' DELETEs");
+	char keys[2][300];
+	struct fx_s3_object objs[2] = {
+		written(keys[0], sizeof(keys[0]), "small", small, 31),
+		written(keys[1], sizeof(keys[1]), "big", big, 32),
+	};
+	fx_aws_assert_objects(scratch_prefix(), objs, 2, 5 * MiB);
+	free((void *)objs[0].data);
+	free((void *)objs[1].data);
+	/* The same name: nothing to do. */
+	cr_assert_eq(rc_rename(&c, (uint32_t)hb, "big"), 0);
+	cr_assert_eq(check_in_s3("big", big, 32), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* A copy S3 takes 2 s for: the shard's other clients read (cached and
+ * not) meanwhile, a second RENAME of the handle is -EBUSY, and the
+ * RENAME completes once the copy did. */
+Test(writeback, rename_after_upload_leaves_the_reactor_free,
+     .fini = teardown, .timeout = 120)
+{
+	start_copy_proxied("2000", 3);
+	struct rc_client c, r;
+	attach(&c);
+	attach(&r);
+	const uint64_t size = 1 * MiB + 7;
+	int h = write_object(&c, "ckpt.tmp", size, 41, true);
+	write_object(&c, "cached", size, 42, true);
+	write_object(&c, "cold", size, 43, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	void *mem;
+	int buf = rc_alloc_buffer(&r, size, &mem);
+	cr_assert_geq(buf, 0);
+	timed_read(&r, buf, mem, "cached", size, 42);
+
+	uint64_t t0 = ms_now();
+	rename_submit(&c, (uint32_t)h, "ckpt", 1);
+	wait_for(copy_sent, "the CopyObject sent");
+	uint64_t hot = timed_read(&r, buf, mem, "cached", size, 42);
+	uint64_t cold = timed_read(&r, buf, mem, "cold", size, 43);
+	cr_assert_lt(hot, 500, "a cached read took %llu ms during the copy",
+		     (unsigned long long)hot);
+	cr_assert_lt(cold, 1000, "an uncached read took %llu ms during the "
+		     "copy", (unsigned long long)cold);
+	cr_assert_null(rc_peek_cqe(&c), "the RENAME ended before its copy");
+	rename_submit(&c, (uint32_t)h, "ckpt-2", 2);
+	cr_assert_eq(wait_res(&c, 2), -EBUSY, "a second RENAME while copying");
+	cr_assert_eq(wait_res(&c, 1), 0);
+	cr_assert_geq(ms_now() - t0, 1900, "the RENAME did not wait for S3");
+	cr_assert_eq(check_in_s3("ckpt", size, 41), 0);
+	cr_assert_eq(head_in_s3("ckpt.tmp"), -ENOENT);
+	cr_assert_eq(head_in_s3("ckpt-2"), -ENOENT);
+	rc_detach(&r);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+static bool renamed_by_the_daemon(void)
+{
+	return head_in_s3("left") == 0 && head_in_s3("left.tmp") == -ENOENT;
+}
+
+/* The client goes mid-copy: the copy (three parts) and the old name's
+ * DELETE still happen, and the daemon frees the object after them. */
+Test(writeback, rename_outlives_its_client, .fini = teardown, .timeout = 120)
+{
+	struct rc_client c;
+	const uint64_t size = 12 * MiB;
+	int h = start_with_uploaded(&c, "1000", 3, "left.tmp", size, 51);
+	rename_submit(&c, (uint32_t)h, "left", 1);
+	wait_for(copy_sent, "the copy sent");
+	rc_detach(&c);
+	wait_for(renamed_by_the_daemon, "the rename finished");
+	cr_assert_eq(check_in_s3("left", size, 51), 0);
+	cr_assert_eq(uploads_in_progress(), 0);
+	fx_daemon_stop(&D);
+}
+
+/* S3 refuses every copy (503 past the retries): RENAME fails with EIO,
+ * logged with the dataset and both keys; the object keeps its name, and
+ * a RENAME once S3 is back copies from that name. */
+Test(writeback, rename_failure_keeps_the_old_name, .fini = teardown,
+     .timeout = 120)
+{
+	struct rc_client c;
+	const uint64_t size = 12 * MiB;
+	int h = start_with_uploaded(&c, "0", 1, "keep.tmp", size, 61);
+	proxy_set("set faults 503\nset fault-rate 1\n");
+	cr_assert_eq(rc_rename(&c, (uint32_t)h, "keep"), -EIO);
+	proxy_set("set fault-rate 0\n");
+	cr_assert_eq(head_in_s3("keep"), -ENOENT);
+	cr_assert_eq(check_in_s3("keep.tmp", size, 61), 0);
+	cr_assert_geq(fx_daemon_log_count(&D, "dataset ck: rename of s3://"), 1,
+		      "no log line (log %s)", D.log_path);
+	cr_assert_eq(rc_rename(&c, (uint32_t)h, "keep"), 0);
+	cr_assert_eq(check_in_s3("keep", size, 61), 0);
+	cr_assert_eq(head_in_s3("keep.tmp"), -ENOENT);
+	cr_assert_eq(uploads_in_progress(), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}

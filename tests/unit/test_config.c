@@ -787,6 +787,29 @@ Test(config, overwrite_key_of_a_dataset)
 		     "[dataset d] overwrite: must be true or false (got 'maybe')");
 }
 
+/* RENAME after upload: CopyObject up to it, a multipart copy above. */
+Test(config, copy_threshold_of_a_dataset)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].copy_threshold, 5ull << 30,
+		     "S3's CopyObject limit");
+	config_free(&cfg);
+	cr_assert_eq(load(DATASET "copy_threshold = 5M\n", &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.datasets[0].copy_threshold, 5ull << 20);
+	config_free(&cfg);
+	static const char *const bad[] = { "4M", "6G", "-1", "5Mx", "5.5.5M",
+					   "99999999999999999999", "0x10M" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256], want[128];
+		snprintf(text, sizeof(text), DATASET "copy_threshold = %s\n",
+			 bad[i]);
+		snprintf(want, sizeof(want), "[dataset d] copy_threshold: must "
+			 "be a size from 5M to 5G");
+		expect_error(text, want);
+	}
+}
+
 /* The Prometheus endpoint: off unless set; a bare port is loopback; any
  * other address only as written; bad values name the key. */
 Test(config, metrics_listen)

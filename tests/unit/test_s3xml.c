@@ -199,6 +199,31 @@ Test(s3xml, list_wrong_root_is_eproto)
 	cr_assert(strstr(err, "ListBucketResult"), "%s", err);
 }
 
+/* UploadPartCopy's answer: the part's ETag, quoted as a header's. */
+Test(s3xml, copy_part_result)
+{
+	const char *ok = "<CopyPartResult xmlns=\"http://s3.amazonaws.com/doc/"
+			 "2006-03-01/\"><LastModified>2024-01-01T00:00:00Z"
+			 "</LastModified><ETag>9b2cf535f27731c974343645a3985328"
+			 "</ETag></CopyPartResult>";
+	const char *none = "<CopyPartResult><LastModified>x</LastModified>"
+			   "</CopyPartResult>";
+	const char *other = "<CopyObjectResult><ETag>\"e\"</ETag>"
+			    "</CopyObjectResult>";
+	char etag[128], err[256];
+
+	cr_assert_eq(s3_parse_copy_part_result(ok, strlen(ok), etag,
+					       sizeof(etag), err,
+					       sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(etag, "\"9b2cf535f27731c974343645a3985328\"");
+	cr_assert_eq(s3_parse_copy_part_result(none, strlen(none), etag,
+					       sizeof(etag), err, sizeof(err)),
+		     -EPROTO);
+	cr_assert_eq(s3_parse_copy_part_result(other, strlen(other), etag,
+					       sizeof(etag), err, sizeof(err)),
+		     -EPROTO);
+}
+
 Test(s3xml, error_with_message)
 {
 	const char *xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -381,6 +406,11 @@ Test(s3client, bad_params_are_rejected)
 		{ .op = S3_GET_OBJECT, .bucket = "bk", .key = "x",
 		  .range_off = UINT64_MAX - 1, .range_len = 10 },
 		{ .op = (enum s3_op)99, .bucket = "bk", .key = "x" },
+		{ .op = S3_UPLOAD_PART_COPY, .bucket = "bk", .key = "x",
+		  .upload_id = "u", .part_number = 1, .copy_source = "bk/y" },
+		{ .op = S3_UPLOAD_PART_COPY, .bucket = "bk", .key = "x",
+		  .upload_id = "u", .part_number = 1, .copy_source = "y",
+		  .copy_range_len = 5 },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[256] = "";
