@@ -139,7 +139,9 @@ extern "C" {
  *                                       with S3's error, e.g. EIO past the
  *                                       retries, ENOENT if the object is
  *                                       gone from S3, and the object keeps
- *                                       its name)
+ *                                       its name; a failed delete of the
+ *                                       old key is logged and leaves it,
+ *                                       the RENAME still succeeds)
  *            (durability local: ABORT and RENAME complete once their
  *            journal record is on disk; a restart never undoes them)
  * SYNC       handle                     completes when S3 has the object;
