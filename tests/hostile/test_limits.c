@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fixture/fixture.h"
 #include "ringcache.h"
 
@@ -30,14 +31,6 @@
 
 static struct fx_daemon D;
 static struct ds_spec S;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void start(const char *daemon_extra)
 {
@@ -487,9 +480,9 @@ static int oversized_plans(struct attack *a)
 				.offset = (uint64_t)(k % 48) * MiB + k % 4096,
 				.len = 4096 };
 	}
-	t0 = now_s();
+	t0 = rc_now_s();
 	r = rc_prefetch_plan(&c[0], (uint32_t)buf[0], 0, PLAN_MAX + 1);
-	a->rep->secs[0] = now_s() - t0;
+	a->rep->secs[0] = rc_now_s() - t0;
 	if (r != -E2BIG)
 		FAIL(a, "plan of max_plan_entries + 1: %d, want -E2BIG", r);
 	/* Few entries, each of a whole 48 MiB object: 22000 x 48 blocks
@@ -506,24 +499,24 @@ static int oversized_plans(struct attack *a)
 			.handle = (uint32_t)h[0],
 			.offset = (uint64_t)(k % 48) * MiB + k % 4096,
 			.len = 4096 };
-	t0 = now_s();
+	t0 = rc_now_s();
 	r = rc_prefetch_plan(&c[0], (uint32_t)buf[0], 0, PLAN_MAX);
-	a->rep->secs[1] = now_s() - t0;
+	a->rep->secs[1] = rc_now_s() - t0;
 	if (r != (int)PLAN_MAX)
 		FAIL(a, "plan of max_plan_entries: %s", rc_strerror(r));
 	r = rc_prefetch_plan_append(&c[0], (uint32_t)buf[0], 0, 1);
 	if (r != -E2BIG)
 		FAIL(a, "append past max_plan_entries: %d, want -E2BIG", r);
-	t0 = now_s();
+	t0 = rc_now_s();
 	r = rc_prefetch_plan(&c[1], (uint32_t)buf[1], 0, PLAN_MAX);
-	a->rep->secs[2] = now_s() - t0;
+	a->rep->secs[2] = rc_now_s() - t0;
 	if (r != -EDQUOT)
 		FAIL(a, "second plan past max_plan_entries_per_uid: %d, want "
 		     "-EDQUOT", r);
 	/* Replacing its own plan is not refused by what it gives back. */
-	t0 = now_s();
+	t0 = rc_now_s();
 	r = rc_prefetch_plan(&c[0], (uint32_t)buf[0], 0, PLAN_MAX);
-	a->rep->secs[3] = now_s() - t0;
+	a->rep->secs[3] = rc_now_s() - t0;
 	if (r != (int)PLAN_MAX)
 		FAIL(a, "replacing the plan: %s", rc_strerror(r));
 	/* 24 MiB registered for the plan; 48 MiB more is past 64M. */
@@ -551,9 +544,9 @@ static void *probe_stats(void *arg)
 	char *buf = malloc(1 << 16);
 
 	while (buf && !p->stop) {
-		double t0 = now_s();
+		double t0 = rc_now_s();
 		ssize_t n = rc_stats(NULL, D.socket_path, buf, 1 << 16);
-		double dt = now_s() - t0;
+		double dt = rc_now_s() - t0;
 
 		if (n > 0)
 			p->answers++;
@@ -642,8 +635,8 @@ Test(limits, pinned_bytes_per_uid, .fini = kill_daemon)
 
 	start("max_pinned_per_uid = 8M\nprefetch_window_entries = 64\n");
 	attack_start(&a, pin_everything);
-	t0 = now_s();
-	while (refused("pinned_per_uid") == 0 && now_s() - t0 < 30)
+	t0 = rc_now_s();
+	while (refused("pinned_per_uid") == 0 && rc_now_s() - t0 < 30)
 		usleep(50000);
 	cr_assert_geq(refused("pinned_per_uid"), 1);
 	/* Prefetch stops at the limit (one block of slack per shard's
@@ -682,10 +675,10 @@ static int open_many_handles(struct attack *a)
 	ds_key(&S, fx_ds_find(&S, "edge/one"), key);
 	for (size_t i = 0; i < HANDLES_MAX; i++)
 		keys[i] = key;
-	t0 = now_s();
+	t0 = rc_now_s();
 	if ((r = rc_open_many(&c, ds, keys, HANDLES_MAX, res, NULL)) != 0)
 		FAIL(a, "open_many: %s", rc_strerror(r));
-	a->rep->secs[0] = now_s() - t0;
+	a->rep->secs[0] = rc_now_s() - t0;
 	for (size_t i = 0; i < HANDLES_MAX; i++)
 		if (res[i] < 0)
 			FAIL(a, "open %zu of %d: %s", i, HANDLES_MAX,
@@ -781,8 +774,8 @@ Test(limits, connections_per_uid, .fini = kill_daemon)
 
 	start("max_sessions_per_uid = 1\n");
 	attack_start(&a, hoard_connections);
-	t0 = now_s();
-	while (refused("connections_per_uid") < 12 && now_s() - t0 < 10)
+	t0 = rc_now_s();
+	while (refused("connections_per_uid") < 12 && rc_now_s() - t0 < 10)
 		usleep(20000);
 	cr_assert_eq(refused("connections_per_uid"), 12,
 		     "connections past %d closed at accept", CONNS_PER_UID);
@@ -833,8 +826,8 @@ Test(limits, fd_exhaustion_backs_off, .fini = kill_daemon)
 	cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, &rl, NULL), 0,
 		     "prlimit: %s", strerror(errno));
 	attack_start(&a, exhaust_fds);
-	t0 = now_s();
-	while (log_lines("accept: ") == 0 && now_s() - t0 < 10)
+	t0 = rc_now_s();
+	while (log_lines("accept: ") == 0 && rc_now_s() - t0 < 10)
 		usleep(20000);
 	cr_assert_eq(log_lines("accept: "), 1, "no line, or one per attempt");
 	sleep(3); /* tens of attempts on main; a handful of retries here */
@@ -842,9 +835,9 @@ Test(limits, fd_exhaustion_backs_off, .fini = kill_daemon)
 	attack_finish(&a);
 	/* The descriptors come back: STATS (queued in the backlog) and a
 	 * new session are served again. */
-	t0 = now_s();
+	t0 = rc_now_s();
 	cr_assert_geq(refused("accept_fds"), 1);
-	cr_assert_lt(now_s() - t0, 10.0);
+	cr_assert_lt(rc_now_s() - t0, 10.0);
 	victim_reads(fx_ds_find(&S, "small/00007.bin"));
 	cr_assert_eq(log_lines("accept: "), 2, "one line when it resumes");
 	stop_daemon();

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fixture/fixture.h"
 #include "ringcache.h"
 
@@ -66,13 +67,6 @@ static size_t open_small(struct rc_client *c, int ds, uint32_t *h,
 	return n;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* READ_INTO of a whole object through the async API; returns cqe flags. */
 static uint32_t read_whole(struct rc_client *c, uint32_t h, uint64_t size,
 			   uint32_t buf, const void *mem, size_t i)
@@ -111,9 +105,9 @@ Test(prefetch, plan_of_100k_entries_in_one_submission, .fini = teardown,
 						 .offset = 0, .len = 4096};
 	int r = rc_prefetch_plan(&c, (uint32_t)buf, 0, count);
 	cr_assert_eq(r, (int)count, "plan: %s", rc_strerror(r));
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	while (fx_stat_value(D.socket_path, "ringcache_prefetch_bytes_total") == 0
-	       && now_s() - t0 < 5)
+	       && rc_now_s() - t0 < 5)
 		usleep(10000);
 	cr_assert_gt(fx_stat_value(D.socket_path,
 				   "ringcache_prefetch_bytes_total"), 0);
@@ -379,12 +373,12 @@ Test(prefetch, planned_unread_blocks_survive_a_scan, .fini = teardown,
 	cr_assert_eq(rc_prefetch_plan(&a, (uint32_t)pb, 0, planned),
 		     (int)planned);
 	/* Wait until the whole plan is fetched and pinned. */
-	double t0 = now_s();
+	double t0 = rc_now_s();
 	while (fx_stat_value(D.socket_path, "ringcache_prefetch_pinned_bytes") <
-		       (int64_t)(planned * 550000) && now_s() - t0 < 20)
+		       (int64_t)(planned * 550000) && rc_now_s() - t0 < 20)
 		usleep(20000);
 	while (fx_stat_value(D.socket_path, "ringcache_s3_inflight") > 0 &&
-	       now_s() - t0 < 20)
+	       rc_now_s() - t0 < 20)
 		usleep(20000);
 	for (size_t k = 100; k < na; k++)
 		read_whole(&b, hb[k], ds_size(&S, ib[k]), (uint32_t)bufb, dbm,

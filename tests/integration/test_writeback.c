@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "creds.h"
 #include "fixture/fixture.h"
 #include "ringcache.h"
@@ -801,24 +802,17 @@ static int32_t wait_res(struct rc_client *c, uint64_t user_data)
 	return res;
 }
 
-static uint64_t ms_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Reads all of key through the daemon into buf (registered, at mem);
  * the milliseconds from OPEN to the last byte. */
 static uint64_t timed_read(struct rc_client *c, int buf, const void *mem,
 			   const char *key, uint64_t size, uint64_t seed)
 {
-	uint64_t t0 = ms_now();
+	uint64_t t0 = rc_now_ms();
 	struct rc_stat st;
 	int h = rc_open(c, rc_dataset(c, "ck"), key, &st);
 	cr_assert_geq(h, 0, "open %s: %s", key, rc_strerror(h));
 	ssize_t n = rc_read_into(c, (uint32_t)h, 0, size, (uint32_t)buf, 0);
-	uint64_t took = ms_now() - t0;
+	uint64_t took = rc_now_ms() - t0;
 	cr_assert_eq(n, (ssize_t)size, "read %s: %s", key,
 		     rc_strerror((int)n));
 	for (uint64_t i = 0; i < size; i++)
@@ -888,7 +882,7 @@ Test(writeback, rename_after_upload_leaves_the_reactor_free,
 	cr_assert_geq(buf, 0);
 	timed_read(&r, buf, mem, "cached", size, 42);
 
-	uint64_t t0 = ms_now();
+	uint64_t t0 = rc_now_ms();
 	rename_submit(&c, (uint32_t)h, "ckpt", 1);
 	wait_for(copy_sent, "the CopyObject sent");
 	uint64_t hot = timed_read(&r, buf, mem, "cached", size, 42);
@@ -901,7 +895,7 @@ Test(writeback, rename_after_upload_leaves_the_reactor_free,
 	rename_submit(&c, (uint32_t)h, "ckpt-2", 2);
 	cr_assert_eq(wait_res(&c, 2), -EBUSY, "a second RENAME while copying");
 	cr_assert_eq(wait_res(&c, 1), 0);
-	cr_assert_geq(ms_now() - t0, 1900, "the RENAME did not wait for S3");
+	cr_assert_geq(rc_now_ms() - t0, 1900, "the RENAME did not wait for S3");
 	cr_assert_eq(check_in_s3("ckpt", size, 41), 0);
 	cr_assert_eq(head_in_s3("ckpt.tmp"), -ENOENT);
 	cr_assert_eq(head_in_s3("ckpt-2"), -ENOENT);
