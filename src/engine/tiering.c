@@ -86,11 +86,16 @@ static void tier_admit(void *ctx, const struct cache_entry *e)
 		sh->m.tier_skipped++;
 }
 
+/* Shards split tier_size evenly: shard i has the i-th region of the one
+ * file or device, each with its own header, index and slots. */
 void tiering_open(struct shard *sh)
 {
 	const struct rc_config *c = &sh->d->cfg;
+	uint64_t region = c->tier_bytes / sh->d->n_shards &
+			  ~(uint64_t)(TIER_ALIGN - 1);
 	struct tier_config tc = {.path = c->tier_path,
-				 .size_bytes = c->tier_bytes,
+				 .offset = region * sh->id,
+				 .size_bytes = region,
 				 .block_bytes = c->block_bytes};
 	char err[256];
 	/* No fixed buffers: arenas are sparse and give pages back, which
@@ -98,8 +103,8 @@ void tiering_open(struct shard *sh)
 	sh->tier = tier_open(&tc, reactor_ring(sh->reactor), NULL, 0, err,
 			     sizeof(err));
 	if (!sh->tier) {
-		log_error("tier %s: %s; running from memory only", c->tier_path,
-			  err);
+		log_error("tier %s: shard %u: %s; running from memory only",
+			  c->tier_path, sh->id, err);
 		return;
 	}
 	for (unsigned i = 0; i < TIER_STAGING; i++) {
@@ -117,9 +122,11 @@ void tiering_open(struct shard *sh)
 	tier_tick_start(sh);
 	struct tier_stats ts;
 	tier_get_stats(sh->tier, &ts);
-	log_info("tier %s: %llu slots of %u KiB, %llu blocks already there%s",
-		 c->tier_path, (unsigned long long)ts.n_slots,
-		 ts.block_bytes >> 10, (unsigned long long)ts.n_used,
+	log_info("tier %s: shard %u: %llu slots of %u KiB from offset %llu, "
+		 "%llu blocks already there%s", c->tier_path, sh->id,
+		 (unsigned long long)ts.n_slots,
+		 ts.block_bytes >> 10, (unsigned long long)tc.offset,
+		 (unsigned long long)ts.n_used,
 		 ts.direct ? "" : " (buffered: no O_DIRECT here)");
 }
 

@@ -551,8 +551,8 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 	for (uint32_t i = 0; i < d->n_shards; i++)
 		if ((r = shard_init(d, &d->shards[i], i, err, errlen)) < 0)
 			return -1;
-	if (d->cfg.tier_path)
-		tiering_open(&d->shards[0]);
+	for (uint32_t i = 0; d->cfg.tier_path && i < d->n_shards; i++)
+		tiering_open(&d->shards[i]);
 	for (size_t i = 0; i < d->cfg.n_datasets; i++) {
 		r = dataset_add(d, &d->cfg.datasets[i]);
 		if (r < 0) {

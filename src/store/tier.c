@@ -83,6 +83,7 @@ struct tier {
 	struct iovec *iovs; /* copy of the registered buffers */
 	unsigned n_iovs;
 	uint32_t block_bytes;
+	uint64_t offset;    /* where the tier starts in the file or device */
 	uint64_t size_bytes, data_off;
 	uint32_t n_slots;
 	_Atomic uint32_t n_used; /* tier_bytes_used() reads it from any thread */
@@ -203,7 +204,7 @@ static uint32_t slot_take(struct tier *t)
 
 static uint64_t slot_off(const struct tier *t, uint32_t s)
 {
-	return t->data_off + (uint64_t)s * t->block_bytes;
+	return t->offset + t->data_off + (uint64_t)s * t->block_bytes;
 }
 
 /* ---- I/O ---- */
@@ -467,7 +468,7 @@ int tier_sync_index(struct tier *t)
 	size_t n = t->data_off;
 	for (size_t done = 0; done < n;) {
 		ssize_t w = pwrite(t->fd, t->idxbuf + done, n - done,
-				   (off_t)done);
+				   (off_t)(t->offset + done));
 		if (w <= 0) {
 			int e = w < 0 ? -errno : -EIO;
 			disable(t, e, "index write");
@@ -562,7 +563,8 @@ static int open_file(struct tier *t, char *err, size_t errlen)
 	return 0;
 }
 
-/* Makes the file (or device) hold size_bytes; a device caps the size. */
+/* Makes the file (or device) hold offset + size_bytes; a device caps the
+ * size. */
 static int size_file(struct tier *t, char *err, size_t errlen)
 {
 	struct stat sb;
@@ -578,8 +580,16 @@ static int size_file(struct tier *t, char *err, size_t errlen)
 				strerror(errno));
 			return -1;
 		}
-		if (dev < t->size_bytes)
-			t->size_bytes = dev & ~(uint64_t)(TIER_ALIGN - 1);
+		if (dev <= t->offset) {
+			rc_set_err(err, errlen, "tier: %s holds %llu bytes, "
+				"less than the offset %llu", t->path,
+				(unsigned long long)dev,
+				(unsigned long long)t->offset);
+			return -1;
+		}
+		if (dev - t->offset < t->size_bytes)
+			t->size_bytes = (dev - t->offset) &
+					~(uint64_t)(TIER_ALIGN - 1);
 		return 0;
 	}
 	if (!S_ISREG(sb.st_mode)) {
@@ -587,12 +597,14 @@ static int size_file(struct tier *t, char *err, size_t errlen)
 			t->path);
 		return -1;
 	}
-	if ((uint64_t)sb.st_size >= t->size_bytes)
+	uint64_t end = t->offset + t->size_bytes;
+	if ((uint64_t)sb.st_size >= end)
 		return 0;
 	/* Reserve the space now so a full disk fails here, not mid-run. */
-	int r = posix_fallocate(t->fd, 0, (off_t)t->size_bytes);
+	int r = posix_fallocate(t->fd, (off_t)t->offset,
+				(off_t)t->size_bytes);
 	if (r == EOPNOTSUPP || r == EINVAL)
-		r = ftruncate(t->fd, (off_t)t->size_bytes) < 0 ? errno : 0;
+		r = ftruncate(t->fd, (off_t)end) < 0 ? errno : 0;
 	if (r) {
 		rc_set_err(err, errlen, "tier: cannot reserve %llu bytes for %s: %s",
 			(unsigned long long)t->size_bytes, t->path, strerror(r));
@@ -646,7 +658,7 @@ static int alloc_tables(struct tier *t)
 
 static int load_index(struct tier *t, char *err, size_t errlen)
 {
-	ssize_t r = pread(t->fd, t->idxbuf, t->data_off, 0);
+	ssize_t r = pread(t->fd, t->idxbuf, t->data_off, (off_t)t->offset);
 	if (r < 0) {
 		rc_set_err(err, errlen, "tier: reading the index of %s: %s",
 			t->path, strerror(errno));
@@ -690,9 +702,10 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 		       char *err, size_t errlen)
 {
 	if (!cfg->path || !cfg->block_bytes ||
-	    cfg->block_bytes % TIER_ALIGN) {
-		rc_set_err(err, errlen, "tier: block size %u is not a multiple "
-			"of %u", cfg->block_bytes, TIER_ALIGN);
+	    cfg->block_bytes % TIER_ALIGN || cfg->offset % TIER_ALIGN) {
+		rc_set_err(err, errlen, "tier: block size %u or offset %llu is "
+			"not a multiple of %u", cfg->block_bytes,
+			(unsigned long long)cfg->offset, TIER_ALIGN);
 		return NULL;
 	}
 	struct tier *t = calloc(1, sizeof(*t));
@@ -707,6 +720,7 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 	t->fd = -1;
 	t->block_bytes = cfg->block_bytes;
 	t->size_bytes = cfg->size_bytes;
+	t->offset = cfg->offset;
 	t->enabled = true;
 	if (open_file(t, err, errlen) < 0 || size_file(t, err, errlen) < 0 ||
 	    layout(t, err, errlen) < 0)

@@ -15,9 +15,10 @@
  * (or otherwise replace the pages of) a registered arena mapping while the
  * tier is open, or fixed I/O would land in the old pages.
  *
- * On disk: a 4 KiB header (magic, version, block size, tier size, slot
- * count, CRC32C), one 48-byte record per slot (key, length, data CRC32C,
- * generation, record CRC32C), then the slots, block_bytes each. A block
+ * On disk, from the configured offset: a 4 KiB header (magic, version,
+ * block size, tier size, slot count, CRC32C), one 48-byte record per slot
+ * (key, length, data CRC32C, generation, record CRC32C), then the slots,
+ * block_bytes each. A block
  * is identified by a 128-bit hash of "dataset\0key\0etag" plus its block
  * number, so identities survive restarts and an object whose ETag changed
  * simply never matches. Every read is checked against the block's CRC32C:
@@ -42,6 +43,9 @@ struct tier;
 
 struct tier_config {
 	const char *path;     /* regular file (created) or block device */
+	uint64_t offset;      /* where this tier starts in path (4 KiB aligned):
+				 shards share one file or device, each its
+				 own region */
 	uint64_t size_bytes;  /* header + index + slots; a device's size caps it */
 	uint32_t block_bytes; /* slot size: largest block, multiple of 4 KiB */
 };
@@ -107,7 +111,8 @@ int64_t tier_block_offset(struct tier *t, const struct tier_key *k);
 
 struct tier_stats {
 	uint64_t n_slots, n_used;
-	uint64_t data_off;    /* first slot's offset; records from 4096 */
+	uint64_t data_off;    /* first slot from the tier's offset; records
+				 from 4096 */
 	uint32_t block_bytes;
 	uint64_t hits, misses, writes, evictions, crc_errors, io_errors;
 	bool direct, fixed_files, fixed_bufs;

@@ -30,16 +30,7 @@ static void teardown(void)
 static void start_two_nodes(void)
 {
 	ds_spec_default(&S);
-	char path[300];
-	snprintf(path, sizeof(path), "%s/topology", fx_tmpdir());
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	/* This machine's two CPUs, one per described node. */
-	fputs("node 0 cpus 0 mem 8G\nnode 1 cpus 1 mem 8G\n", f);
-	for (int g = 0; g < 8; g++)
-		fprintf(f, "gpu %d node %d\n", g, g < 4 ? 0 : 1);
-	fclose(f);
-	snprintf(extra, sizeof(extra), "topology_file = %s", path);
+	fx_two_node_topology(fx_tmpdir(), extra, sizeof(extra));
 	fx_daemon_init(&D);
 	D.daemon_extra = extra;
 	fx_daemon_start(&D, NULL);

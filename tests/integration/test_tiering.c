@@ -4,6 +4,7 @@
  * corrupted tier blocks are detected and refetched, never served. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 
 static struct fx_daemon D;
 static struct ds_spec S;
-static char tier_path[300], daemon_extra[512];
+static char tier_path[300], daemon_extra[1024];
 
 static void teardown(void)
 {
@@ -32,20 +33,23 @@ static void start(void)
 	fx_daemon_start(&D, NULL);
 }
 
-/* Reads every small/ object whole through READ_INTO and checks it. */
-static void read_pass(void)
+/* Reads the first max small/ objects whole through READ_INTO and checks
+ * them, as a client of gpu (-1: none named). */
+static void read_pass_gpu(int gpu, size_t max)
 {
 	struct rc_client c;
-	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	struct rc_attach_opts o = {.gpu = gpu, .numa_node = -1};
+	cr_assert_eq(rc_attach(&c, D.socket_path, gpu < 0 ? NULL : &o), 0);
 	int ds = rc_dataset(&c, "ds");
 	void *mem;
 	int buf = rc_alloc_buffer(&c, MiB, &mem);
 	cr_assert(ds >= 0 && buf >= 0);
 	char key[256];
-	for (size_t i = 0; i < ds_count(&S); i++) {
+	for (size_t i = 0, n = 0; i < ds_count(&S) && n < max; i++) {
 		ds_key(&S, i, key);
 		if (strncmp(key, "small/", 6) != 0)
 			continue;
+		n++;
 		int h = rc_open(&c, ds, key, NULL);
 		cr_assert_geq(h, 0, "open %s: %s", key, rc_strerror(h));
 		uint64_t size = ds_size(&S, i);
@@ -57,6 +61,11 @@ static void read_pass(void)
 		rc_close(&c, (uint32_t)h);
 	}
 	rc_detach(&c);
+}
+
+static void read_pass(void)
+{
+	read_pass_gpu(-1, SIZE_MAX);
 }
 
 static int64_t stat_of(const char *name)
@@ -111,6 +120,41 @@ Test(tiering, larger_than_memory_second_pass_and_restart_need_no_s3,
 	cr_assert_leq(stat_of("ringcache_s3_get_total"), skipped,
 		      "the restarted daemon went to S3 for blocks the tier holds");
 	cr_assert_gt(stat_of("ringcache_tier_hits_total"), 250);
+	fx_daemon_stop(&D);
+}
+
+/* Two shards (a described 2-node machine): each has its own region of
+ * the one tier file, so the clients of both nodes restart warm. */
+Test(tiering, every_shard_restarts_warm_from_its_region,
+     .fini = teardown, .timeout = 240)
+{
+	ds_spec_default(&S);
+	char topology[400];
+	fx_two_node_topology(fx_tmpdir(), topology, sizeof(topology));
+	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
+		 fx_tmpdir());
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "%s\ntier_path = %s\ntier_size = 384M", topology, tier_path);
+	start();
+	/* 150 objects (85 MB) a node: 3.5 times a shard's 24 MiB of memory
+	 * (as in the test above), fewer than the 191 slots of its half of
+	 * the tier. */
+	for (int pass = 0; pass < 2; pass++) { /* the second evicts the rest */
+		read_pass_gpu(0, 150);
+		read_pass_gpu(7, 150);
+		settle();
+	}
+	int64_t skipped = stat_of("ringcache_tier_skipped_total");
+	fx_daemon_stop(&D);
+	cr_assert(fx_daemon_log_contains(&D, "shard 1: "), "no tier region "
+		  "for shard 1");
+
+	start();
+	read_pass_gpu(0, 150);
+	read_pass_gpu(7, 150);
+	cr_assert_leq(stat_of("ringcache_s3_get_total"), skipped,
+		      "a restarted shard went to S3 for blocks its tier holds");
+	cr_assert_geq(stat_of("ringcache_tier_hits_total"), 300 - skipped);
 	fx_daemon_stop(&D);
 }
 
