@@ -6,8 +6,8 @@
  * the engine increments (sh->m.field++), `type` counter or gauge (a gauge
  * here goes up and down on its shard's thread, or is copied from a
  * layer's own state by metrics_publish_start's timer), `name` the
- * Prometheus name (counters end in _total), `help` its HELP line. Adding a counter is one
- * line here and the increment where it happens. */
+ * Prometheus name (counters end in _total), `help` its HELP line. Adding
+ * a counter is one line here and the increment where it happens. */
 #ifndef RC_METRICS_TABLE_H
 #define RC_METRICS_TABLE_H
 

@@ -464,9 +464,9 @@ static bool failed_for_good(const struct upload_outcome *out)
 static const char *outcome_reason(const struct upload_outcome *out, int err,
 				  char *buf, size_t len)
 {
-	struct s3_result r = {.http_status = out->http_status, .err = err};
-	snprintf(r.code, sizeof(r.code), "%s", out->code);
-	snprintf(r.message, sizeof(r.message), "%s", out->message);
+	struct s3_result r;
+	upload_outcome_result(out, &r);
+	r.err = err;
 	if (!r.code[0] && !r.message[0])
 		snprintf(r.message, sizeof(r.message), "%s", strerror(-err));
 	return s3_result_reason(&r, buf, len);

@@ -1456,7 +1456,7 @@ int upload_copy_run(struct s3_client *s3, const struct upload_copy_params *p,
 	return run_blocking(s3, NULL, NULL, &params, out);
 }
 
-static void outcome_result(const struct upload_outcome *out,
+void upload_outcome_result(const struct upload_outcome *out,
 			   struct s3_result *res)
 {
 	memset(res, 0, sizeof(*res));
@@ -1483,7 +1483,7 @@ int upload_rename_completed(struct s3_client *s3, const char *bucket,
 	};
 	struct upload_outcome out;
 	upload_copy_run(s3, &p, &out);
-	outcome_result(&out, res);
+	upload_outcome_result(&out, res);
 	if (etag && out.err == 0)
 		snprintf(etag, etaglen, "%s", out.etag);
 	return res->err;

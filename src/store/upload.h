@@ -204,6 +204,11 @@ int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
 					  const char *upload_id),
 			     void *keep_ctx, struct s3_result *res);
 
+/* The outcome as an s3_result (s3_result_reason words it): err is the
+ * failure, else a copy's source_err; code, message, status and ETag. */
+void upload_outcome_result(const struct upload_outcome *out,
+			   struct s3_result *res);
+
 /* Blocking: a copy job (p->done ignored) on a private upload_loop, as
  * upload_run. Returns out->err. */
 int upload_copy_run(struct s3_client *s3, const struct upload_copy_params *p,

@@ -207,25 +207,36 @@ Test(prefetch, a_gpu_queue_follows_its_workers_reads, .fini = teardown,
 	follow_plan(true);
 }
 
-Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
-     .timeout = 60)
+/* A daemon behind a 400 ms proxy and a client that planned up to max
+ * small objects (handles in h, indexes in idx, *n of them) in the plan
+ * buffer *pb, returned once their GETs are in flight. */
+static struct rc_plan_entry *plan_in_flight(struct rc_client *c, uint32_t *h,
+					    size_t *idx, size_t max,
+					    size_t *n, int *pb)
 {
 	const char *proxy[] = {"--latency-ms", "400", NULL};
 	start(NULL, "prefetch_inflight = 16", proxy);
-	struct rc_client c;
-	attach(&c);
-	int ds = rc_dataset(&c, "ds");
-	uint32_t h[64];
-	size_t idx[64];
-	size_t n = open_small(&c, ds, h, idx, 64);
+	attach(c);
+	*n = open_small(c, rc_dataset(c, "ds"), h, idx, max);
 	void *mem;
-	int pb = rc_alloc_buffer(&c, n * sizeof(struct rc_plan_entry), &mem);
+	*pb = rc_alloc_buffer(c, *n * sizeof(struct rc_plan_entry), &mem);
 	struct rc_plan_entry *plan = mem;
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < *n; k++)
 		plan[k] = (struct rc_plan_entry){.handle = h[k], .len = 1};
-	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, n), (int)n);
+	cr_assert_eq(rc_prefetch_plan(c, (uint32_t)*pb, 0, *n), (int)*n);
 	usleep(100000); /* GETs are in flight behind the 400 ms latency */
 	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	return plan;
+}
+
+Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
+     .timeout = 60)
+{
+	struct rc_client c;
+	uint32_t h[64];
+	size_t idx[64], n;
+	int pb;
+	struct rc_plan_entry *plan = plan_in_flight(&c, h, idx, 64, &n, &pb);
 	plan[0] = (struct rc_plan_entry){.handle = h[n - 1], .len = 1};
 	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, 1), 1);
 	cr_assert_gt(fx_stat_value(D.socket_path,
@@ -246,22 +257,11 @@ Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
 Test(prefetch, a_departed_clients_gets_fill_the_cache, .fini = teardown,
      .timeout = 60)
 {
-	const char *proxy[] = {"--latency-ms", "400", NULL};
-	start(NULL, "prefetch_inflight = 16", proxy);
 	struct rc_client c;
-	attach(&c);
-	int ds = rc_dataset(&c, "ds");
 	uint32_t h[8];
-	size_t idx[8];
-	size_t n = open_small(&c, ds, h, idx, 8);
-	void *mem;
-	int pb = rc_alloc_buffer(&c, n * sizeof(struct rc_plan_entry), &mem);
-	struct rc_plan_entry *plan = mem;
-	for (size_t k = 0; k < n; k++)
-		plan[k] = (struct rc_plan_entry){.handle = h[k], .len = 1};
-	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, n), (int)n);
-	usleep(100000); /* GETs are in flight behind the 400 ms latency */
-	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	size_t idx[8], n;
+	int pb;
+	plan_in_flight(&c, h, idx, 8, &n, &pb);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
 				  10000), 0);
@@ -271,7 +271,7 @@ Test(prefetch, a_departed_clients_gets_fill_the_cache, .fini = teardown,
 	cr_assert_gt(gets, 0);
 
 	attach(&c);
-	ds = rc_dataset(&c, "ds");
+	int ds = rc_dataset(&c, "ds");
 	void *data;
 	int db = rc_alloc_buffer(&c, MiB, &data);
 	cr_assert_eq(open_small(&c, ds, h, idx, 8), n);
