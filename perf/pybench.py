@@ -18,7 +18,8 @@ Part 2, DataLoader: RingcacheDataset(output="tensor") with batch_size 16
 workers re-created each epoch (persistent_workers=False), default collate;
 against a Dataset reading the same files from LOCALDIR (page cache warm)
 the same way. Prints the median samples/s over EPOCHS epochs, after one
-warm-up epoch, for native, ctypes and local.
+warm-up epoch, for native, native through a subclass that overrides
+__getitem__, ctypes and local.
 
 usage: pybench.py SOCKET DATASET LOCALDIR [PASSES] [EPOCHS]
 LOCALDIR holds the objects as files under their keys (pybench.sh makes
@@ -116,6 +117,14 @@ class LocalFiles(Dataset):
             return t
 
 
+class Overriding(RingcacheDataset):
+    """The PyTorch idiom: a subclass wrapping each sample in __getitem__;
+    the batch is still one read_many (RingcacheDataset.__getitems__)."""
+
+    def __getitem__(self, i):
+        return super().__getitem__(i)
+
+
 def epochs(ds, n_epochs):
     """samples/s of each epoch (workers started anew each time)."""
     loader = DataLoader(ds, batch_size=BATCH, num_workers=WORKERS,
@@ -136,11 +145,14 @@ def part2(sock, dataset, local, keys, n_epochs):
           f"{n_epochs} epochs)\n")
     print("| source | samples/s | epoch s |")
     print("|---|---|---|")
-    for name, backend in (("ringcache native", "native"),
-                          ("ringcache ctypes", "ctypes"), ("local files", None)):
+    for name, backend, cls in (
+            ("ringcache native", "native", RingcacheDataset),
+            ("ringcache native, __getitem__ overridden", "native", Overriding),
+            ("ringcache ctypes", "ctypes", RingcacheDataset),
+            ("local files", None, None)):
         if backend:
             os.environ["RINGCACHE_PY_BACKEND"] = backend  # for the workers
-            ds = RingcacheDataset(sock, dataset, keys=keys, output="tensor")
+            ds = cls(sock, dataset, keys=keys, output="tensor")
         else:
             ds = LocalFiles(local, keys)
         rate = statistics.median(epochs(ds, n_epochs))

@@ -16,6 +16,7 @@ PYTHONPATH, RINGCACHE_LIB, RINGCACHE_BUILD_DIR, RINGCACHE_TAP_FILE).
 
 import ctypes
 import errno
+import hashlib
 import io
 import os
 import shutil
@@ -610,6 +611,63 @@ class TestTorch(unittest.TestCase):
             ref.set_epoch(e + 1)
             self.assertEqual(ds.next_plan, [keys[i] for i in ref])
         self.assertFalse(ds._plan_logged, "the daemon refused a plan")
+
+    def test_subclass_getitem_honoured_in_batches(self):
+        """A subclass that overrides __getitem__ only gets its own samples
+        from a batched DataLoader (workers or not), each batch still one
+        read_many; one that overrides __getitems__ too is called as is;
+        transform= runs in both paths."""
+        from torch.utils.data import DataLoader
+        from ringcache.torch import RingcacheDataset
+        keys = [small_key(i) for i in range(24)]
+
+        class Samples(RingcacheDataset):
+            def __getitem__(self, i):
+                return i, hashlib.sha256(super().__getitem__(i)).hexdigest()
+
+        def digest(i):
+            return hashlib.sha256(ds_bytes(keys[i])).hexdigest()
+
+        def as_list(batch):
+            return list(batch)
+
+        for workers in (0, 2):
+            ds = Samples(Env.socket, "ds", keys=keys)
+            got = [s for b in DataLoader(ds, batch_size=5, shuffle=True,
+                                         num_workers=workers,
+                                         collate_fn=as_list) for s in b]
+            self.assertEqual(sorted(got), [(i, digest(i))
+                                           for i in range(len(keys))],
+                             f"{workers} workers")
+
+        ds = Samples(Env.socket, "ds", keys=keys)
+        calls = []
+        read_many = ds.client().read_many
+        ds.client().read_many = \
+            lambda *a, **k: calls.append(len(a[1])) or read_many(*a, **k)
+        self.assertEqual(ds.__getitems__([3, 1, 3]),
+                         [(3, digest(3)), (1, digest(1)), (3, digest(3))])
+        # The batch in one read; the repeated index read again on its own.
+        self.assertEqual(calls, [3, 1])
+        self.assertIsNone(ds._batch_read)
+
+        class Both(RingcacheDataset):
+            def __getitem__(self, i):
+                raise AssertionError("__getitems__ overrides the batch path")
+
+            def __getitems__(self, indices):
+                return [("both", s) for s in super().__getitems__(indices)]
+        got = [s for b in DataLoader(Both(Env.socket, "ds", keys=keys[:6]),
+                                     batch_size=3, collate_fn=as_list)
+               for s in b]
+        self.assertEqual(got, [("both", ds_bytes(k)) for k in keys[:6]])
+
+        tds = RingcacheDataset(Env.socket, "ds", keys=keys[:6],
+                               transform=lambda b: len(b))
+        got = [s for b in DataLoader(tds, batch_size=4, collate_fn=as_list)
+               for s in b]
+        self.assertEqual(got, [len(ds_bytes(k)) for k in keys[:6]])
+        self.assertEqual(tds[2], len(ds_bytes(keys[2])))
 
 
 def s3_key(key):

@@ -19,6 +19,15 @@ hand the dataset whole batches with sampler=BatchSampler(...),
 batch_size=None, collate_fn=torch.utils.data.default_collate: __getitem__
 takes a list of indices the same way.
 
+Subclasses: a subclass that overrides __getitem__ (the PyTorch idiom,
+`return i, decode(super().__getitem__(i))`) gets its own samples from a
+batched DataLoader too: __getitems__ still reads the batch in one
+read_many, then calls the subclass's __getitem__ for each index, and the
+base __getitem__ hands out the sample already read. A subclass that
+overrides __getitems__ as well is called as it is. For a per-sample
+function without a subclass, transform= runs on every sample in both
+paths.
+
 Resuming mid-epoch: StatefulLoader is a DataLoader that counts the samples
 it has handed out; its state_dict() (save it with the model) holds the
 epoch's order, how far it was read and the next epoch's order drawn ahead,
@@ -70,6 +79,7 @@ class RingcacheDataset(torch.utils.data.Dataset):
         self.output = output
         self.gpu = gpu
         self._client_obj = None
+        self._batch_read = None  # {index: sample} of the batch being served
         self.plan = None  # the epoch order being read (keys)
         self.next_plan = None  # the order appended after it, if any
         self._plan_logged = False
@@ -96,11 +106,27 @@ class RingcacheDataset(torch.utils.data.Dataset):
     def __getitem__(self, index):
         if isinstance(index, (list, tuple)):  # a BatchSampler's batch
             return self.__getitems__(index)
-        return self.__getitems__([index])[0]
+        batch = getattr(self, "_batch_read", None)
+        if batch and index in batch:
+            return batch.pop(index)
+        return self._read([index])[0]
 
     def __getitems__(self, indices):
         """The samples of indices, read in one batch (read_many); the
-        first key's error is raised if any fails."""
+        first key's error is raised if any fails. A subclass that
+        overrides __getitem__ (and not this) has it called for each index,
+        over the batch read here."""
+        cls = type(self)
+        if cls.__getitem__ is RingcacheDataset.__getitem__ or \
+                cls.__getitems__ is not RingcacheDataset.__getitems__:
+            return self._read(indices)  # no override, or the subclass's own
+        self._batch_read = dict(zip(indices, self._read(indices)))
+        try:
+            return [self.__getitem__(i) for i in indices]
+        finally:
+            self._batch_read = None  # samples the override skipped go now
+
+    def _read(self, indices):
         views = self.client().read_many(self.dataset,
                                         [self.keys[i] for i in indices])
         for v in views:
@@ -181,6 +207,7 @@ class RingcacheDataset(torch.utils.data.Dataset):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_client_obj"] = None  # each process attaches on its own
+        state["_batch_read"] = None
         state.pop("_plan_files", None)
         return state
 
