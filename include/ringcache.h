@@ -378,7 +378,11 @@ struct rc_client {
 };
 
 struct rc_attach_opts {
-	int gpu;        /* -1 if none */
+	/* gpu: the CUDA ordinal this process uses (cuda:N), or -1. Under
+	 * CUDA_VISIBLE_DEVICES (indexes or GPU UUIDs) the library maps it
+	 * to the machine's GPU, whose NUMA node picks the shard; an ordinal
+	 * the variable does not show is sent as it is. */
+	int gpu;
 	int numa_node;  /* -1 if none */
 	uint32_t sq_entries, cq_entries, arg_slots; /* 0: defaults */
 };

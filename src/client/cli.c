@@ -238,6 +238,32 @@ static void print_prefetch(const char *t)
 	       counter(t, "ringcache_prefetch_shed_total"));
 }
 
+/* Each queue with a plan: the machine's GPU it serves and its NUMA node,
+ * so an operator sees where a rank's CUDA_VISIBLE_DEVICES put it. */
+static void print_queues(const char *t)
+{
+	static const char name[] = "ringcache_queue_prefetch_bytes{";
+	bool first = true;
+	for (const char *p = t; (p = strstr(p, name)) != NULL; p++) {
+		unsigned shard, queue;
+		int gpu, node;
+		if (sscanf(p + sizeof(name) - 1,
+			   "shard=\"%u\",queue=\"%u\",gpu=\"%d\",node=\"%d\"",
+			   &shard, &queue, &gpu, &node) != 4)
+			continue;
+		if (gpu >= 0)
+			printf("%s queue %u: gpu %d, node %d (shard %u)",
+			       first ? "  queues     " : ";", queue, gpu, node,
+			       shard);
+		else
+			printf("%s queue %u: no gpu, node %d (shard %u)",
+			       first ? "  queues     " : ";", queue, node, shard);
+		first = false;
+	}
+	if (!first)
+		putchar('\n');
+}
+
 /* The data stall per GPU: reads and mean wait, from the histogram's
  * _count and _sum lines ({gpu="G"} each). */
 static void print_read_wait(const char *t)
@@ -328,6 +354,7 @@ static int cmd_status(void)
 			   sizeof(b)));
 	print_backlog(t);
 	print_prefetch(t);
+	print_queues(t);
 	print_read_wait(t);
 	print_config_state(t);
 	free(t);

@@ -15,6 +15,7 @@
 
 #include "ringcache.h"
 #include "clock.h"
+#include "cuda_visible.h"
 #include "prefault.h"
 #include "wire.h"
 
@@ -190,6 +191,19 @@ static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
 	return 0;
 }
 
+/* The daemon numbers the machine's GPUs; the caller names the CUDA
+ * ordinal it sees (cuda_visible.h). An ordinal CUDA_VISIBLE_DEVICES does
+ * not show is passed on as it is: a caller that already gives the
+ * machine's index keeps working. */
+static int machine_gpu(int ordinal)
+{
+	if (ordinal < 0)
+		return ordinal;
+	int index = cuda_visible_gpu_index("/", getenv("CUDA_VISIBLE_DEVICES"),
+					   ordinal, NULL, 0);
+	return index >= 0 ? index : ordinal;
+}
+
 int rc_attach(struct rc_client *c, const char *socket_path,
 	      const struct rc_attach_opts *opts)
 {
@@ -203,7 +217,7 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 	struct rc_attach_req req = {
 		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_ATTACH,
 			sizeof(req), 0},
-		.gpu = opts ? opts->gpu : -1,
+		.gpu = opts ? machine_gpu(opts->gpu) : -1,
 		.numa_node = opts ? opts->numa_node : -1,
 		.sq_entries = opts ? opts->sq_entries : 0,
 		.cq_entries = opts ? opts->cq_entries : 0,

@@ -140,7 +140,9 @@ static void emit_gauges(struct out *o, const struct daemon *d)
 
 /* ---- labelled families --------------------------------------------------- */
 
-/* Per-queue prefetch progress, labelled by GPU and queue id. */
+/* Per-queue prefetch progress, labelled by the machine's GPU (the one its
+ * clients' CUDA ordinal maps to), its queue id and the NUMA node serving
+ * it. */
 static void emit_queues(struct out *o, const struct daemon *d)
 {
 	head(o, "ringcache_queue_prefetch_bytes", "gauge",
@@ -151,8 +153,9 @@ static void emit_queues(struct out *o, const struct daemon *d)
 		for (const struct pqueue *q = d->shards[i].pqueues; q;
 		     q = q->next)
 			if (q->plan)
-				put(o, "ringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\"} %llu\n",
+				put(o, "ringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\",node=\"%d\"} %llu\n",
 				    i, q->id, q->gpu,
+				    topology_shard_node(&d->topo, (int)i),
 				    (unsigned long long)q->plan->prefetched_bytes);
 		pthread_mutex_unlock(lock);
 	}

@@ -347,6 +347,43 @@ Test(prefetch, two_queues_share_a_saturated_backend_fairly,
 	fx_daemon_stop(&D);
 }
 
+/* A rank names the CUDA ordinal it uses; under CUDA_VISIBLE_DEVICES its
+ * queue is the machine's GPU behind that ordinal, and the status says which
+ * GPU and node each queue serves. */
+Test(prefetch, a_ranks_queue_is_the_gpu_cuda_visible_devices_names,
+     .fini = teardown, .timeout = 60)
+{
+	start("256M", NULL, NULL);
+	struct rc_client c;
+	struct rc_attach_opts o = {.gpu = 1, .numa_node = -1};
+	setenv("CUDA_VISIBLE_DEVICES", "3,6", 1);
+	int r = rc_attach(&c, D.socket_path, &o);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	cr_assert_eq(r, 0, "attach: %s", rc_strerror(r));
+	int ds = rc_dataset(&c, "ds");
+	int h = rc_open(&c, ds, "small/00001.bin", NULL);
+	cr_assert_geq(h, 0, "open: %s", rc_strerror(h));
+	void *m;
+	int p = rc_alloc_buffer(&c, sizeof(struct rc_plan_entry), &m);
+	cr_assert_geq(p, 0);
+	*(struct rc_plan_entry *)m = (struct rc_plan_entry){
+		.handle = (uint32_t)h, .len = 1};
+	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)p, 0, 1), 1);
+	static char stats[65536];
+	cr_assert_gt(rc_stats(NULL, D.socket_path, stats, sizeof(stats)), 0);
+	cr_assert(strstr(stats, "ringcache_queue_prefetch_bytes{shard=\"0\","
+			 "queue=") && strstr(stats, ",gpu=\"6\",node=\""),
+		  "cuda:1 under CUDA_VISIBLE_DEVICES=3,6 is GPU 6:\n%s", stats);
+	char out[8192];
+	char *argv[] = {RC_BUILD_DIR "/ringcache", "-s", D.socket_path,
+			"status", NULL};
+	cr_assert_eq(fx_run(argv, out, sizeof(out), 10000), 0, "%s", out);
+	cr_assert(strstr(out, ": gpu 6, node "), "status names the GPU: %s",
+		  out);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
 Test(prefetch, planned_unread_blocks_survive_a_scan, .fini = teardown,
      .timeout = 120)
 {

@@ -1,7 +1,9 @@
 /* test_topology.c - unit tests of src/engine/topology.c: a fake sysfs tree of a
  * 2-node, 8-GPU machine (built under a temp dir), the text description and
  * its errors, overrides, shard placement, and the real thread pinning and
- * mbind paths on this machine's own node(s). */
+ * mbind paths on this machine's own node(s); and of src/common/cuda_visible.c,
+ * the CUDA ordinal a client names mapped to that machine's GPU under
+ * CUDA_VISIBLE_DEVICES (indexes and UUIDs, from the same fake tree). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cuda_visible.h"
 #include "topology.h"
 
 #define MiB (1024ul * 1024ul)
@@ -90,9 +93,18 @@ static void make_fake_hgx(void)
 		{"0000:ab:00.0", "1"}, {"0000:2a:00.0", "0"},
 		{"0000:ba:00.0", "1"}, {"0000:3a:00.0", "0"},
 	};
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 8; i++) {
 		fake_pci(gpus[i][0], i % 2 ? "0x030200\n" : "0x030000\n",
 			 "0x10de\n", gpus[i][1]);
+		char rel[128], info[256];
+		snprintf(rel, sizeof(rel),
+			 "proc/driver/nvidia/gpus/%s/information", gpus[i][0]);
+		snprintf(info, sizeof(info),
+			 "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 10\n"
+			 "GPU UUID: \t GPU-c0ffee%.2s-0000-1111-2222-333344445555\n"
+			 "Bus Location: \t %s\n", gpus[i][0] + 5, gpus[i][0]);
+		write_file(rel, info);
+	}
 	fake_pci("0000:0c:00.0", "0x020000\n", "0x15b3\n", "0\n"); /* NIC */
 	fake_pci("0000:03:00.0", "0x030000\n", "0x1a03\n", "-1\n"); /* BMC */
 }
@@ -139,6 +151,74 @@ static void assert_hgx_placement(const struct topology *t)
 	assert_shard_cpus(t, 0, "0-7,16-23");
 	assert_shard_cpus(t, 1, "8-15,24-31");
 	cr_assert_eq(topology_shard_node(t, 1), 1);
+}
+
+/* ---- CUDA_VISIBLE_DEVICES ---------------------------------------------- */
+
+/* The machine's GPU of cuda:ordinal under visible, on the fake HGX. */
+static int visible_gpu(const char *visible, int ordinal)
+{
+	char err[256] = "";
+	int g = cuda_visible_gpu_index(fake_root, visible, ordinal, err,
+				       sizeof(err));
+	cr_assert(g >= 0 || err[0], "%s cuda:%d: -1 without a reason",
+		  visible, ordinal);
+	return g;
+}
+
+Test(cuda_visible, indexes_place_ranks_on_the_gpus_socket,
+     .fini = remove_fake_root)
+{
+	make_fake_hgx();
+	struct topology t;
+	char err[256];
+	cr_assert_eq(topology_from_sysfs(&t, fake_root, err, sizeof(err)), 0,
+		     "%s", err);
+	/* A job given physical GPUs 4-7 uses them as cuda:0-3: all of them
+	 * on socket 1, where ordinals taken as indexes would say socket 0. */
+	for (int rank = 0; rank < 4; rank++) {
+		int g = visible_gpu("4,5,6,7", rank);
+		cr_assert_eq(g, 4 + rank, "cuda:%d", rank);
+		cr_assert_eq(topology_shard_for(&t, g, -1, NULL), 1,
+			     "cuda:%d", rank);
+	}
+	cr_assert_eq(visible_gpu(NULL, 3), 3, "unset: the ordinal is the index");
+	cr_assert_eq(visible_gpu(" 6 , 2", 1), 2, "blanks around entries");
+	cr_assert_eq(visible_gpu("4,5,6,7", 4), -1, "only 4 visible");
+	cr_assert_eq(visible_gpu("-1", 0), -1, "-1 hides every GPU");
+	cr_assert_eq(visible_gpu("", 0), -1, "empty hides every GPU");
+	/* CUDA stops at the first entry that is not valid. */
+	cr_assert_eq(visible_gpu("5,x,6", 0), 5);
+	cr_assert_eq(visible_gpu("5,x,6", 2), -1, "hidden behind x");
+	cr_assert_eq(visible_gpu("5,99999,6", 2), -1, "hidden behind 99999");
+}
+
+Test(cuda_visible, uuids_map_through_the_driver, .fini = remove_fake_root)
+{
+	make_fake_hgx();
+	/* PCI order: 18 2a 3a 5d 9a ab ba db = GPUs 0-7. */
+	const char *full = "GPU-c0ffeeab-0000-1111-2222-333344445555,"
+			   "GPU-c0ffeeba-0000-1111-2222-333344445555,"
+			   "gpu-C0FFEEDB-0000-1111-2222-333344445555,"
+			   "GPU-c0ffee9a-0000-1111-2222-333344445555";
+	const int want[4] = {5, 6, 7, 4};
+	for (int rank = 0; rank < 4; rank++)
+		cr_assert_eq(visible_gpu(full, rank), want[rank], "cuda:%d",
+			     rank);
+	cr_assert_eq(visible_gpu("GPU-c0ffee3a,GPU-c0ffee18", 1), 0,
+		     "a unique prefix is enough");
+	cr_assert_eq(visible_gpu("GPU-c0ffee3a,GPU-c0ffee", 1), -1,
+		     "an ambiguous prefix is not valid");
+	cr_assert_eq(visible_gpu("MIG-GPU-c0ffee5d-0000-1111-2222-"
+				 "333344445555/1/0", 0), 3,
+		     "a legacy MIG name maps to its parent GPU");
+	cr_assert_eq(visible_gpu("MIG-4d7f0a3c-8b1e-5f2a-9c6d-0e1f2a3b4c5d",
+				 0), -1, "a MIG instance UUID does not map");
+	cr_assert_eq(visible_gpu("GPU-deadbeef", 0), -1, "no such GPU");
+	char err[256];
+	cr_assert_eq(cuda_visible_gpu_index(fake_root, "GPU-deadbeef", 0, err,
+					    sizeof(err)), -1);
+	cr_assert(strstr(err, "GPU-deadbeef"), "the entry is named: %s", err);
 }
 
 /* ---- fake sysfs ------------------------------------------------------- */

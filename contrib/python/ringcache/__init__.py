@@ -237,7 +237,9 @@ class Client:
 
     socket: the daemon's socket path (None: $RINGCACHE_SOCKET, else
     /run/ringcache/ringcache.sock). gpu / numa_node: which GPU (or node)
-    this process feeds, so the daemon serves it from that node's shard.
+    this process feeds, so the daemon serves it from that node's shard;
+    gpu is the CUDA ordinal this process uses (cuda:N), mapped to the
+    machine's GPU through CUDA_VISIBLE_DEVICES by the library.
     backend: "native", "ctypes" or "auto" (None: $RINGCACHE_PY_BACKEND,
     else auto); self.backend says which one runs.
     """
