@@ -984,6 +984,13 @@ static int key_max_registered(struct parser *p, const char *key,
 	return key_size_field(p, key, value, 4096, &p->cfg->max_registered);
 }
 
+static int key_max_registered_per_uid(struct parser *p, const char *key,
+				      const char *value)
+{
+	return key_size_field(p, key, value, 4096,
+			      &p->cfg->max_registered_per_uid);
+}
+
 static int key_journal_size(struct parser *p, const char *key,
 			    const char *value)
 {
@@ -1041,6 +1048,9 @@ static const struct key_spec daemon_keys[] = {
 	    1u << 30),
 	U32("max_handles", max_handles, 1, 1u << 24),
 	FN("max_registered", key_max_registered),
+	U32("max_handles_per_uid", max_handles_per_uid, 1, 1u << 28),
+	U32("max_leases_per_uid", max_leases_per_uid, 1, 1u << 28),
+	FN("max_registered_per_uid", key_max_registered_per_uid),
 	FN("open_fetch", key_open_fetch),
 	FN("prefetch_window", key_prefetch_window),
 	U32("prefetch_window_entries", prefetch_window_entries, 1, 1u << 20),
@@ -1502,6 +1512,9 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->max_plan_entries_per_uid = 4u << 20;
 	cfg->max_handles = 1u << 20;
 	cfg->max_registered = 1ull << 30;
+	cfg->max_handles_per_uid = 4u << 20;
+	cfg->max_leases_per_uid = 4u << 20;
+	cfg->max_registered_per_uid = 4ull << 30;
 	cfg->prefetch_window_bytes = 256ull << 20;
 	cfg->prefetch_window_entries = 256;
 	cfg->prefetch_inflight = 32;

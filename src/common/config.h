@@ -73,6 +73,9 @@ struct rc_config {
 	uint32_t max_plan_entries_per_uid; /* max_plan_entries_per_uid = 4194304 */
 	uint32_t max_handles;            /* max_handles = 1048576 per session */
 	uint64_t max_registered;         /* max_registered = 1G per session */
+	uint32_t max_handles_per_uid;    /* max_handles_per_uid = 4194304 (slots) */
+	uint32_t max_leases_per_uid;     /* max_leases_per_uid = 4194304 (slots) */
+	uint64_t max_registered_per_uid; /* max_registered_per_uid = 4G */
 	uint64_t prefetch_window_bytes;   /* prefetch_window = 256M per session
 					     (capped at memory/4; 0: off) */
 	uint32_t prefetch_window_entries; /* prefetch_window_entries = 256 */

@@ -19,7 +19,10 @@ static const char *const refusal_names[REFUSED__COUNT] = {
 	[REFUSED_PLAN_ENTRIES] = "plan_entries",
 	[REFUSED_PLAN_ENTRIES_PER_UID] = "plan_entries_per_uid",
 	[REFUSED_HANDLES] = "handles",
+	[REFUSED_HANDLES_PER_UID] = "handles_per_uid",
+	[REFUSED_LEASES_PER_UID] = "leases_per_uid",
 	[REFUSED_REGISTERED] = "registered",
+	[REFUSED_REGISTERED_PER_UID] = "registered_per_uid",
 	[REFUSED_ACCEPT_FDS] = "accept_fds",
 };
 
@@ -72,6 +75,9 @@ int quota_set_limits(struct quota *l, const struct rc_config *cfg)
 	v.plan_entries_per_uid = cfg->max_plan_entries_per_uid;
 	v.handles = cfg->max_handles;
 	v.registered = cfg->max_registered;
+	v.handles_per_uid = cfg->max_handles_per_uid;
+	v.leases_per_uid = cfg->max_leases_per_uid;
+	v.registered_per_uid = cfg->max_registered_per_uid;
 	struct limit_values *set = malloc(sizeof(*set));
 	if (!set)
 		return -ENOMEM;
@@ -200,4 +206,23 @@ int quota_charge2(struct quota *l, uint64_t *session, uint64_t session_max,
 void quota_uncharge(_Atomic uint64_t *counter, uint64_t n)
 {
 	atomic_fetch_sub_explicit(counter, n, memory_order_relaxed);
+}
+
+uint64_t quota_charge_upto(struct quota *l, _Atomic uint64_t *counter,
+			   uint64_t least, uint64_t want, uint64_t max,
+			   enum refusal r)
+{
+	uint64_t cur = atomic_load_explicit(counter, memory_order_relaxed);
+	uint64_t n;
+	do {
+		uint64_t room = cur < max ? max - cur : 0;
+		if (room < least || least == 0) {
+			quota_refused(l, r);
+			return 0;
+		}
+		n = want < room ? want : room;
+	} while (!atomic_compare_exchange_weak_explicit(
+		counter, &cur, cur + n, memory_order_relaxed,
+		memory_order_relaxed));
+	return n;
 }

@@ -30,7 +30,10 @@ enum refusal {
 	REFUSED_PLAN_ENTRIES,
 	REFUSED_PLAN_ENTRIES_PER_UID,
 	REFUSED_HANDLES,
+	REFUSED_HANDLES_PER_UID,
+	REFUSED_LEASES_PER_UID,
 	REFUSED_REGISTERED,
+	REFUSED_REGISTERED_PER_UID,
 	REFUSED_ACCEPT_FDS,          /* accept failed: out of file descriptors */
 	REFUSED__COUNT
 };
@@ -46,6 +49,13 @@ struct uid_usage {
 	_Atomic uint64_t inflight_bytes;
 	_Atomic uint64_t pinned_bytes;
 	_Atomic uint64_t plan_entries;
+	/* Table slots its sessions' handle and lease tables hold (a table
+	 * grows by doubling and keeps its size until the session ends: the
+	 * slots are the memory), and bytes of buffers it registered (the
+	 * daemon's mapping faults in whatever a copy touches). */
+	_Atomic uint64_t handle_slots;
+	_Atomic uint64_t lease_slots;
+	_Atomic uint64_t registered_bytes;
 	struct uid_usage *next;
 };
 
@@ -60,7 +70,8 @@ struct limit_values {
 	uint64_t inflight_per_session, inflight_per_uid;
 	uint64_t plan_entries, plan_entries_per_uid;
 	uint32_t handles;
-	uint64_t registered;
+	uint64_t handles_per_uid, leases_per_uid;
+	uint64_t registered, registered_per_uid;
 	const struct limit_values *older;
 };
 
@@ -101,5 +112,12 @@ int quota_charge2(struct quota *l, uint64_t *session, uint64_t session_max,
 		  enum refusal session_r, _Atomic uint64_t *uid,
 		  uint64_t uid_max, enum refusal uid_r, uint64_t n);
 void quota_uncharge(_Atomic uint64_t *counter, uint64_t n);
+/* Adds between least and want to *counter, as much as max leaves room
+ * for: the amount added, or 0 (counted as reason r) when not even least
+ * fits. For tables that grow by doubling: the last growth takes what is
+ * left. */
+uint64_t quota_charge_upto(struct quota *l, _Atomic uint64_t *counter,
+			   uint64_t least, uint64_t want, uint64_t max,
+			   enum refusal r);
 
 #endif

@@ -79,6 +79,12 @@ static void session_free(struct session *s)
 			close(fds[i]);
 	free(s->handles);
 	free(s->handles_free);
+	if (s->usage) { /* what its tables and buffers held, to its uid */
+		quota_uncharge(&s->usage->handle_slots, s->cap_handles);
+		quota_uncharge(&s->usage->lease_slots, s->leases.cap);
+		quota_uncharge(&s->usage->registered_bytes,
+			       s->registered_bytes);
+	}
 	quota_disconnect(&s->sh->d->quota, s->usage);
 	free(s->leases.e);
 	free(s->leases.free);
@@ -460,8 +466,16 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		status = -ENOSPC;
 		goto out;
 	}
-	if ((status = seal_regbuf(fd, req->size)))
+	/* Per uid too: a uid's sessions together, or 128 sessions of one
+	 * uid would multiply what the daemon may fault in for it. */
+	if ((status = quota_charge(q, &s->usage->registered_bytes, req->size,
+				   q->v->registered_per_uid,
+				   REFUSED_REGISTERED_PER_UID)))
 		goto out;
+	if ((status = seal_regbuf(fd, req->size))) {
+		quota_uncharge(&s->usage->registered_bytes, req->size);
+		goto out;
+	}
 	/* Not populated: a sparse buffer of any size would cost its whole
 	 * size in memory, faulted in on the reactor thread. Pages fault in
 	 * as copies reach them. */
@@ -470,6 +484,7 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 	if (p == MAP_FAILED) {
 		/* EACCES: sent read-only; EPERM: sealed against writes */
 		status = errno == EACCES ? -EPERM : -errno;
+		quota_uncharge(&s->usage->registered_bytes, req->size);
 		goto out;
 	}
 	s->bufs[idx] = (struct regbuf){p, req->size, 0};
@@ -498,6 +513,8 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 		       s->bufs[req->buf_index].size);
 		s->bufs[req->buf_index].base = NULL;
 		s->registered_bytes -= s->bufs[req->buf_index].size;
+		quota_uncharge(&s->usage->registered_bytes,
+			       s->bufs[req->buf_index].size);
 	}
 	reply_status(s, RC_MSG_UNREGISTER_BUF, status);
 }
@@ -755,18 +772,31 @@ static void lease_uncharge(struct session *s, uint64_t bytes)
 	quota_uncharge(&s->usage->leased_bytes, bytes);
 }
 
-static int lease_grow(struct lease_table *lt)
+/* The new slots are charged to the uid first (what its sessions' tables
+ * hold together); the last growth takes what is left of its share. */
+static int lease_grow(struct session *s, struct lease_table *lt)
 {
 	if (lt->cap >= MAX_LEASES)
 		return -EMFILE;
-	uint32_t cap = lt->cap ? lt->cap * 2 : 256;
+	struct quota *q = &s->sh->d->quota;
+	uint32_t want = lt->cap ? lt->cap : 256;
+	if (want > MAX_LEASES - lt->cap)
+		want = MAX_LEASES - lt->cap;
+	uint32_t add = (uint32_t)quota_charge_upto(q, &s->usage->lease_slots,
+						   1, want,
+						   q->v->leases_per_uid,
+						   REFUSED_LEASES_PER_UID);
+	if (!add)
+		return -EDQUOT;
+	uint32_t cap = lt->cap + add;
 	struct cache_entry **ne = realloc(lt->e, cap * sizeof(*ne));
-	if (!ne)
+	uint32_t *nf = ne ? realloc(lt->free, cap * sizeof(*nf)) : NULL;
+	if (ne)
+		lt->e = ne;
+	if (!nf) {
+		quota_uncharge(&s->usage->lease_slots, add);
 		return -ENOMEM;
-	lt->e = ne;
-	uint32_t *nf = realloc(lt->free, cap * sizeof(*nf));
-	if (!nf)
-		return -ENOMEM;
+	}
 	lt->free = nf;
 	for (uint32_t i = cap; i > lt->cap; i--) {
 		lt->e[i - 1] = NULL;
@@ -782,7 +812,7 @@ static int lease_alloc(struct session *s, struct cache_entry *e)
 	int err = lease_charge(s, e->len);
 	if (err)
 		return err;
-	if (lt->n_free == 0 && (err = lease_grow(lt)) < 0) {
+	if (lt->n_free == 0 && (err = lease_grow(s, lt)) < 0) {
 		lease_uncharge(s, e->len);
 		return err;
 	}
@@ -817,13 +847,23 @@ static int handles_grow(struct session *s)
 	uint32_t cap = s->cap_handles ? s->cap_handles * 2 : 64;
 	if (cap > q->v->handles)
 		cap = q->v->handles;
+	/* The new slots are charged to the uid first: its sessions' tables
+	 * together (the last growth takes what is left of its share). */
+	uint32_t add = (uint32_t)quota_charge_upto(q, &s->usage->handle_slots,
+						   1, cap - s->cap_handles,
+						   q->v->handles_per_uid,
+						   REFUSED_HANDLES_PER_UID);
+	if (!add)
+		return -EDQUOT;
+	cap = s->cap_handles + add;
 	struct object **nh = realloc(s->handles, cap * sizeof(*nh));
-	if (!nh)
+	uint32_t *nf = nh ? realloc(s->handles_free, cap * sizeof(*nf)) : NULL;
+	if (nh)
+		s->handles = nh;
+	if (!nf) {
+		quota_uncharge(&s->usage->handle_slots, add);
 		return -ENOMEM;
-	s->handles = nh;
-	uint32_t *nf = realloc(s->handles_free, cap * sizeof(*nf));
-	if (!nf)
-		return -ENOMEM;
+	}
 	s->handles_free = nf;
 	for (uint32_t i = cap; i > s->cap_handles; i--) {
 		s->handles[i - 1] = NULL;

@@ -842,3 +842,209 @@ Test(limits, fd_exhaustion_backs_off, .fini = kill_daemon)
 	cr_assert_eq(log_lines("accept: "), 2, "one line when it resumes");
 	stop_daemon();
 }
+
+/* ---- totals per uid: handle and lease slots, registered bytes --------- */
+
+#define PER_SESSION_HANDLES 1000
+#define UID_SLOTS 1500       /* max_handles_per_uid = max_leases_per_uid */
+
+/* Two sessions of nobody together stop at the uid's slots: the first
+ * holds its max_handles, the second gets what is left of the uid's
+ * share, then EDQUOT; the same for leases (tables grow by doubling, the
+ * last growth takes what is left). */
+static int hoard_slots(struct attack *a)
+{
+	struct rc_client c[2];
+	char key[DS_KEY_MAX];
+	int ds, r, n[2] = {0, 0}, leases[2] = {0, 0};
+	struct rc_extent ext;
+
+	ds_key(&S, fx_ds_find(&S, "edge/one"), key);
+	for (int i = 0; i < 2; i++)
+		if ((r = attach_to(&c[i], D.socket_path, 0)) != 0)
+			FAIL(a, "attach: %s", rc_strerror(r));
+	ds = rc_dataset(&c[0], "ds");
+	for (int i = 0; i < 2; i++) {
+		while ((r = rc_open(&c[i], ds, key, NULL)) >= 0)
+			if (++n[i] > UID_SLOTS)
+				FAIL(a, "session %d opened %d handles", i, n[i]);
+		if (r != -EDQUOT)
+			FAIL(a, "open %d of session %d: %s, want EDQUOT",
+			     n[i] + 1, i, rc_strerror(r));
+	}
+	if (n[0] != PER_SESSION_HANDLES || n[0] + n[1] != UID_SLOTS)
+		FAIL(a, "handles opened %d + %d, want %d + %d", n[0], n[1],
+		     PER_SESSION_HANDLES, UID_SLOTS - PER_SESSION_HANDLES);
+	/* Leases of the 1-byte object: its bytes are no limit, the slots
+	 * are. Handle 0 of each session is edge/one. */
+	for (int i = 0; i < 2; i++) {
+		while ((r = rc_read(&c[i], 0, 0, 1, &ext, 1)) == 1)
+			if (++leases[i] > UID_SLOTS)
+				FAIL(a, "session %d holds %d leases", i,
+				     leases[i]);
+		if (r != -EDQUOT)
+			FAIL(a, "lease %d of session %d: %s, want EDQUOT",
+			     leases[i] + 1, i, rc_strerror(r));
+	}
+	if (leases[0] + leases[1] != UID_SLOTS)
+		FAIL(a, "leases %d + %d, want %d together", leases[0],
+		     leases[1], UID_SLOTS);
+	a->rep->v[0] = n[1];
+	a->rep->v[1] = leases[0];
+	attack_ready(a, true);
+	attack_wait(a);
+	for (int i = 0; i < 2; i++)
+		rc_detach(&c[i]);
+	/* The slots came back with the sessions. */
+	if ((r = attach_to(&c[0], D.socket_path, 0)) != 0)
+		FAIL(a, "attach again: %s", rc_strerror(r));
+	for (int i = 0; i < PER_SESSION_HANDLES; i++)
+		if ((r = rc_open(&c[0], ds, key, NULL)) < 0)
+			FAIL(a, "open %d after the sessions ended: %s", i,
+			     rc_strerror(r));
+	rc_detach(&c[0]);
+	return 0;
+}
+
+Test(limits, handles_and_leases_per_uid, .fini = kill_daemon)
+{
+	struct attack a;
+	char extra[160];
+
+	snprintf(extra, sizeof(extra),
+		 "max_handles = %d\nmax_handles_per_uid = %d\n"
+		 "max_leases_per_uid = %d\n", PER_SESSION_HANDLES, UID_SLOTS,
+		 UID_SLOTS);
+	start(extra);
+	attack_start(&a, hoard_slots);
+	fprintf(stderr, "second session: %lld handles; first: %lld leases\n",
+		(long long)a.rep->v[0], (long long)a.rep->v[1]);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_handles_open"),
+		     UID_SLOTS);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_leases_active"),
+		     UID_SLOTS);
+	cr_assert_geq(refused("handles"), 1);
+	cr_assert_geq(refused("handles_per_uid"), 1);
+	cr_assert_geq(refused("leases_per_uid"), 1);
+	/* Root's uid has its own share: it opens, leases and reads. */
+	victim_reads(fx_ds_find(&S, "large/0.bin"));
+	attack_finish(&a);
+	stop_daemon();
+}
+
+/* RssShmem of pid in KiB: the client pages the daemon faulted in. */
+static long rss_shmem_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssShmem: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* A sparse memfd registered, its own fd closed: only the daemon's
+ * mapping keeps it. -errno or the buffer index. */
+static int sparse_buffer(struct rc_client *c, uint64_t size)
+{
+	int fd = memfd_create("sparse", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	int bi;
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	bi = rc_register_buffer(c, fd, size);
+	close(fd);
+	return bi;
+}
+
+#define REG_SESSION (16u * MiB)  /* max_registered */
+#define REG_UID (24u * MiB)      /* max_registered_per_uid */
+
+/* READ_INTO of the 20 MiB object's bytes across the whole buffer. */
+static int fill_buffer(struct rc_client *c, int h, int bi, uint64_t size)
+{
+	for (uint64_t at = 0; at < size; at += 4 * MiB) {
+		ssize_t n = rc_read_into(c, (uint32_t)h, at, 4 * MiB,
+					 (uint32_t)bi, at);
+		if (n != 4 * MiB)
+			return n < 0 ? (int)n : -EIO;
+	}
+	return 0;
+}
+
+static int register_sparse(struct attack *a)
+{
+	struct rc_client c[2];
+	char key[DS_KEY_MAX];
+	int r, bi[2], h[2];
+
+	ds_key(&S, fx_ds_find(&S, "large/0.bin"), key);
+	for (int i = 0; i < 2; i++) {
+		if ((r = attach_to(&c[i], D.socket_path, 0)) != 0)
+			FAIL(a, "attach: %s", rc_strerror(r));
+		if ((h[i] = rc_open(&c[i], rc_dataset(&c[i], "ds"), key,
+				    NULL)) < 0)
+			FAIL(a, "open: %s", rc_strerror(h[i]));
+	}
+	if ((bi[0] = sparse_buffer(&c[0], REG_SESSION)) < 0)
+		FAIL(a, "register 16M: %s", rc_strerror(bi[0]));
+	if ((r = sparse_buffer(&c[0], 4096)) != -EDQUOT)
+		FAIL(a, "register past max_registered: %d, want EDQUOT", r);
+	/* A second session may not multiply it: the uid's 24M. */
+	if ((r = sparse_buffer(&c[1], REG_SESSION)) != -EDQUOT)
+		FAIL(a, "register past the uid's 24M: %d, want EDQUOT", r);
+	if ((bi[1] = sparse_buffer(&c[1], REG_UID - REG_SESSION)) < 0)
+		FAIL(a, "register the uid's last 8M: %s", rc_strerror(bi[1]));
+	if ((r = sparse_buffer(&c[1], 4096)) != -EDQUOT)
+		FAIL(a, "register past the uid's 24M: %d, want EDQUOT", r);
+	/* Cached bytes copied across every page the uid registered. */
+	if ((r = fill_buffer(&c[0], h[0], bi[0], REG_SESSION)) ||
+	    (r = fill_buffer(&c[1], h[1], bi[1], REG_UID - REG_SESSION)))
+		FAIL(a, "READ_INTO: %s", rc_strerror(r));
+	attack_ready(a, true);
+	attack_wait(a);
+	for (int i = 0; i < 2; i++)
+		rc_detach(&c[i]);
+	return 0;
+}
+
+Test(limits, registered_bytes_per_uid, .fini = kill_daemon)
+{
+	struct attack a;
+	char extra[128];
+	long before, during, after = -1;
+
+	snprintf(extra, sizeof(extra),
+		 "max_registered = 16M\nmax_registered_per_uid = 24M\n");
+	start(extra);
+	victim_reads(fx_ds_find(&S, "large/0.bin")); /* cached: no GETs */
+	before = rss_shmem_kib(D.pid);
+	attack_start(&a, register_sparse);
+	during = rss_shmem_kib(D.pid);
+	cr_assert_geq(refused("registered"), 1);
+	cr_assert_geq(refused("registered_per_uid"), 2);
+	victim_reads(fx_ds_find(&S, "large/0.bin"));
+	attack_finish(&a);
+	for (int i = 0; i < 100; i++) { /* the unmap follows the detach */
+		after = rss_shmem_kib(D.pid);
+		if (after >= 0 && after - before < 1024)
+			break;
+		usleep(100000);
+	}
+	fprintf(stderr, "daemon RssShmem: %ld KiB before, %ld with the uid's "
+		"24 MiB registered and written, %ld after\n", before, during,
+		after);
+	cr_assert_geq(before, 0);
+	/* What the daemon touched for nobody is what nobody may register. */
+	cr_assert_leq(during - before, (long)(REG_UID / 1024) + 2048);
+	cr_assert_geq(during - before, (long)(REG_UID / 1024) / 2,
+		      "the copies did touch the buffers");
+	cr_assert_lt(after - before, 1024, "given back with the sessions");
+	stop_daemon();
+}

@@ -627,6 +627,9 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_plan_entries_per_uid, 4u << 20);
 	cr_assert_eq(c.max_handles, 1u << 20);
 	cr_assert_eq(c.max_registered, 1ull << 30);
+	cr_assert_eq(c.max_handles_per_uid, 4u << 20);
+	cr_assert_eq(c.max_leases_per_uid, 4u << 20);
+	cr_assert_eq(c.max_registered_per_uid, 4ull << 30);
 	config_free(&c);
 	cr_assert_eq(load("[daemon]\nroot_reserved_sessions = 0\n"
 			  "max_sessions_per_uid = 3\n"
@@ -638,7 +641,11 @@ Test(config, limits_per_uid_and_session)
 			  "max_plan_entries = 1000\n"
 			  "max_plan_entries_per_uid = 5000\n"
 			  "max_handles = 10\n"
-			  "max_registered = 4K\n" DATASET, &c), 0, "%s", err);
+			  "max_registered = 4K\n"
+			  "max_handles_per_uid = 20\n"
+			  "max_leases_per_uid = 30\n"
+			  "max_registered_per_uid = 8K\n" DATASET, &c), 0,
+		     "%s", err);
 	cr_assert_eq(c.root_reserved_sessions, 0);
 	cr_assert_eq(c.max_sessions_per_uid, 3);
 	cr_assert_eq(c.max_leased_per_session, 8u << 20);
@@ -650,6 +657,9 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_plan_entries_per_uid, 5000);
 	cr_assert_eq(c.max_handles, 10);
 	cr_assert_eq(c.max_registered, 4096);
+	cr_assert_eq(c.max_handles_per_uid, 20);
+	cr_assert_eq(c.max_leases_per_uid, 30);
+	cr_assert_eq(c.max_registered_per_uid, 8192);
 	config_free(&c);
 	expect_error("[daemon]\nmax_plan_entries = 16777217\n" DATASET,
 		     "[daemon] max_plan_entries:");
@@ -659,6 +669,10 @@ Test(config, limits_per_uid_and_session)
 		     "[daemon] max_registered:");
 	expect_error("[daemon]\nmax_leased_per_uid = lots\n" DATASET,
 		     "[daemon] max_leased_per_uid:");
+	expect_error("[daemon]\nmax_leases_per_uid = 0\n" DATASET,
+		     "[daemon] max_leases_per_uid:");
+	expect_error("[daemon]\nmax_registered_per_uid = 1K\n" DATASET,
+		     "[daemon] max_registered_per_uid:");
 }
 
 Test(config, every_error_is_reported_in_one_run)
