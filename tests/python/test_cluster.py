@@ -60,6 +60,9 @@ memory = 768M
 prefetch_window = 8M
 block_size = 1M
 log_level = info
+journal = {os.path.join(os.path.dirname(Env.socket), "journal")}
+journal_size = 128M
+staging_memory = 64M
 
 [s3]
 endpoint = {endpoint}
@@ -74,6 +77,18 @@ max_retries = 3
 [dataset ds]
 uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ds/
 allow_uids = *
+
+# contrib/examples/train.py: an ImageFolder in, checkpoints out.
+[dataset images]
+uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}images/
+allow_uids = *
+
+[dataset ckpt]
+uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ckpt/
+allow_uids = *
+writable = true
+write_uids = {os.getuid()}
+durability = local
 """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -360,6 +375,98 @@ class TestTorchrun(DaemonPerTest):
                                 "ringcache_cache_"))}
         self.assertLessEqual(per_epoch[0], blocks(ALL_KEYS), why)
         self.assertEqual(per_epoch[1], 0, why)
+
+
+class TestExampleTrainer(DaemonPerTest):
+    """contrib/examples/train.py as the pod and Slurm run it, for a few
+    steps on CPU: torchrun with 2 ranks (gloo) trains a ResNet on an
+    ImageFolder of JPEGs in S3, checkpoints through the write path, and a
+    second run resumes from the newest complete checkpoint."""
+    CLASSES, PER_CLASS = ("cat", "dog"), 12
+
+    @classmethod
+    def setUpClass(cls):
+        from PIL import Image
+        d = tempfile.mkdtemp(dir=Env.tmp)
+        prefix = os.environ["RINGCACHE_TEST_PREFIX"] + "images/train/"
+        for c, name in enumerate(cls.CLASSES):
+            for i in range(cls.PER_CLASS):
+                path = os.path.join(d, f"{name}{i}.jpg")
+                Image.new("RGB", (40, 30), (200 * c, 7 * i, 90)).save(path)
+                tb.run_tool("put", os.environ["RINGCACHE_TEST_S3_BUCKET"],
+                            f"{prefix}{name}/{i:03d}.jpg", path)
+        shutil.rmtree(d)
+
+    def train(self, max_steps):
+        cmd = ["/usr/bin/python3", "-m", "torch.distributed.run",
+               "--standalone", "--nproc_per_node=2",
+               "--redirects", "1", "--tee", "1",  # see TestTorchrun
+               "--log_dir", os.path.join(self.dir, "torchrun-logs"),
+               os.path.join(tb.SRC, "contrib", "examples", "train.py"),
+               "--socket", Env.socket, "--dataset", "images",
+               "--prefix", "train/", "--checkpoints", "ckpt",
+               "--run", self.run_name, "--model", "mobilenet_v3_small",
+               "--image-size", "32", "--batch-size", "4",
+               "--workers", "1", "--epochs", "3", "--ckpt-every", "2",
+               "--log-every", "1", "--max-steps", str(max_steps)]
+        r = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=400)
+        self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+        # torchrun's --tee puts "[default<rank>]:" before each line.
+        return [line.split("]:", 1)[-1] for line in r.stdout.splitlines()]
+
+    def s3_object(self, key, deadline_s=60):
+        """The checkpoint object's bytes from S3 itself (rc-s3, not the
+        daemon), once the background upload has put it there."""
+        out = os.path.join(self.dir, "get.bin")
+        full = (os.environ["RINGCACHE_TEST_PREFIX"] + "ckpt/" +
+                self.run_name + "/" + key)
+        deadline = time.monotonic() + deadline_s
+        while True:
+            r = subprocess.run([os.path.join(tb.BUILD, "rc-s3"), "get",
+                                os.environ["RINGCACHE_TEST_S3_BUCKET"], full,
+                                out], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+            if r.returncode == 0:
+                with open(out, "rb") as f:
+                    return f.read()
+            self.assertLess(time.monotonic(), deadline,
+                            f"{full} not in S3: {r.stderr.decode()}")
+            time.sleep(0.5)
+
+    def test_trains_checkpoints_and_resumes(self):
+        import io
+        import torch
+        self.run_name = f"ci-{os.getpid()}-{time.time_ns()}"
+        # 24 images, 2 ranks, batches of 4: 3 steps an epoch, so step 4
+        # is in the second epoch and its checkpoint holds a position
+        # inside it.
+        out = self.train(max_steps=4)
+        self.assertIn("done 4", out)
+        logged = [json.loads(line) for line in out
+                  if line.startswith('{"step"')]
+        self.assertEqual([e["step"] for e in logged], [1, 2, 3, 4], out)
+        self.assertEqual(logged[-1]["epoch"], 1)
+        for step in (2, 4):
+            d = f"step-{step:08d}/"
+            state = torch.load(io.BytesIO(self.s3_object(d + "model.pt")))
+            self.assertEqual(state["step"], step)
+            self.assertIn("classifier.3.weight", state["model"])
+            for rank in range(2):
+                loader = torch.load(io.BytesIO(
+                    self.s3_object(f"{d}loader-rank{rank}.pt")))
+                self.assertEqual(loader["dataset"]["n_keys"],
+                                 len(self.CLASSES) * self.PER_CLASS)
+        # Started again: from step 4, on to step 6, the second epoch's
+        # last batch and the third's first.
+        out = self.train(max_steps=6)
+        self.assertIn('{"resumed": 4, "epoch": 1}', out)
+        self.assertIn("done 6", out)
+        self.assertEqual([json.loads(line)["step"] for line in out
+                          if line.startswith('{"step"')], [5, 6], out)
+        state = torch.load(io.BytesIO(self.s3_object(
+            "step-00000006/model.pt")))
+        self.assertEqual(state["step"], 6)
 
 
 def main():
