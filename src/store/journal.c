@@ -123,8 +123,8 @@ struct journal {
 	uint32_t cap_objs;
 	struct jbuf *cur;
 	struct rc_list issued, free_bufs;
-	uint8_t *pool;          /* J_POOL_BUFS buffers, carved in order */
-	unsigned pool_carved;
+	uint8_t *pool;          /* pool_bufs buffers, carved in order */
+	unsigned pool_bufs, pool_carved;
 	unsigned writes_inflight;
 	uint64_t pending_bytes;
 	struct jio fsync_io;
@@ -451,15 +451,20 @@ static int sort_replayed(struct journal *j)
  * checkpoint after a start pays no page faults on its write path. */
 static void pool_init(struct journal *j)
 {
-	j->pool = hugemem_alloc((size_t)J_POOL_BUFS * J_BUF);
+	/* No more than a journal this size can hold pending: touching 66
+	 * MiB at each open of a small journal is most of its open time (a
+	 * second an open under ThreadSanitizer). */
+	uint64_t fit = j->limit / J_BUF + 2;
+	j->pool_bufs = fit < J_POOL_BUFS ? (unsigned)fit : J_POOL_BUFS;
+	j->pool = hugemem_alloc((size_t)j->pool_bufs * J_BUF);
 	if (j->pool)
-		memset(j->pool, 0, (size_t)J_POOL_BUFS * J_BUF);
+		memset(j->pool, 0, (size_t)j->pool_bufs * J_BUF);
 }
 
 /* A new buffer's memory: the next one of the pool, else the heap's. */
 static uint8_t *buf_mem(struct journal *j, bool *pooled)
 {
-	*pooled = j->pool && j->pool_carved < J_POOL_BUFS;
+	*pooled = j->pool && j->pool_carved < j->pool_bufs;
 	if (*pooled)
 		return j->pool + (size_t)J_BUF * j->pool_carved++;
 	return aligned_alloc(J_BLOCK, J_BUF);
@@ -1224,7 +1229,7 @@ static void journal_free(struct journal *j)
 		buf_destroy(j->cur);
 	bufs_free(&j->issued);
 	bufs_free(&j->free_bufs);
-	hugemem_free(j->pool, (size_t)J_POOL_BUFS * J_BUF);
+	hugemem_free(j->pool, (size_t)j->pool_bufs * J_BUF);
 	free(j->path);
 	free(j);
 }
