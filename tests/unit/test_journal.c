@@ -1,8 +1,9 @@
 /* test_journal.c - the write-back journal (src/store/journal.c) through a
  * private io_uring: round trips of objects from 0 bytes to several MiB,
  * replay after reopen (commit, rename, done, abort, never committed), crash
- * cuts every 512 bytes and corrupted bytes, the size limit and the rewind,
- * and a file system that refuses O_DIRECT. */
+ * cuts every 512 bytes and corrupted bytes (a sample of them under a
+ * sanitizer: sample.h), the size limit and the rewind, and a file system
+ * that refuses O_DIRECT. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include "journal.h"
 #include "uring.h"
 #include "ramfs.h"
+#include "sample.h"
 
 #define KIB 1024u
 #define MIB (1024u * 1024u)
@@ -423,6 +425,22 @@ static void append_after_crash(struct journal *j, const char *p)
 	close_journal(j);
 }
 
+/* Marks the step of a loop over offsets first + step * i that is the
+ * last before `at` and the first at or after it: where an object becomes
+ * durable, or its records end, is where replay has to decide. */
+static void keep_around(bool *keep, size_t n, uint64_t first, uint64_t step,
+			uint64_t at)
+{
+	size_t i = at <= first ? 0 : (size_t)((at - first + step - 1) / step);
+	if (i < n)
+		keep[i] = true;
+	if (i > 0 && i - 1 < n)
+		keep[i - 1] = true;
+}
+
+/* Every cut in the plain build; under a sanitizer (a replay there takes
+ * over a second on a loaded machine) the first and last cuts, those on
+ * each side of every object's durability, and 24 drawn at random. */
 Test(journal, cut_at_every_512_bytes)
 {
 	uint64_t frontier[N_CRASH_OBJS];
@@ -430,17 +448,32 @@ Test(journal, cut_at_every_512_bytes)
 	uint8_t *img = slurp(path, len);
 	char p[160];
 	snprintf(p, sizeof(p), "%s/cut", dir);
-	unsigned n = 0;
-	for (uint64_t cut = 4096; cut <= len; cut += 512, n++) {
+	size_t n = (size_t)((len - 4096) / 512) + 1; /* cuts 4096 + 512 i */
+	cr_assert_gt(n, 250);
+	bool *keep = calloc(n, sizeof(*keep));
+	cr_assert_not_null(keep);
+	keep[0] = keep[n - 1] = true;
+	for (int i = 0; i < N_CRASH_OBJS; i++)
+		keep_around(keep, n, 4096, 512, frontier[i]);
+	size_t runs = sample_steps("journal::cut_at_every_512_bytes", keep, n,
+				   24);
+	/* After a crash the journal goes on: checked at every 16th cut, or
+	 * every 4th of a sample. */
+	unsigned every = runs == n ? 16 : 4, done = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!keep[i])
+			continue;
+		uint64_t cut = 4096 + 512 * (uint64_t)i;
 		write_image(p, img, cut);
 		struct journal *j = check_image(p, frontier, cut);
-		if (n % 16 == 0)
+		if (done++ % every == 0)
 			append_after_crash(j, p);
 		else
 			close_journal(j);
 		unlink(p);
 	}
-	cr_assert_gt(n, 250);
+	cr_assert_eq(done, runs);
+	free(keep);
 	free(img);
 }
 
@@ -451,15 +484,31 @@ Test(journal, corrupt_byte_ends_replay_there)
 	uint8_t *img = slurp(path, len);
 	char p[160];
 	snprintf(p, sizeof(p), "%s/bad", dir);
-	unsigned n = 0;
-	for (uint64_t off = 4096 + 17; off < len; off += 1531, n++) {
+	/* A damaged byte every 1531 (all in the plain build; under a
+	 * sanitizer the first and last, those around each object's
+	 * durability, and 12 at random). */
+	size_t n = (size_t)((len - 1 - (4096 + 17)) / 1531) + 1;
+	cr_assert_gt(n, 80);
+	bool *keep = calloc(n, sizeof(*keep));
+	cr_assert_not_null(keep);
+	keep[0] = keep[n - 1] = true;
+	for (int i = 0; i < N_CRASH_OBJS; i++)
+		keep_around(keep, n, 4096 + 17, 1531, frontier[i]);
+	size_t runs = sample_steps("journal::corrupt_byte_ends_replay_there",
+				   keep, n, 12), done = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!keep[i])
+			continue;
+		uint64_t off = 4096 + 17 + 1531 * (uint64_t)i;
 		img[off] ^= 0x40;
 		write_image(p, img, len);
 		img[off] ^= 0x40;
 		close_journal(check_image(p, frontier, off));
 		unlink(p);
+		done++;
 	}
-	cr_assert_gt(n, 80);
+	cr_assert_eq(done, runs);
+	free(keep);
 	/* Objects after the damage are gone: replay stops at a bad record. */
 	img[frontier[1] + 100] ^= 1;
 	write_image(p, img, len);
