@@ -31,7 +31,7 @@
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define DEFAULT_REGION "us-east-1"
-#define MAX_KEYS_PER_SECTION 32
+#define MAX_KEYS_PER_SECTION 64
 #define DATASET_NAME_MAX 63
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define MAX_ERRORS 50
@@ -1102,6 +1102,15 @@ static const struct key_spec dataset_keys[] = {
 	FN("s3_put_rate", key_s3_put_rate),
 	{0},
 };
+
+/* seen_line has a slot per key of a section: a table that outgrew it
+ * would write past it, so it cannot build. */
+#define KEYS_FIT(t) \
+	_Static_assert(sizeof(t) / sizeof((t)[0]) - 1 <= MAX_KEYS_PER_SECTION, \
+		       #t " has more keys than MAX_KEYS_PER_SECTION")
+KEYS_FIT(daemon_keys);
+KEYS_FIT(s3_keys);
+KEYS_FIT(dataset_keys);
 
 static int apply_key(struct parser *p, const struct key_spec *k,
 		     const char *value)
