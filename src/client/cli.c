@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
+#include "version.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -37,6 +38,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: ringcache [-s SOCKET] COMMAND [ARGS]\n"
+		"       ringcache --version\n"
 		"\n"
 		"Commands:\n"
 		"  status                    daemon health: sessions, leases, cache,\n"
@@ -865,16 +867,21 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
 		{0},
 	};
 	int o;
 
 	/* '+': options stop at the command, whose own flags follow it. */
-	while ((o = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:hV", opts, NULL)) != -1) {
 		switch (o) {
 		case 's':
 			socket_opt = optarg;
 			break;
+		case 'V':
+			printf("ringcache %s (commit %s, ABI %d)\n", rc_build_version,
+			       rc_build_commit, RC_ABI_VERSION);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;

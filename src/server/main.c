@@ -14,6 +14,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics_http.h"
+#include "version.h"
 
 #define DEFAULT_CONFIG "/etc/ringcache/ringcache.conf"
 
@@ -81,7 +82,8 @@ int main(int argc, char **argv)
 		case 'C':
 			return check_config(optarg);
 		case 'V':
-			printf("ringcached 0.1.0 (ABI %d)\n", RC_ABI_VERSION);
+			printf("ringcached %s (commit %s, ABI %d)\n", rc_build_version,
+			       rc_build_commit, RC_ABI_VERSION);
 			return 0;
 		case 'h':
 			usage(stdout);

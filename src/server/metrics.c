@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "clock.h"
 #include "daemon.h"
@@ -14,6 +15,7 @@
 #include "writeback.h"
 #include "journal.h"
 #include "metrics.h"
+#include "version.h"
 
 struct out {
 	char *buf;
@@ -249,10 +251,13 @@ static void emit_datasets(struct out *o, const struct daemon *d)
 				put(o, "%s{dataset=\"%s\"} %llu\n", fam[f][0],
 				    ds->cfg->name, (unsigned long long)(
 				    f ? misses[k] : hits[k]));
-			else
+			else if (all)
 				put(o, "%s{dataset=\"%s\"} %.6g\n", fam[f][0],
-				    ds->cfg->name, all ? (double)hits[k] /
-				    (double)all : (double)NAN);
+				    ds->cfg->name,
+				    (double)hits[k] / (double)all);
+			else /* the exposition format spells it NaN */
+				put(o, "%s{dataset=\"%s\"} NaN\n", fam[f][0],
+				    ds->cfg->name);
 		}
 	}
 }
@@ -297,6 +302,25 @@ static void emit_config(struct out *o, const struct daemon *d)
 	}
 }
 
+/* What runs and since when: the build_info idiom (value 1, the facts in
+ * labels) lets a fleet's versions be counted; the start time as Unix
+ * seconds shows a restart as a step (uptime restarts from 0 unseen
+ * between two scrapes). */
+static void emit_build(struct out *o, const struct daemon *d)
+{
+	head(o, "ringcache_build_info", "gauge",
+	     "The daemon's version and the commit it was built from (value 1).");
+	put(o, "ringcache_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+	    rc_build_version, rc_build_commit);
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	double up = (double)(rc_now_ns() - d->started_ns) / 1e9;
+	head(o, "ringcache_start_time_seconds", "gauge",
+	     "When the daemon started, in seconds since the Unix epoch.");
+	put(o, "ringcache_start_time_seconds %.3f\n",
+	    (double)wall.tv_sec + (double)wall.tv_nsec / 1e9 - up);
+}
+
 size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 {
 	struct out o = {buf, len, 0};
@@ -312,6 +336,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit_wb_oldest(&o, d);
 	emit(&o, "ringcache_uptime_seconds", "gauge", "Seconds since start.",
 	     (rc_now_ns() - d->started_ns) / 1000000000ull);
+	emit_build(&o, d);
 	emit_config(&o, d);
 	return o.used < o.len ? o.used : (len ? strlen(buf) : 0);
 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -173,8 +174,21 @@ Test(metrics, promtool_accepts_the_endpoint_output, .fini = teardown,
 	scrape();
 	cr_assert(strstr(out, "ringcache_queue_prefetch_bytes{"),
 		  "no queue sample:\n%s", out);
-	cr_assert(isnan(value("ringcache_dataset_hit_ratio{dataset=\"other\"}")),
-		  "a dataset never read has no ratio yet");
+	cr_assert(strstr(out, "\nringcache_dataset_hit_ratio{dataset=\"other\"} "
+			 "NaN\n"), "a dataset never read has no ratio yet, "
+		  "spelled as the exposition format spells it:\n%s", out);
+	/* What runs and since when: this build's version and commit, a
+	 * start within the daemon's life. */
+	char info[128];
+	snprintf(info, sizeof(info), "\nringcache_build_info{version=\"%s\",",
+		 RC_PROJECT_VERSION);
+	cr_assert(strstr(out, info), "no %s in:\n%s", info + 1, out);
+	double started = value("ringcache_start_time_seconds");
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	cr_assert(started <= (double)wall.tv_sec + 1 &&
+		  started > (double)wall.tv_sec - 600,
+		  "start time %.3f, now %lld", started, (long long)wall.tv_sec);
 	char path[300];
 	snprintf(path, sizeof(path), "%s/metrics.txt", fx_tmpdir());
 	FILE *f = fopen(path, "w");

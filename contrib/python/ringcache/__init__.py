@@ -53,6 +53,10 @@ _BUILD_PKG = os.path.join(
 if os.path.isdir(_BUILD_PKG):
     __path__.append(_BUILD_PKG)
 
+# The release, as meson.build's project version (tests/package/
+# test_install.sh checks that they agree).
+__version__ = "0.1.0"
+
 __all__ = ["Client", "DatasetAccessError", "File", "Lease", "ListEntry",
            "RingcacheError", "S3AccessDenied", "Writer", "parse_stats",
            "stats"]

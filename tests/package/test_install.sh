@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# test_install.sh - the README's `meson install` as a new user runs it,
+# into a staging folder (DESTDIR) from the build under test: every file
+# the README's install table names is where it says, the Python package
+# lands in a folder Debian's /usr/bin/python3 searches (its own sys.path,
+# not PYTHONPATH) and imports from there with the fsspec protocol
+# registered, and every binary, the package, the .pc file, the
+# dist-info and debian/changelog name the same version.
+#
+# usage: test_install.sh BUILD_DIR (meson's test `install` passes it).
+# Writes TAP to $RINGCACHE_TAP_FILE.
+set -uo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:?usage: test_install.sh BUILD_DIR}" && pwd)
+TAP=${RINGCACHE_TAP_FILE:-/dev/null}
+tap=()
+pass() { tap+=("ok $(( ${#tap[@]} + 1 )) - $1"); echo "ok - $1"; }
+failt() { tap+=("not ok $(( ${#tap[@]} + 1 )) - $1"); echo "not ok - $1" >&2; }
+finish() {
+	mkdir -p "$(dirname "$TAP")"
+	{ echo "1..${#tap[@]}"; printf '%s\n' "${tap[@]}"; } >"$TAP"
+	printf '%s\n' "${tap[@]}" | grep -q '^not ok' && exit 1
+	exit 0
+}
+check() { # check NAME CMD...: one TAP line
+	local name=$1; shift
+	if "$@"; then pass "$name"; else failt "$name"; fi
+}
+
+STAGE=$(mktemp -d "${RINGCACHE_TEST_TMP:-/tmp}/install.XXXXXX")
+trap 'rm -rf "$STAGE"' EXIT
+if ! meson install -C "$BUILD" --no-rebuild --destdir "$STAGE" \
+		>"$STAGE.log" 2>&1; then
+	failt "meson install --destdir: $(tail -n 5 "$STAGE.log")"
+	finish
+fi
+rm -f "$STAGE.log"
+pass "meson install --destdir"
+
+version=$(meson introspect --projectinfo "$BUILD" |
+	/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+prefix=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+libdir=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+P=$STAGE$prefix
+
+for f in sbin/ringcached bin/ringcache include/ringcache.h \
+		"$libdir/pkgconfig/ringcache.pc" share/doc/ringcache/README.md \
+		share/doc/ringcache/examples/ringcache.conf \
+		share/doc/ringcache/examples/train.py; do
+	check "installed: PREFIX/$f" test -e "$P/$f"
+done
+check "installed: PREFIX/$libdir/libringcache.so.1" \
+	test -e "$P/$libdir/libringcache.so.1"
+
+# The package's folder, as the interpreter sees it after the install
+# (without DESTDIR), must be one of the interpreter's own.
+pkg=$(find "$STAGE" -path '*/ringcache/__init__.py' -printf '%h\n' | head -n 1)
+site=${pkg%/ringcache}
+site=${site#"$STAGE"}
+if [ -n "$pkg" ] && /usr/bin/python3 -c '
+import sys
+sys.exit(0 if sys.argv[1] in sys.path else 1)' "$site"; then
+	pass "the Python package is in $site, on /usr/bin/python3's path"
+else
+	failt "the Python package is in '${site:-nowhere}', not on /usr/bin/python3's path ($(/usr/bin/python3 -c 'import sys; print(sys.path)'))"
+fi
+
+# Import it from there, through the interpreter's own path with the
+# staging folder in front of each entry (what the install will be), the
+# library found where it was installed.
+py_staged() {
+	LD_LIBRARY_PATH=$P/$libdir RINGCACHE_BUILD_DIR=/nonexistent \
+	/usr/bin/python3 -I -c '
+import sys
+stage = sys.argv[1]
+sys.path[:0] = [stage + p for p in sys.path if p.startswith("/")]
+exec(sys.argv[2])' "$STAGE" "$1"
+}
+got=$(cd / && py_staged '
+import ringcache, os
+assert ringcache.__file__.startswith(stage), ringcache.__file__
+print(ringcache.__version__)')
+check "import ringcache from the staged site folder: __version__ $got" \
+	test "$got" = "$version"
+if ls "$BUILD"/contrib/python/ringcache/_native*.so >/dev/null 2>&1; then
+	check "the C extension is installed beside the package" \
+		py_staged 'import ringcache._native as n; assert n.__file__.startswith(stage), n.__file__'
+fi
+check "fsspec finds the ringcache:// protocol through the dist-info" \
+	py_staged '
+import importlib.metadata as md
+eps = md.entry_points(group="fsspec.specs")
+assert any(e.name == "ringcache" for e in eps), list(eps)
+import fsspec
+cls = fsspec.get_filesystem_class("ringcache")
+assert cls.__module__.startswith("ringcache"), cls'
+
+export LD_LIBRARY_PATH=$P/$libdir
+for bin in sbin/ringcached bin/ringcache; do
+	out=$("$P/$bin" --version 2>&1)
+	check "$bin --version names $version and its commit: $out" \
+		grep -qE "^ringcached? $version \(commit [0-9a-f]{7,}|^ringcached? $version \(commit unknown" <<<"$out"
+done
+check ".pc says Version: $version" \
+	grep -qx "Version: $version" "$P/$libdir/pkgconfig/ringcache.pc"
+check "the dist-info is ringcache-$version.dist-info" \
+	test -d "$STAGE$site/ringcache-$version.dist-info"
+check "the dist-info's METADATA says Version: $version" \
+	grep -qx "Version: $version" "$STAGE$site/ringcache-$version.dist-info/METADATA"
+check "debian/changelog's newest entry is $version" \
+	grep -q "^ringcache ($version)" <(head -n 1 "$SRC/debian/changelog")
+finish
