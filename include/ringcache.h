@@ -224,6 +224,19 @@ struct rc_cqe {
 /* SQE flags (rc_sqe.flags), by opcode; every other bit must be 0. */
 #define RC_PLAN_APPEND 1u /* PREFETCH_PLAN: append to the current plan */
 #define RC_READ_KEY_CLOSE 1u /* READ_KEY: close the handle when done */
+/* OPEN: the handle is to get the number in rc_sqe.handle (the library
+ * re-opens its handles so after a re-attach). -EBUSY if that handle is
+ * open, -EDQUOT if it is not below max_handles; the OPEN itself is checked
+ * like any other (ACL, dataset, key). */
+#define RC_OPEN_AT 1u
+
+/* Lease ids carry the session's lease generation in their top bits (0 on
+ * a first attach, counting up with each re-attach after the daemon was
+ * lost, wrapping from RC_LEASE_GEN_MAX to 1); the daemon refuses a
+ * RELEASE of another generation's lease with -EBADF. */
+#define RC_LEASE_GEN_SHIFT 20u
+#define RC_LEASE_GEN_MAX 2047u
+#define RC_LEASE_GEN(lease) ((uint32_t)(lease) >> RC_LEASE_GEN_SHIFT)
 
 /* The one user_data value the library keeps for itself: the completions
  * of lazily posted RELEASE and CLOSE (rc_release_lazy, rc_close_lazy).
@@ -409,6 +422,59 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 	      const struct rc_attach_opts *opts);
 void rc_detach(struct rc_client *c);
 
+/* ---- When the daemon goes away (a restart, a crash) ---------------------
+ * A lost connection is a pause, not an error: the library re-attaches to
+ * the socket rc_attach used, trying again with a backoff (5 ms doubling to
+ * 100 ms) for up to the client's reconnect timeout (default
+ * RC_RECONNECT_TIMEOUT_DEFAULT_MS, $RINGCACHE_RECONNECT_TIMEOUT in seconds
+ * at rc_attach, rc_set_reconnect_timeout; 0: never, fail with -EPIPE as
+ * soon as the daemon is lost). On the new session it then
+ *   - re-opens every handle opened through rc_open/rc_open_many under
+ *     the same number (OPEN with RC_OPEN_AT: the same ACL checks as any
+ *     OPEN). Same ETag: the handle keeps working. A changed or deleted
+ *     object: that handle alone fails with -ESTALE (rc_close it); a
+ *     dataset this user may no longer read: -EACCES, one the daemon no
+ *     longer runs: -ENOENT;
+ *   - registers every buffer again at the same index (the library keeps
+ *     a dup of its memfd until rc_unregister_buffer/rc_detach);
+ *   - sends the prefetch plan again (from a copy taken when it was sent);
+ *   - keeps the arg slots the application holds, with their contents.
+ * Write handles cannot continue: the daemon dropped their uncommitted
+ * object. Every call on one returns -ECONNRESET (write the object again
+ * under a new rc_write_open); rc_abort and rc_close on it return 0;
+ * rc_sync of one that was committed waits for the shard's uploads
+ * (RC_SYNC_ALL). What was committed is as durable as the dataset says.
+ * Leases handed out before stay readable: the old arenas stay mapped
+ * (until rc_detach) and releasing an old lease (rc_release,
+ * rc_release_lazy) is a local no-op; lease ids carry the session's
+ * generation (RC_LEASE_GEN).
+ *
+ * The synchronous helpers (rc_open, rc_open_many, rc_read, rc_read_into,
+ * rc_read_many, rc_read_key, rc_list, rc_stat_handle, rc_write_open,
+ * rc_register_buffer, plans, ...) do all this inside the call and then
+ * resubmit what they had in flight: the caller sees a slower call. Only
+ * when no daemon took over within the timeout do they fail: -EPIPE.
+ *
+ * The raw ring (rc_get_sqe/rc_submit/rc_peek_cqe): the library cannot
+ * know which of the application's entries completed, so they are not
+ * resubmitted. The loss shows as the socket c->sock becoming readable
+ * with POLLRDHUP/POLLHUP (rc_peek_cqe then never returns a completion:
+ * nothing signals it in the ring itself). rc_wait_cqe re-attaches itself
+ * and returns -ECONNRESET: the session is back (new ring: pointers from
+ * rc_arg_ptr must be taken again), every entry in flight is lost and must
+ * be submitted again, c->inflight is 0. An application that only polls
+ * calls rc_reconnect when c->sock hangs up (or now and then). Handles
+ * the application opened with raw OPEN entries are not re-opened: their
+ * entries fail with -EBADF. */
+#define RC_RECONNECT_TIMEOUT_DEFAULT_MS 60000u
+int rc_set_reconnect_timeout(struct rc_client *c, uint32_t ms);
+/* 0: the connection is fine; 1: it was lost and the session is back (as
+ * for rc_wait_cqe's -ECONNRESET); or -EPIPE, no daemon within the
+ * timeout (a later call tries again). */
+int rc_reconnect(struct rc_client *c);
+/* Re-attaches so far. */
+uint32_t rc_reconnects(struct rc_client *c);
+
 /* Dataset id by name; -ENOENT if the daemon does not run it (never
  * configured, or removed by a reload before this attach); -EACCES if its
  * ACL does not let this user read it. */
@@ -531,8 +597,10 @@ static inline void rc_cqe_seen(struct rc_client *c)
 }
 
 /* Wait for a completion: polls up to c->spin ns (default 20 us; not while
- * the daemon sleeps), then sleeps on the CQ eventfd. Returns 0 with *out set, or a negated errno (-EPIPE: daemon
- * gone). */
+ * the daemon sleeps), then sleeps on the CQ eventfd. Returns 0 with *out
+ * set, or a negated errno: -ECONNRESET, the daemon was lost and the
+ * session re-attached (entries in flight are lost: submit them again);
+ * -EPIPE, no daemon came back within the reconnect timeout. */
 int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out);
 
 /* Where a READ completion's bytes lie in this process. */

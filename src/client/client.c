@@ -1,6 +1,7 @@
 /* client.c - libringcache: attaching to ringcached over its Unix socket,
  * mapping the ring region and arenas, registered buffers, and the
- * synchronous helpers built on the ring fast path of ringcache.h.
+ * synchronous helpers built on the ring fast path of ringcache.h, which
+ * re-attach (reconnect.c) and resubmit when the daemon was lost.
  * Depends on libc only; CUDA pinning lives in cuda.c. */
 #include <errno.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include "ringcache.h"
 #include "clock.h"
+#include "client_priv.h"
 #include "cuda_visible.h"
 #include "prefault.h"
 #include "wire.h"
@@ -112,9 +114,9 @@ static ssize_t recv_msg(int sock, void *buf, size_t len, int *fds,
 	return n;
 }
 
-static void client_unmap(struct rc_client *c)
+void client_unmap_session(struct rc_client *c, const void *owner)
 {
-	rc_prefault_stop(c);
+	rc_prefault_stop(owner);
 	if (c->arenas) {
 		rc_cuda_unpin_arenas(c);
 		for (uint32_t i = 0; i < c->n_datasets; i++)
@@ -126,7 +128,6 @@ static void client_unmap(struct rc_client *c)
 		munmap(c->region, c->region_size);
 	free(c->arenas);
 	free(c->datasets);
-	free(c->arg_free);
 	int fds[] = {c->sock, c->sq_efd, c->cq_efd};
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
@@ -156,16 +157,12 @@ static int map_region(struct rc_client *c, int fd, uint64_t size)
 	c->cq_mask = h->cq_entries - 1;
 	c->sq_local_tail = atomic_load(&c->hdr->sq_tail);
 	c->arg_slots = h->arg_slots;
-	c->arg_free = calloc((c->arg_slots + 63) / 64, sizeof(uint64_t));
-	if (!c->arg_free)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < c->arg_slots; i++)
-		c->arg_free[i / 64] |= 1ull << (i % 64);
 	return 0;
 }
 
-static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
-		      const int *fds, unsigned nfds)
+static int map_arenas(struct rc_client *c, const void *owner,
+		      const struct rc_attach_reply *r, const int *fds,
+		      unsigned nfds)
 {
 	unsigned next = 3;
 	c->n_datasets = r->n_datasets;
@@ -184,7 +181,8 @@ static int map_arenas(struct rc_client *c, const struct rc_attach_reply *r,
 			       MAP_SHARED, fds[next++], 0);
 		if (p == MAP_FAILED)
 			return -errno;
-		rc_prefault_start(c, fds[next - 1], p, c->datasets[i].arena_size);
+		rc_prefault_start(owner, fds[next - 1], p,
+				  c->datasets[i].arena_size);
 		c->arenas[i].base = p;
 		c->arenas[i].size = c->datasets[i].arena_size;
 	}
@@ -204,8 +202,10 @@ static int machine_gpu(int ordinal)
 	return index >= 0 ? index : ordinal;
 }
 
-int rc_attach(struct rc_client *c, const char *socket_path,
-	      const struct rc_attach_opts *opts)
+int client_attach_session(struct rc_client *c, const void *owner,
+			  const char *socket_path,
+			  const struct rc_attach_opts *opts, uint32_t gen,
+			  uint32_t *gen_out)
 {
 	memset(c, 0, sizeof(*c));
 	c->sock = c->sq_efd = c->cq_efd = -1;
@@ -222,6 +222,7 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 		.sq_entries = opts ? opts->sq_entries : 0,
 		.cq_entries = opts ? opts->cq_entries : 0,
 		.arg_slots = opts ? opts->arg_slots : 0,
+		.lease_gen = gen,
 	};
 	size_t cap = sizeof(struct rc_attach_reply) +
 		     RC_MAX_DATASETS * sizeof(struct rc_dataset_info);
@@ -246,9 +247,10 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 		c->cq_efd = fds[2];
 		c->block_size = r->block_size;
 		c->shard = r->shard;
+		*gen_out = r->lease_gen;
 		err = map_region(c, fds[0], r->ring_size);
 		if (!err)
-			err = map_arenas(c, r, fds, nfds);
+			err = map_arenas(c, owner, r, fds, nfds);
 	}
 	for (unsigned i = 0; i < nfds; i++)
 		if (i != 1 && i != 2)
@@ -261,13 +263,74 @@ int rc_attach(struct rc_client *c, const char *socket_path,
 	}
 	free(r);
 	if (err)
-		client_unmap(c);
+		client_unmap_session(c, owner);
 	return err;
+}
+
+/* RINGCACHE_RECONNECT_TIMEOUT: seconds a client re-attaches for after the
+ * daemon was lost (0: not at all). */
+static uint32_t default_timeout_ms(void)
+{
+	const char *env = getenv("RINGCACHE_RECONNECT_TIMEOUT");
+	if (!env || !*env)
+		return RC_RECONNECT_TIMEOUT_DEFAULT_MS;
+	char *end;
+	double s = strtod(env, &end);
+	if (*end || s < 0 || s > 86400)
+		return RC_RECONNECT_TIMEOUT_DEFAULT_MS;
+	return (uint32_t)(s * 1000);
+}
+
+int rc_attach(struct rc_client *c, const char *socket_path,
+	      const struct rc_attach_opts *opts)
+{
+	uint32_t gen = 0;
+	int err = client_attach_session(c, c, socket_path, opts, 0, &gen);
+	if (err)
+		return err;
+	size_t words = (c->arg_slots + 63) / 64;
+	struct client_state *st =
+		calloc(1, sizeof(*st) + words * sizeof(uint64_t));
+	const char *path = socket_path_or_default(socket_path);
+	if (st)
+		st->socket_path = strdup(path);
+	if (!st || !st->socket_path) {
+		free(st);
+		client_unmap_session(c, c);
+		return -ENOMEM;
+	}
+	st->opts = opts ? *opts
+			: (struct rc_attach_opts){.gpu = -1, .numa_node = -1};
+	st->timeout_ms = default_timeout_ms();
+	st->lease_gen = gen;
+	for (unsigned i = 0; i < CLIENT_MAX_BUFS; i++)
+		st->bufs[i].fd = -1;
+	for (uint32_t i = 0; i < c->arg_slots; i++)
+		st->arg_free[i / 64] |= 1ull << (i % 64);
+	c->arg_free = st->arg_free;
+	return 0;
 }
 
 void rc_detach(struct rc_client *c)
 {
-	client_unmap(c);
+	if (c->arg_free)
+		client_state_free(c);
+	client_unmap_session(c, c);
+}
+
+struct client_state *client_state(struct rc_client *c)
+{
+	return (struct client_state *)(void *)((char *)c->arg_free -
+					       offsetof(struct client_state,
+							arg_free));
+}
+
+int rc_set_reconnect_timeout(struct rc_client *c, uint32_t ms)
+{
+	if (!c->arg_free)
+		return -EINVAL;
+	client_state(c)->timeout_ms = ms;
+	return 0;
 }
 
 int rc_dataset(const struct rc_client *c, const char *name)
@@ -281,7 +344,13 @@ int rc_dataset(const struct rc_client *c, const char *name)
 	return -ENOENT;
 }
 
-int rc_register_buffer(struct rc_client *c, int memfd, size_t size)
+/* A socket call failed this way: the daemon is gone. */
+static int lost(int err)
+{
+	return err == -EPIPE || err == -ECONNRESET || err == -ENOTCONN;
+}
+
+int client_regbuf_send(struct rc_client *c, int memfd, uint64_t size)
 {
 	struct rc_regbuf_req req = {
 		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_REGISTER_BUF,
@@ -299,7 +368,38 @@ int rc_register_buffer(struct rc_client *c, int memfd, size_t size)
 	return r.hdr.status ? r.hdr.status : (int)r.buf_index;
 }
 
+int rc_register_buffer(struct rc_client *c, int memfd, size_t size)
+{
+	for (;;) {
+		int r = client_regbuf_send(c, memfd, size);
+		if (!lost(r)) {
+			if (r >= 0 && client_track_buf(c, (uint32_t)r, memfd,
+						       size) < 0) {
+				client_unregbuf_send(c, (uint32_t)r);
+				return -ENOMEM;
+			}
+			return r;
+		}
+		if ((r = client_reconnect(c)) < 0)
+			return r;
+	}
+}
+
 int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index)
+{
+	for (;;) {
+		int r = client_unregbuf_send(c, buf_index);
+		if (!lost(r)) {
+			if (r == 0)
+				client_untrack_buf(c, buf_index);
+			return r;
+		}
+		if ((r = client_reconnect(c)) < 0)
+			return r;
+	}
+}
+
+int client_unregbuf_send(struct rc_client *c, uint32_t buf_index)
 {
 	struct rc_regbuf_req req = {
 		.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION, RC_MSG_UNREGISTER_BUF,
@@ -407,7 +507,7 @@ static struct rc_cqe *spin_for_cqe(struct rc_client *c)
 	}
 }
 
-int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out)
+int client_wait_cqe(struct rc_client *c, struct rc_cqe **out)
 {
 	*out = NULL;
 	if (c->batch_pending)
@@ -438,18 +538,84 @@ int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out)
 	}
 }
 
-/* Submits what is prepared and waits for one completion of ours. */
+/* The application's own entries in flight when the daemon was lost are
+ * gone with it: it learns so from -ECONNRESET, once the session is back. */
+int rc_wait_cqe(struct rc_client *c, struct rc_cqe **out)
+{
+	int r = client_wait_cqe(c, out);
+	if (r != -EPIPE)
+		return r;
+	return (r = client_reconnect(c)) < 0 ? r : -ECONNRESET;
+}
+
+/* An entry that was in flight when the daemon was lost, now that the
+ * session is back: 1 to submit it again, else 0 with its answer in *res
+ * (a dead handle's error; a CLOSE or RELEASE that has nothing left to
+ * undo). */
+static int still_to_do(struct rc_client *c, struct rc_sqe *e,
+		       struct rc_cqe *res)
+{
+	*res = (struct rc_cqe){.user_data = SYNC_TAG, .lease = RC_NO_LEASE};
+	switch (e->opcode) {
+	case RC_OP_RELEASE:
+	case RC_OP_CLOSE:
+		return 0; /* forgotten with the old session */
+	case RC_OP_ABORT:
+		if (client_handle_check(c, e->handle))
+			return 0; /* the daemon dropped it with the session */
+		return 1;
+	case RC_OP_SYNC:
+		if (e->handle == RC_SYNC_ALL || e->handle == RC_SYNC_PREFIX)
+			return 1;
+		/* A committed object was durable as its dataset says: the
+		 * new daemon has it (journal) or S3 does. */
+		if (client_handle_check(c, e->handle) == -ECONNRESET &&
+		    client_state(c)->wh &&
+		    (e->handle & ~RC_WRITE_HANDLE) < client_state(c)->n_wh &&
+		    client_state(c)->wh[e->handle & ~RC_WRITE_HANDLE].committed) {
+			e->handle = RC_SYNC_ALL;
+			return 1;
+		}
+		break;
+	case RC_OP_STAT:
+	case RC_OP_READ:
+	case RC_OP_READ_INTO:
+	case RC_OP_WRITE:
+	case RC_OP_COMMIT:
+	case RC_OP_RENAME:
+		break;
+	default:
+		return 1; /* OPEN, LIST, plans: the new daemon does them */
+	}
+	int err = client_handle_check(c, e->handle);
+	if (!err)
+		return 1;
+	res->res = err;
+	return 0;
+}
+
+/* Submits what is prepared and waits for one completion of ours; if the
+ * daemon is lost meanwhile, re-attaches and submits it again. */
 static int sync_one(struct rc_client *c, struct rc_cqe *res)
 {
-	int r = rc_submit(c);
-	if (r < 0)
-		return r;
-	struct rc_cqe *cqe;
-	if ((r = rc_wait_cqe(c, &cqe)) < 0)
-		return r;
-	*res = *cqe;
-	rc_cqe_seen(c);
-	return res->user_data == SYNC_TAG ? 0 : -EPROTO;
+	struct rc_sqe e = c->sqes[(c->sq_local_tail - 1) & c->sq_mask];
+	for (;;) {
+		int r = rc_submit(c);
+		struct rc_cqe *cqe;
+		if (r >= 0 && (r = client_wait_cqe(c, &cqe)) == 0) {
+			*res = *cqe;
+			rc_cqe_seen(c);
+			return res->user_data == SYNC_TAG ? 0 : -EPROTO;
+		}
+		if (r != -EPIPE || (r = client_reconnect(c)) < 0)
+			return r;
+		if (!still_to_do(c, &e, res))
+			return 0;
+		struct rc_sqe *n = rc_get_sqe(c);
+		if (!n)
+			return -EBUSY;
+		*n = e;
+	}
 }
 
 static struct rc_sqe *sync_sqe(struct rc_client *c, uint8_t op)
@@ -506,20 +672,45 @@ static int key_call(struct rc_client *c, uint8_t op, int dataset,
 	return 0;
 }
 
+/* Records an opened handle for re-opening. 1: done; 0: its number is
+ * one a dead handle of the application holds (kept held), open again;
+ * or a negated errno (the handle is closed). */
+static int track_opened(struct rc_client *c, uint32_t h, int dataset,
+			const char *key, int slot)
+{
+	char etag[RC_MAX_ETAG];
+	memcpy(etag, rc_arg_ptr(c, slot), RC_MAX_ETAG);
+	etag[RC_MAX_ETAG - 1] = 0;
+	int r = client_track_read(c, h, (uint32_t)dataset, key, etag);
+	if (r < 0)
+		rc_close(c, h);
+	return r;
+}
+
 int rc_open(struct rc_client *c, int dataset, const char *key,
 	    struct rc_stat *st)
 {
-	struct rc_sqe *sqe;
-	int slot;
-	int r = key_call(c, RC_OP_OPEN, dataset, key, &sqe, &slot);
-	if (r < 0)
-		return r;
-	struct rc_cqe cqe;
-	r = sync_one(c, &cqe);
-	if (r == 0 && cqe.res >= 0)
-		etag_from_slot(c, slot, st, cqe.addr);
-	rc_arg_put(c, slot);
-	return r < 0 ? r : cqe.res;
+	for (;;) {
+		struct rc_sqe *sqe;
+		int slot;
+		int r = key_call(c, RC_OP_OPEN, dataset, key, &sqe, &slot);
+		if (r < 0)
+			return r;
+		struct rc_cqe cqe;
+		r = sync_one(c, &cqe);
+		if (r == 0 && cqe.res >= 0) {
+			etag_from_slot(c, slot, st, cqe.addr);
+			r = track_opened(c, (uint32_t)cqe.res, dataset, key,
+					 slot);
+			if (r == 0) {
+				rc_arg_put(c, slot);
+				continue;
+			}
+			r = r < 0 ? r : 0;
+		}
+		rc_arg_put(c, slot);
+		return r < 0 ? r : cqe.res;
+	}
 }
 
 int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
@@ -530,6 +721,8 @@ int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
 	int *slot_of = malloc((n ? n : 1) * sizeof(*slot_of));
 	if (!slot_of)
 		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		slot_of[k] = -1; /* >= 0 while its OPEN is in flight */
 	size_t next = 0, inflight = 0;
 	int err = 0;
 	while (!err && (next < n || inflight)) {
@@ -555,17 +748,52 @@ int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
 			break;
 		err = 0;
 		struct rc_cqe *cqe;
-		if ((err = rc_wait_cqe(c, &cqe)) < 0)
+		if ((err = client_wait_cqe(c, &cqe)) == -EPIPE &&
+		    (err = client_reconnect(c)) == 0) {
+			/* Their keys are in the slots still: again. */
+			for (size_t k = 0; k < next; k++) {
+				if (slot_of[k] < 0)
+					continue;
+				struct rc_sqe *sqe = sync_sqe(c, RC_OP_OPEN);
+				if (!sqe) {
+					err = -EBUSY;
+					break;
+				}
+				sqe->arg = (uint16_t)slot_of[k];
+				sqe->arg_len = (uint32_t)strlen(keys[k]);
+				sqe->dataset = (uint32_t)dataset;
+				sqe->user_data = k;
+			}
+			continue;
+		}
+		if (err < 0)
 			break;
 		uint64_t k = cqe->user_data;
-		if (k < n) {
-			results[k] = cqe->res;
-			if (sizes)
-				sizes[k] = cqe->res >= 0 ? cqe->addr : 0;
-			rc_arg_put(c, slot_of[k]);
-		}
+		struct rc_cqe done = *cqe;
 		rc_cqe_seen(c);
 		inflight--;
+		if (k >= n || slot_of[k] < 0)
+			continue;
+		int t = done.res < 0 ? 1 : track_opened(c, (uint32_t)done.res,
+						       dataset, keys[k],
+						       slot_of[k]);
+		rc_arg_put(c, slot_of[k]);
+		slot_of[k] = -1;
+		if (t == 0) { /* its number is held: open it again */
+			struct rc_sqe *sqe;
+			int slot, r = key_call(c, RC_OP_OPEN, dataset, keys[k],
+					       &sqe, &slot);
+			if (r == 0) {
+				sqe->user_data = k;
+				slot_of[k] = slot;
+				inflight++;
+				continue;
+			}
+			t = r;
+		}
+		results[k] = t < 0 ? t : done.res;
+		if (sizes)
+			sizes[k] = done.res >= 0 && t > 0 ? done.addr : 0;
 	}
 	for (; !err && next < n; next++)
 		results[next] = -EBUSY; /* not one arg slot to open with */
@@ -577,7 +805,10 @@ int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st)
 {
 	struct rc_sqe *sqe;
 	int slot;
-	int r = slot_call(c, RC_OP_STAT, &sqe, &slot);
+	int r = client_handle_check(c, handle);
+	if (r < 0)
+		return r;
+	r = slot_call(c, RC_OP_STAT, &sqe, &slot);
 	if (r < 0)
 		return r;
 	sqe->handle = handle;
@@ -591,23 +822,54 @@ int rc_stat_handle(struct rc_client *c, uint32_t handle, struct rc_stat *st)
 
 static int simple_call(struct rc_client *c, uint8_t op, uint32_t handle)
 {
+	struct rc_cqe cqe;
+	struct rc_sqe e = {.opcode = op, .handle = handle};
+	if (op != RC_OP_CLOSE && op != RC_OP_RELEASE &&
+	    !still_to_do(c, &e, &cqe))
+		return cqe.res; /* a dead handle's error */
+	handle = e.handle;
 	struct rc_sqe *sqe = sync_sqe(c, op);
 	if (!sqe)
 		return -EBUSY;
 	sqe->handle = handle;
-	struct rc_cqe cqe;
 	int r = sync_one(c, &cqe);
 	return r < 0 ? r : cqe.res;
 }
 
 int rc_close(struct rc_client *c, uint32_t handle)
 {
+	if (!client_untrack(c, handle))
+		return 0; /* died with an earlier session */
 	return simple_call(c, RC_OP_CLOSE, handle);
 }
 
+/* A lease of an earlier session: its arena stays mapped, and the daemon
+ * that held it is gone. */
 int rc_release(struct rc_client *c, uint32_t lease)
 {
+	if (client_lease_is_old(c, lease))
+		return 0;
 	return simple_call(c, RC_OP_RELEASE, lease);
+}
+
+/* Queues the READs of rc_read's extents not yet done (done[i] == 0). */
+static int read_issue(struct rc_client *c, uint32_t handle, uint64_t offset,
+		      uint64_t len, int n, const uint8_t *done)
+{
+	uint64_t bs = c->block_size, pos = offset;
+	for (int i = 0; i < n; i++) {
+		uint64_t end = (pos / bs + 1) * bs;
+		if (end > offset + len)
+			end = offset + len;
+		if (!done[i]) {
+			struct rc_sqe *sqe = rc_get_sqe(c);
+			if (!sqe)
+				return -EBUSY;
+			rc_prep_read(sqe, handle, pos, end - pos, (uint64_t)i);
+		}
+		pos = end;
+	}
+	return rc_submit(c);
 }
 
 int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
@@ -615,46 +877,60 @@ int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
 {
 	if (max_ext <= 0)
 		return -EINVAL;
+	int r = client_handle_check(c, handle);
+	if (r < 0)
+		return r;
 	if ((uint32_t)max_ext > c->sq_mask + 1)
 		max_ext = (int)(c->sq_mask + 1);
 	/* One READ per block the range touches, all in one batch. */
 	uint64_t bs = c->block_size;
+	uint32_t room = c->sq_mask + 1 - (c->sq_local_tail -
+		atomic_load_explicit(&c->hdr->sq_head, memory_order_acquire));
 	int n = 0;
-	for (uint64_t pos = offset; pos < offset + len && n < max_ext; n++) {
-		uint64_t end = (pos / bs + 1) * bs;
-		if (end > offset + len)
-			end = offset + len;
-		struct rc_sqe *sqe = rc_get_sqe(c);
-		if (!sqe)
-			break;
-		rc_prep_read(sqe, handle, pos, end - pos, (uint64_t)n);
-		pos = end;
-	}
+	for (uint64_t pos = offset; pos < offset + len && n < max_ext &&
+				    (uint32_t)n < room; n++)
+		pos = (pos / bs + 1) * bs;
 	if (n == 0)
 		return 0;
-	int r = rc_submit(c);
-	if (r < 0)
-		return r;
-	int err = 0, got = 0;
-	for (int i = 0; i < n; i++) {
+	uint8_t *done = calloc((size_t)n, 1);
+	if (!done)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++)
+		ext[i] = (struct rc_extent){NULL, 0, RC_NO_LEASE};
+	int err = 0, got = 0, left = n;
+	r = read_issue(c, handle, offset, len, n, done);
+	while (r >= 0 && left > 0) {
 		struct rc_cqe *cqe;
-		if ((r = rc_wait_cqe(c, &cqe)) < 0)
-			return r; /* the daemon is gone: leases with it */
+		if ((r = client_wait_cqe(c, &cqe)) == -EPIPE) {
+			/* What came back stays readable in the old arena
+			 * (its leases die with the session); the rest is
+			 * read again from the daemon that took over. */
+			if ((r = client_reconnect(c)) < 0 ||
+			    (r = client_handle_check(c, handle)) < 0)
+				break;
+			r = read_issue(c, handle, offset, len, n, done);
+			continue;
+		}
+		if (r < 0)
+			break;
 		uint64_t idx = cqe->user_data;
-		if (cqe->res < 0 && !err)
-			err = cqe->res;
-		if (cqe->res > 0 && idx < (uint64_t)n) {
-			ext[idx].data = rc_cqe_data(c, cqe);
-			ext[idx].len = (uint32_t)cqe->res;
-			ext[idx].lease = cqe->lease;
-			got++;
-		} else if (idx < (uint64_t)n) {
-			ext[idx].data = NULL;
-			ext[idx].len = 0;
-			ext[idx].lease = RC_NO_LEASE;
+		if (idx < (uint64_t)n && !done[idx]) {
+			done[idx] = 1;
+			left--;
+			if (cqe->res < 0 && !err)
+				err = cqe->res;
+			if (cqe->res > 0) {
+				ext[idx].data = rc_cqe_data(c, cqe);
+				ext[idx].len = (uint32_t)cqe->res;
+				ext[idx].lease = cqe->lease;
+				got++;
+			}
 		}
 		rc_cqe_seen(c);
 	}
+	free(done);
+	if (r < 0)
+		return r; /* the session is gone: its leases with it */
 	if (err) {
 		for (int i = 0; i < n; i++)
 			if (ext[i].lease != RC_NO_LEASE)
@@ -668,6 +944,9 @@ int rc_read(struct rc_client *c, uint32_t handle, uint64_t offset,
 ssize_t rc_read_into(struct rc_client *c, uint32_t handle, uint64_t offset,
 		     uint64_t len, uint32_t buf_index, uint64_t buf_offset)
 {
+	int err = client_handle_check(c, handle);
+	if (err < 0)
+		return err;
 	struct rc_sqe *sqe = rc_get_sqe(c);
 	if (!sqe)
 		return -EBUSY;
@@ -704,15 +983,27 @@ int rc_list(struct rc_client *c, int dataset, const char *prefix,
 
 int rc_write_open(struct rc_client *c, int dataset, const char *key)
 {
-	struct rc_sqe *sqe;
-	int slot;
-	int r = key_call(c, RC_OP_WRITE_OPEN, dataset, key, &sqe, &slot);
-	if (r < 0)
-		return r;
-	struct rc_cqe cqe;
-	r = sync_one(c, &cqe);
-	rc_arg_put(c, slot);
-	return r < 0 ? r : cqe.res;
+	for (;;) {
+		struct rc_sqe *sqe;
+		int slot;
+		int r = key_call(c, RC_OP_WRITE_OPEN, dataset, key, &sqe,
+				 &slot);
+		if (r < 0)
+			return r;
+		struct rc_cqe cqe;
+		r = sync_one(c, &cqe);
+		rc_arg_put(c, slot);
+		if (r < 0 || cqe.res < 0)
+			return r < 0 ? r : cqe.res;
+		/* 0: a lost write handle of the application has this
+		 * number; the daemon's stays held until that one is
+		 * closed. */
+		if ((r = client_track_write(c, (uint32_t)cqe.res)) != 0) {
+			if (r < 0)
+				rc_close(c, (uint32_t)cqe.res);
+			return r < 0 ? r : cqe.res;
+		}
+	}
 }
 
 int rc_sync(struct rc_client *c, uint32_t handle)
@@ -724,6 +1015,9 @@ ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
 		 uint64_t len, uint32_t buf_index, uint64_t buf_offset)
 {
 	for (;;) {
+		int err = client_handle_check(c, handle);
+		if (err < 0)
+			return err;
 		struct rc_sqe *sqe = sync_sqe(c, RC_OP_WRITE);
 		if (!sqe)
 			return -EBUSY;
@@ -746,7 +1040,10 @@ ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
 
 int rc_commit(struct rc_client *c, uint32_t handle)
 {
-	return simple_call(c, RC_OP_COMMIT, handle);
+	int r = simple_call(c, RC_OP_COMMIT, handle);
+	if (r == 0)
+		client_track_commit(c, handle);
+	return r;
 }
 
 int rc_abort(struct rc_client *c, uint32_t handle)
@@ -758,7 +1055,10 @@ int rc_rename(struct rc_client *c, uint32_t handle, const char *key)
 {
 	struct rc_sqe *sqe;
 	int slot;
-	int r = key_call(c, RC_OP_RENAME, 0, key, &sqe, &slot);
+	int r = client_handle_check(c, handle);
+	if (r < 0)
+		return r;
+	r = key_call(c, RC_OP_RENAME, 0, key, &sqe, &slot);
 	if (r < 0)
 		return r;
 	sqe->dataset = 0;
@@ -779,7 +1079,12 @@ static int send_plan(struct rc_client *c, uint32_t buf_index,
 	sqe->flags = flags;
 	struct rc_cqe cqe;
 	int r = sync_one(c, &cqe);
-	return r < 0 ? r : cqe.res;
+	if (r < 0)
+		return r;
+	if (cqe.res >= 0 && client_track_plan(c, buf_index, buf_offset,
+					      n_entries, flags) < 0)
+		return -ENOMEM;
+	return cqe.res;
 }
 
 int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
@@ -828,7 +1133,11 @@ const char *rc_strerror(int err)
 	case ENOSPC:
 		return "write-back journal is full";
 	case EPIPE:
-		return "daemon connection lost";
+		return "daemon connection lost (no daemon came back within the "
+		       "reconnect timeout)";
+	case ECONNRESET:
+		return "the daemon restarted: an uncommitted write is lost (write "
+		       "it again), entries in flight must be submitted again";
 	case EDQUOT:
 		return "over this user's or session's limit (ringcache.conf [daemon] max_*)";
 	case EUSERS:

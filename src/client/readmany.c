@@ -1,7 +1,8 @@
 /* readmany.c - libringcache's one-entry sample path: rc_read_many (a batch
  * of READ_KEY entries in flight together, continued with READs for the
- * samples that span blocks), rc_read_key on top of it, and the lazily
- * posted RELEASE and CLOSE whose completions rc_peek_cqe consumes. */
+ * samples that span blocks; requested again from the start after a
+ * re-attach), rc_read_key on top of it, and the lazily posted RELEASE and
+ * CLOSE whose completions rc_peek_cqe consumes. */
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "ringcache.h"
+#include "client_priv.h"
 
 #define EXT_BITS 20 /* user_data: request index << EXT_BITS | extent */
 #define EXT_MAX ((1u << EXT_BITS) - 1)
@@ -57,14 +59,32 @@ static int lazy_post(struct rc_client *c, uint8_t op, uint32_t id)
 	return 0;
 }
 
+/* A lease or handle of a session the daemon took with it is forgotten
+ * here; and when the SQ cannot drain because the daemon is gone, the
+ * session comes back first (what was queued went with the old ring). */
+static int lazy_post_or_back(struct rc_client *c, uint8_t op, uint32_t id)
+{
+	int r = lazy_post(c, op, id);
+	if (r != -EPIPE || (r = client_reconnect(c)) < 0)
+		return r;
+	if (op == RC_OP_RELEASE ? client_lease_is_old(c, id)
+				: !client_untrack(c, id))
+		return 0;
+	return lazy_post(c, op, id);
+}
+
 int rc_release_lazy(struct rc_client *c, uint32_t lease)
 {
-	return lazy_post(c, RC_OP_RELEASE, lease);
+	if (client_lease_is_old(c, lease))
+		return 0;
+	return lazy_post_or_back(c, RC_OP_RELEASE, lease);
 }
 
 int rc_close_lazy(struct rc_client *c, uint32_t handle)
 {
-	return lazy_post(c, RC_OP_CLOSE, handle);
+	if (!client_untrack(c, handle))
+		return 0; /* died with an earlier session */
+	return lazy_post_or_back(c, RC_OP_CLOSE, handle);
 }
 
 /* ---- rc_read_many ------------------------------------------------------- */
@@ -89,6 +109,9 @@ struct rc_read_batch {
 	size_t n, next_key, done;
 	size_t *more;         /* requests in ST_MORE with reads to issue */
 	size_t n_more;
+	size_t *redo;         /* requests to ask for again (re-attached) */
+	size_t n_redo;
+	uint32_t session;     /* rc_reconnects when its entries went out */
 	uint32_t inflight;    /* this call's entries awaiting completion */
 };
 
@@ -258,6 +281,10 @@ static void on_cqe(struct rc_read_batch *b, const struct rc_cqe *cqe)
  * as far as the SQ ring and the arg slots allow. */
 static void issue(struct rc_read_batch *b)
 {
+	while (b->n_redo && issue_key(b, b->redo[b->n_redo - 1]))
+		b->n_redo--;
+	if (b->n_redo)
+		return;
 	size_t k = 0;
 	for (; k < b->n_more; k++)
 		if (!issue_more(b, b->more[k]))
@@ -268,6 +295,31 @@ static void issue(struct rc_read_batch *b)
 		return;
 	while (b->next_key < b->n && issue_key(b, b->next_key))
 		b->next_key++;
+}
+
+/* The daemon was lost: the session is back with none of this batch's
+ * entries. Every request issued and not finished is asked for again
+ * from its start; what it had read is dropped (its leases died with the
+ * old session, its handle too). */
+static int batch_restart(struct rc_read_batch *b, int lost)
+{
+	int r = lost ? client_reconnect(b->c) : 0;
+	if (r < 0)
+		return r;
+	b->session = rc_reconnects(b->c);
+	b->n_more = 0;
+	b->inflight = 0;
+	for (size_t i = 0; i < b->next_key; i++) {
+		struct req_state *s = &b->st[i];
+		if (s->stage == ST_DONE || s->stage == ST_IDLE)
+			continue;
+		if (s->stage == ST_KEY)
+			rc_arg_put(b->c, s->slot);
+		*s = (struct req_state){.stage = ST_IDLE};
+		b->reqs[i].n_ext = 0;
+		b->redo[b->n_redo++] = i;
+	}
+	return 0;
 }
 
 static int batch_run(struct rc_read_batch *b)
@@ -290,18 +342,34 @@ static int batch_run(struct rc_read_batch *b)
 					b->st[b->next_key].err = -EBUSY;
 					req_finish(b, b->next_key);
 				}
+				for (; b->n_redo; b->n_redo--) {
+					b->st[b->redo[b->n_redo - 1]].err =
+						-EBUSY;
+					req_finish(b, b->redo[b->n_redo - 1]);
+				}
 				continue;
 			}
 			rc_peek_cqe(c);
-			if (daemon_gone(c))
-				return -EPIPE;
+			if (daemon_gone(c) && (r = batch_restart(b, 1)) < 0)
+				return r;
 			sched_yield();
 			continue;
 		}
 		if (b->inflight == 0)
 			break;
+		/* A lazy post while the batch was pending may have
+		 * re-attached already: its entries are not on this ring. */
+		if (b->session != rc_reconnects(c)) {
+			batch_restart(b, 0);
+			continue;
+		}
 		struct rc_cqe *cqe;
-		if ((r = rc_wait_cqe(c, &cqe)) < 0)
+		if ((r = client_wait_cqe(c, &cqe)) == -EPIPE) {
+			if ((r = batch_restart(b, 1)) < 0)
+				return r;
+			continue;
+		}
+		if (r < 0)
 			return r;
 		struct rc_cqe copy = *cqe;
 		rc_cqe_seen(c);
@@ -314,6 +382,7 @@ static void batch_free(struct rc_read_batch *b)
 {
 	free(b->st);
 	free(b->more);
+	free(b->redo);
 	free(b);
 }
 
@@ -335,13 +404,15 @@ int rc_read_many_start(struct rc_client *c, int dataset,
 				    .n = n};
 	b->st = calloc(n + 1, sizeof(*b->st));
 	b->more = malloc((n + 1) * sizeof(*b->more));
-	if (!b->st || !b->more) {
+	b->redo = malloc((n + 1) * sizeof(*b->redo));
+	if (!b->st || !b->more || !b->redo) {
 		batch_free(b);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (reqs[i].max_ext > EXT_MAX)
 			reqs[i].max_ext = EXT_MAX;
+	b->session = rc_reconnects(c);
 	issue(b);
 	int r = rc_submit(c);
 	if (r < 0) {

@@ -37,7 +37,11 @@ struct rc_attach_req {
 	int32_t gpu;        /* GPU index this process feeds, or -1 */
 	int32_t numa_node;  /* or -1: derived from gpu, else the first shard */
 	uint32_t sq_entries, cq_entries, arg_slots; /* 0: defaults */
-	uint32_t flags;
+	/* Carried in bits RC_LEASE_GEN_SHIFT.. of every lease id of the
+	 * session (0..RC_LEASE_GEN_MAX; 0 on a first attach): a client that
+	 * re-attached after a restart tells its old leases from the new
+	 * daemon's by it. A daemon that ignores it echoes 0. */
+	uint32_t lease_gen;
 };
 
 /* Reply fds, in order: ring region, SQ eventfd, CQ eventfd, then one arena
@@ -46,7 +50,8 @@ struct rc_attach_reply {
 	struct rc_msg_hdr hdr;
 	uint32_t shard, n_datasets;
 	uint64_t ring_size;
-	uint32_t block_size, reserved;
+	uint32_t block_size;
+	uint32_t lease_gen; /* the request's, as this session applies it */
 	struct rc_dataset_info datasets[];
 };
 

@@ -79,6 +79,8 @@ struct op {
 	uint32_t pending;         /* blocks or requests still awaited */
 	uint16_t arg;
 	int32_t err;
+	uint32_t open_at;         /* OPEN with RC_OPEN_AT: the handle wanted */
+	bool has_open_at;
 	uint64_t charged;         /* READ bytes in flight (quota) */
 	uint64_t start_ns;        /* taken from the ring (read-wait metric) */
 };
@@ -135,6 +137,7 @@ struct session {
 	uint32_t *handles_free;    /* stack of free handles */
 	uint32_t n_handles_free;
 	struct lease_table leases;
+	uint32_t lease_gen;        /* in every lease id's top bits (wire.h) */
 	uint64_t leased_bytes;     /* of the blocks its leases hold */
 	uint64_t inflight_bytes;   /* of the blocks its reads wait for */
 	struct regbuf bufs[64];

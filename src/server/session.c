@@ -366,6 +366,7 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 	}
 	s->attached = true;
 	s->sh->n_sessions++;
+	s->lease_gen = req->lease_gen <= RC_LEASE_GEN_MAX ? req->lease_gen : 0;
 	err = setup_ring(s, req);
 	if (err) {
 		session_detach_quota(s);
@@ -392,6 +393,7 @@ static void handle_attach(struct session *s, const void *msg, size_t len)
 	r->n_datasets = n_ds;
 	r->ring_size = s->region_size;
 	r->block_size = d->cfg.block_bytes;
+	r->lease_gen = s->lease_gen;
 	for (uint32_t i = 0; i < n_ds; i++) {
 		struct rc_dataset_info *di = &r->datasets[i];
 		struct dataset *ds = d->datasets[i];
@@ -820,12 +822,17 @@ static int lease_alloc(struct session *s, struct cache_entry *e)
 	lt->e[id] = e;
 	lt->n_used++;
 	cache_lease(&s->sh->cache, e);
-	return (int)id;
+	return (int)(id | s->lease_gen << RC_LEASE_GEN_SHIFT);
 }
 
-static int lease_release(struct session *s, uint32_t id)
+static int lease_release(struct session *s, uint32_t lease)
 {
 	struct lease_table *lt = &s->leases;
+	/* A lease of the client's earlier session (another generation) is
+	 * not this session's, whatever its index. */
+	if (RC_LEASE_GEN(lease) != s->lease_gen)
+		return -EBADF;
+	uint32_t id = lease & ((1u << RC_LEASE_GEN_SHIFT) - 1);
 	if (validate_table_id(id, lt->cap) || !lt->e[id])
 		return -EBADF;
 	lease_uncharge(s, lt->e[id]->len);
@@ -885,6 +892,29 @@ static int handle_alloc(struct session *s, struct object *o)
 	return (int)h;
 }
 
+/* A re-attached client re-opens its handles under the numbers its
+ * application holds (RC_OPEN_AT): only within max_handles, only a free
+ * one, and only in this session's own table. */
+static int handle_alloc_at(struct session *s, struct object *o, uint32_t h)
+{
+	int err;
+	while (h >= s->cap_handles)
+		if ((err = handles_grow(s)) < 0)
+			return err;
+	if (s->handles[h])
+		return -EBUSY;
+	for (uint32_t i = 0; i < s->n_handles_free; i++) {
+		if (s->handles_free[i] != h)
+			continue;
+		s->handles_free[i] = s->handles_free[--s->n_handles_free];
+		break;
+	}
+	object_get(o);
+	s->handles[h] = o;
+	s->n_handles++;
+	return (int)h;
+}
+
 static struct object *handle_get(struct session *s, uint32_t h)
 {
 	return validate_table_id(h, s->cap_handles) ? NULL : s->handles[h];
@@ -927,7 +957,9 @@ void op_complete(struct op *op)
 		} else if (op->opcode == RC_OP_READ_INTO) {
 			op->cqe.res = (int32_t)op->len;
 		} else if (op->opcode == RC_OP_OPEN) {
-			int h = handle_alloc(s, op->obj);
+			int h = op->has_open_at
+					? handle_alloc_at(s, op->obj, op->open_at)
+					: handle_alloc(s, op->obj);
 			op->cqe.res = h;
 			if (h >= 0) {
 				op->cqe.addr = op->obj->size;
@@ -1115,9 +1147,16 @@ static int submit_open(struct session *s, const struct rc_sqe *e)
 	char key[RC_MAX_KEY + 1];
 	if ((err = copy_key(s, e, key, false)))
 		return err;
+	struct quota *q = &s->sh->d->quota;
+	if ((e->flags & RC_OPEN_AT) && e->handle >= q->v->handles) {
+		quota_refused(q, REFUSED_HANDLES);
+		return -EDQUOT; /* refused before it costs S3 a request */
+	}
 	struct op *op = op_new(s, e);
 	if (!op)
 		return -ENOMEM;
+	op->has_open_at = (e->flags & RC_OPEN_AT) != 0;
+	op->open_at = e->handle;
 	fetch_open(s->sh, op, ds, key);
 	return DEFERRED;
 }

@@ -31,6 +31,7 @@ static const uint8_t op_fields[RC_OP__COUNT] = {
 };
 /* The SQE flag bits an opcode accepts. */
 static const uint8_t op_flags[RC_OP__COUNT] = {
+	[RC_OP_OPEN] = RC_OPEN_AT,
 	[RC_OP_PREFETCH_PLAN] = RC_PLAN_APPEND,
 	[RC_OP_READ_KEY] = RC_READ_KEY_CLOSE,
 };
@@ -41,6 +42,9 @@ static uint8_t fields_read(const struct rc_sqe *e)
 	/* Only a prefix SYNC names a dataset and a prefix. */
 	if (e->opcode == RC_OP_SYNC && e->handle != RC_SYNC_PREFIX)
 		f &= (uint8_t)~(F_DATASET | F_ARG);
+	/* An OPEN names the handle it wants only with RC_OPEN_AT. */
+	if (e->opcode == RC_OP_OPEN && (e->flags & RC_OPEN_AT))
+		f |= F_HANDLE;
 	return f;
 }
 

@@ -119,7 +119,7 @@ Test(validate_sqe, sync_reads_dataset_and_prefix_only_with_sync_prefix)
 	}
 }
 
-Test(validate_sqe, flags_only_plan_append_and_read_key_close)
+Test(validate_sqe, flags_only_plan_append_read_key_close_open_at)
 {
 	for (unsigned op = 0; op < RC_OP__COUNT; op++) {
 		for (unsigned bit = 0; bit < 8; bit++) {
@@ -128,7 +128,9 @@ Test(validate_sqe, flags_only_plan_append_and_read_key_close)
 			bool ok = (op == RC_OP_PREFETCH_PLAN &&
 				   (1u << bit) == RC_PLAN_APPEND) ||
 				  (op == RC_OP_READ_KEY &&
-				   (1u << bit) == RC_READ_KEY_CLOSE);
+				   (1u << bit) == RC_READ_KEY_CLOSE) ||
+				  (op == RC_OP_OPEN &&
+				   (1u << bit) == RC_OPEN_AT);
 			cr_assert_eq(validate_sqe(&e), ok ? 0 : -EINVAL,
 				     "opcode %u flag %#x", op, 1u << bit);
 		}
@@ -523,4 +525,18 @@ Test(validate_ring, geometry_rounds_up_and_clamps)
 	cr_assert_eq(g.sq_entries, VALIDATE_MAX_SQ);
 	cr_assert_eq(g.cq_entries, 2 * VALIDATE_MAX_SQ);
 	cr_assert_eq(g.arg_slots, VALIDATE_MAX_ARGS);
+}
+
+/* An OPEN names a handle only with RC_OPEN_AT (a re-attach's re-open). */
+Test(validate_sqe, open_handle_only_with_open_at)
+{
+	struct rc_sqe e = {.opcode = RC_OP_OPEN, .handle = 5};
+	cr_assert_eq(validate_sqe(&e), -EINVAL);
+	e.flags = RC_OPEN_AT;
+	cr_assert_eq(validate_sqe(&e), 0);
+	e.handle = 0;
+	cr_assert_eq(validate_sqe(&e), 0);
+	e.opcode = RC_OP_READ_KEY; /* bit 0 is READ_KEY_CLOSE there */
+	e.handle = 5;
+	cr_assert_eq(validate_sqe(&e), -EINVAL);
 }
