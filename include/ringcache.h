@@ -432,7 +432,8 @@ void rc_detach(struct rc_client *c);
  *   - re-opens every handle opened through rc_open/rc_open_many under
  *     the same number (OPEN with RC_OPEN_AT: the same ACL checks as any
  *     OPEN). Same ETag: the handle keeps working. A changed or deleted
- *     object: that handle alone fails with -ESTALE (rc_close it); a
+ *     object: that handle alone fails with -ESTALE (rc_close it; its
+ *     number is not reused while the application holds it); a
  *     dataset this user may no longer read: -EACCES, one the daemon no
  *     longer runs: -ENOENT;
  *   - registers every buffer again at the same index (the library keeps
@@ -474,6 +475,12 @@ int rc_set_reconnect_timeout(struct rc_client *c, uint32_t ms);
 int rc_reconnect(struct rc_client *c);
 /* Re-attaches so far. */
 uint32_t rc_reconnects(struct rc_client *c);
+/* 0 for a handle usable as far as the library knows; for one that did
+ * not survive a re-attach, what the synchronous helpers return for it
+ * (-ESTALE, -ECONNRESET, -EACCES, -ENOENT). A raw-ring application checks
+ * its handles with it after -ECONNRESET: the number of a dead handle is
+ * closed on the daemon (-EBADF) and may later be reused by an OPEN. */
+int rc_handle_check(struct rc_client *c, uint32_t handle);
 
 /* Dataset id by name; -ENOENT if the daemon does not run it (never
  * configured, or removed by a reload before this attach); -EACCES if its

@@ -360,13 +360,23 @@ static void rec_dead(struct handle_rec *r, int err, int held)
 	r->held = (uint8_t)held;
 }
 
+/* Another object under the key now: its handle is closed again (lazily,
+ * with the next submission), so that no entry can read the new bytes
+ * through the old number. */
 static void reopen_done(struct rc_client *c, struct handle_rec *r, int slot,
 			const struct rc_cqe *cqe)
 {
 	if (cqe->res >= 0) {
 		const char *etag = rc_arg_ptr(c, slot);
-		if (strncmp(etag, r->etag, RC_MAX_ETAG) != 0)
-			rec_dead(r, -ESTALE, 1); /* another object now */
+		if (strncmp(etag, r->etag, RC_MAX_ETAG) == 0)
+			return;
+		rec_dead(r, -ESTALE, 0);
+		struct rc_sqe *sqe = rc_get_sqe(c);
+		if (sqe) {
+			sqe->opcode = RC_OP_CLOSE;
+			sqe->handle = (uint32_t)cqe->res;
+			sqe->user_data = RC_USER_DATA_LAZY;
+		}
 	} else {
 		/* Gone from S3 is a change too; an ACL that no longer
 		 * admits this user says so. */
@@ -553,6 +563,11 @@ int rc_reconnect(struct rc_client *c)
 		return 0;
 	int r = client_reconnect(c);
 	return r < 0 ? r : 1;
+}
+
+int rc_handle_check(struct rc_client *c, uint32_t handle)
+{
+	return c->arg_free ? client_handle_check(c, handle) : -EINVAL;
 }
 
 uint32_t rc_reconnects(struct rc_client *c)
