@@ -3,7 +3,8 @@
  * library. It keeps no data cache of its own: names come from LIST,
  * attributes from OPEN, and every read is a zero-copy READ whose leased
  * arena extents go to the kernel as the reply's iovec, released once the
- * reply is written. On a writable dataset create + writes + close map to
+ * reply is written. The kernel's page cache keeps a file's pages across
+ * opens of the same ETag (keep_cache). On a writable dataset create + writes + close map to
  * WRITE_OPEN / WRITE / COMMIT, rename to RENAME and fsync to SYNC.
  *
  * One rc_client serves every request from a single-threaded loop: the
@@ -49,6 +50,9 @@ struct node {
 	uint64_t nlookup;
 	char *key;
 	struct node *next_ino, *next_key;
+	/* The version whose bytes the kernel may hold in its page cache
+	 * ("": none yet): an open that finds the same ETag keeps them. */
+	char etag[RC_MAX_ETAG];
 };
 
 /* W_DROPPED: unlinked while open: aborted, later writes are discarded
@@ -740,11 +744,23 @@ static int open_mode_err(struct mnt *m, int flags)
 	return 0;
 }
 
+/* A warm file is a page-cache read: an open of the version the kernel
+ * already holds keeps its pages (no FUSE round trip at all); any other
+ * version drops them, so one read never mixes two versions' bytes (each
+ * open's handle reads the version it opened). */
+static bool keep_cache(struct node *n, const char *etag)
+{
+	bool same = n->etag[0] && strcmp(n->etag, etag) == 0;
+	snprintf(n->etag, sizeof(n->etag), "%s", etag);
+	return same;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct node *n = node_by_ino(m, ino);
 	struct ofile *of = NULL;
+	bool keep = false;
 	int r = n ? 0 : -ESTALE;
 	if (r == 0 && (fi->flags & O_ACCMODE) == O_RDONLY) {
 		struct wfile *w = wfile_find(m, n->key);
@@ -753,11 +769,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		} else if (!(of = calloc(1, sizeof(*of)))) {
 			r = -ENOMEM;
 		} else {
-			int h = rc_open(&m->c, m->ds, n->key, NULL);
+			struct rc_stat st;
+			int h = rc_open(&m->c, m->ds, n->key, &st);
 			r = h < 0 ? fs_err(h) : !(of->key = strdup(n->key)) ? -ENOMEM : 0;
 			if (h >= 0 && r < 0)
 				rc_close(&m->c, (uint32_t)h);
 			of->handle = (uint32_t)h;
+			if (r == 0)
+				keep = keep_cache(n, st.etag);
 		}
 	} else if (r == 0 && !(r = open_mode_err(m, fi->flags))) {
 		struct stat st;
@@ -766,6 +785,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			r = -ENOTSUP; /* rewriting part of an object */
 		if (r == 0)
 			r = start_write(m, n->key, &of);
+		n->etag[0] = 0; /* whatever the kernel held is not this */
 	}
 	if (r < 0) {
 		free(of);
@@ -773,7 +793,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)of;
-	fi->keep_cache = 0;
+	fi->keep_cache = keep;
 	fuse_reply_open(req, fi);
 }
 

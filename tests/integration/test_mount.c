@@ -384,6 +384,52 @@ Test(mount_rw, tmp_then_rename_reaches_s3)
 	mount_stop(&M);
 }
 
+static void read_file(const char *path, uint8_t *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	size_t got = 0;
+	ssize_t n;
+	while (got < len && (n = read(fd, buf + got, len - got)) > 0)
+		got += (size_t)n;
+	cr_assert_eq(got, len, "%s: %zu of %zu bytes", path, got, len);
+	close(fd);
+}
+
+/* A warm file is served from the kernel's page cache: the second read
+ * of an unchanged object reaches no daemon. An object replaced in S3
+ * (same size, other bytes) is read anew on the next open: new bytes
+ * only, never the old version's pages. */
+Test(mount_rw, warm_reads_are_page_cache_reads_until_the_object_changes)
+{
+	size_t len = 3 * MiB + 17;
+	uint8_t *a = fx_pattern(len, 5), *b = fx_pattern(len, 6);
+	uint8_t *got = malloc(len);
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%spc/x.bin", ck_prefix);
+	snprintf(path, sizeof(path), "%s/pc/x.bin", M.dir);
+	cr_assert_eq(fx_put_object(key, a, len), 0);
+	read_file(path, got, len);
+	cr_assert(memcmp(got, a, len) == 0, "first read");
+	int64_t served = fx_stat_value(D.socket_path,
+				       "ringcache_read_bytes_zero_copy_total");
+	for (int i = 0; i < 3; i++) {
+		read_file(path, got, len);
+		cr_assert(memcmp(got, a, len) == 0, "warm read %d", i);
+	}
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_read_bytes_zero_copy_total"),
+		     served, "warm reads of an unchanged file went to the daemon");
+	cr_assert_eq(fx_put_object(key, b, len), 0);
+	read_file(path, got, len);
+	cr_assert(memcmp(got, b, len) == 0,
+		  "the replaced object's bytes (old pages were served?)");
+	free(a);
+	free(b);
+	free(got);
+	mount_stop(&M);
+}
+
 /* torch.save and torch.load by path, unchanged. */
 Test(mount_rw, torch_save_and_load)
 {
