@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket as socketlib
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -194,12 +195,16 @@ def start_daemon():
     d = tempfile.mkdtemp(prefix="py-", dir=Env.tmp)
     os.chmod(d, 0o755)
     Env.socket = os.path.join(d, "rc.sock")
-    conf = os.path.join(d, "ringcache.conf")
+    Env.conf = os.path.join(d, "ringcache.conf")
     Env.log = os.path.join(d, "ringcached.log")
-    write_config(conf)
-    with open(Env.log, "w") as log:
+    write_config(Env.conf)
+    exec_daemon("w")
+
+
+def exec_daemon(mode):
+    with open(Env.log, mode) as log:
         Env.daemon = subprocess.Popen(
-            [os.path.join(BUILD, "ringcached"), "-c", conf],
+            [os.path.join(BUILD, "ringcached"), "-c", Env.conf],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             preexec_fn=die_with_parent)
     deadline = time.monotonic() + 10
@@ -211,6 +216,13 @@ def start_daemon():
         time.sleep(0.02)
     stop_daemon(check=False)
     raise RuntimeError("ringcached did not start; log:\n" + log_tail())
+
+
+def restart_daemon():
+    """SIGTERM, then the same daemon on the same socket (clients stay
+    attached): what a package upgrade or systemctl restart does."""
+    stop_daemon()
+    exec_daemon("a")
 
 
 def log_tail():
@@ -513,6 +525,102 @@ class TestRead(unittest.TestCase):
     def test_stats(self):
         self.assertIn("ringcache_cache_hits_total", self.c.stats())
         self.assertIn("ringcache_s3_get_total", ringcache.stats(Env.socket))
+
+
+class TestRestart(unittest.TestCase):
+    """A daemon restart is a pause: clients, handles, views and the
+    DataLoader's persistent workers carry on with every byte right."""
+
+    @classmethod
+    def tearDownClass(cls):
+        restart_daemon()  # the tests after these expect a cold cache
+
+    def with_restart(self, body, when):
+        """Runs body() in a thread and restarts the daemon (from this
+        thread: the daemon dies with the thread that started it) once
+        when() is true; re-raises what body raised."""
+        errors = []
+
+        def run():
+            try:
+                body()
+            except BaseException as e:  # reported below
+                errors.append(e)
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 120
+        while not when() and t.is_alive():
+            self.assertLess(time.monotonic(), deadline, "never restarted")
+            time.sleep(0.01)
+        self.assertTrue(t.is_alive(), f"done before the restart: {errors}")
+        restart_daemon()
+        self.restarted = True
+        t.join(240)
+        self.assertFalse(t.is_alive(), "did not finish after the restart")
+        if errors:
+            raise errors[0]
+
+    def test_client_loop_across_restart(self):
+        """open/pread, read_many and a handle opened before the restart:
+        no error, every byte right, through the whole restart."""
+        c = ringcache.Client(Env.socket)
+        self.restarted = False
+        reads = [0]
+        keys = [small_key(i) for i in range(N_SMALL)]
+
+        def loop():
+            big = c.open("ds", "large/1.bin")
+            before = big.view(0, 100)  # a lease of the old daemon
+            after = 0
+            while after < 2 * len(keys):
+                restarted = self.restarted
+                for i in range(0, len(keys), 16):
+                    batch = keys[i:i + 16]
+                    if (i // 16) % 2:
+                        for key, v in zip(batch, c.read_many("ds", batch)):
+                            if isinstance(v, OSError):
+                                raise v
+                            assert bytes(v) == ds_bytes(key), key
+                            v.release()
+                    else:
+                        for key in batch:
+                            with c.open("ds", key) as f:
+                                assert f.pread() == ds_bytes(key), key
+                    reads[0] += len(batch)
+                    if restarted:
+                        after += len(batch)
+                off = (reads[0] * 4099) % (big.size - 100)
+                assert big.pread(off, 100) == ds_bytes("large/1.bin", off,
+                                                       100), off
+            assert bytes(before) == ds_bytes("large/1.bin", 0, 100)
+            before.release()
+            big.close()
+        try:
+            self.with_restart(loop, lambda: reads[0] >= 40)
+        finally:
+            c.close()
+
+    def test_dataloader_persistent_workers_across_restart(self):
+        """A DataLoader with persistent workers, restarted at sample 100
+        of epoch 0: both epochs complete, every sample right."""
+        from torch.utils.data import DataLoader
+        from ringcache.torch import RingcacheDataset
+        keys = [small_key(i) for i in range(N_SMALL)]
+        ds = RingcacheDataset(Env.socket, "ds", keys=keys)
+        loader = DataLoader(ds, batch_size=None, num_workers=2,
+                            persistent_workers=True)
+        seen = [0]
+        self.restarted = False
+
+        def epochs():
+            for epoch in range(2):
+                got = 0
+                for i, sample in enumerate(loader):
+                    assert sample == ds_bytes(keys[i]), (epoch, i)
+                    seen[0] += 1
+                    got += 1
+                assert got == len(keys), (epoch, got)
+        self.with_restart(epochs, lambda: seen[0] >= 100)
 
 
 def _counter(text, name):

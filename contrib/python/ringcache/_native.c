@@ -19,6 +19,11 @@
  * dropped while its session is inside a call (another thread, the GIL
  * released) is queued and posted when the call returns.
  *
+ * A daemon restart is a pause: open and close are libringcache's rc_open
+ * and rc_close (handles re-opened under their numbers), a read resubmits
+ * what rc_wait_cqe's -ECONNRESET says was lost, and read_many re-attaches
+ * inside libringcache (docs/RESTART.md).
+ *
  * Use: one Session per thread, as for rc_client. A call that finds the
  * session busy (another thread inside it) raises RuntimeError. Blocking
  * waits release the GIL. In a forked child a Session (and every View of
@@ -254,8 +259,15 @@ static int wait_idle(Session *s)
 		if (r > 0 && (p[0].revents & POLLIN) &&
 		    read(c->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			r = -errno;
-		if (r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-			r = -EPIPE;
+		if (r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			/* The daemon went: what it had went with it, and the
+			 * session comes back with nothing in flight. */
+			Py_BEGIN_ALLOW_THREADS
+			r = rc_reconnect(c);
+			Py_END_ALLOW_THREADS
+			if (r >= 0)
+				return 0;
+		}
 	}
 	return r;
 }
@@ -352,19 +364,40 @@ static int read_pieces(Session *s, struct piece *p, size_t n)
 {
 	size_t next = 0, inflight = 0;
 	uint32_t window = s->c->sq_mask + 1;
+	for (size_t i = 0; i < n; i++) {
+		/* A handle that did not survive a daemon restart. */
+		int err = rc_handle_check(s->c, p[i].handle);
+		if (err < 0)
+			return err;
+		p[i].res = 1; /* not back yet */
+	}
 	while (next < n || inflight) {
-		for (; next < n && inflight < window; next++, inflight++) {
+		for (; next < n && inflight < window; next++) {
+			if (p[next].res != 1)
+				continue; /* back before a re-attach */
 			struct rc_sqe *sqe = get_sqe(s, inflight);
 			if (!sqe)
 				break;
 			rc_prep_read(sqe, p[next].handle, p[next].offset,
 				     p[next].len, next);
+			inflight++;
 		}
 		int r = rc_submit(s->c);
 		struct rc_cqe cqe;
 		if (r >= 0 && !inflight)
 			r = -EBUSY; /* the SQ stayed full */
-		if (r < 0 || (r = next_cqe(s, &cqe)) < 0)
+		if (r >= 0 && (r = next_cqe(s, &cqe)) == -ECONNRESET) {
+			/* The daemon restarted and the session is back
+			 * without our READs: those not back go again. What
+			 * came back stays readable (old arena, old lease). */
+			int err = rc_handle_check(s->c, p[0].handle);
+			if (err < 0)
+				return err;
+			next = 0;
+			inflight = 0;
+			continue;
+		}
+		if (r < 0)
 			return r;
 		inflight--;
 		if (cqe.user_data >= n)
@@ -519,74 +552,6 @@ static int key_bytes(PyObject *key, const char **k, Py_ssize_t *len)
 	return *k ? 0 : -1;
 }
 
-/* Prepares the OPEN of key i (arg slot taken); -EBUSY: no slot or SQE. */
-static int prep_open(Session *s, int dataset, const char *k, Py_ssize_t len,
-		     uint64_t tag, int *slot, size_t inflight)
-{
-	if ((size_t)len > RC_MAX_KEY)
-		return -ENAMETOOLONG;
-	if ((*slot = rc_arg_get(s->c)) < 0)
-		return -EBUSY;
-	struct rc_sqe *sqe = get_sqe(s, inflight);
-	if (!sqe) {
-		rc_arg_put(s->c, *slot);
-		return -EBUSY;
-	}
-	memcpy(rc_arg_ptr(s->c, *slot), k, (size_t)len);
-	sqe->opcode = RC_OP_OPEN;
-	sqe->arg = (uint16_t)*slot;
-	sqe->arg_len = (uint32_t)len;
-	sqe->dataset = (uint32_t)dataset;
-	sqe->user_data = tag;
-	return 0;
-}
-
-struct opened {
-	int32_t res;   /* handle or negated errno */
-	int slot;
-	uint64_t size;
-};
-
-/* OPENs keys[0..n) with as many in flight as arg slots allow. Returns 0 or
- * a negated errno of the session. The ETags stay in the slots of o[i] when
- * keep_slots (for open()); else the slots are put back. */
-static int open_keys(Session *s, int dataset, const char *const *keys,
-		     const Py_ssize_t *lens, size_t n, struct opened *o,
-		     int keep_slots)
-{
-	size_t next = 0, inflight = 0;
-	while (next < n || inflight) {
-		for (; next < n; next++) {
-			int r = prep_open(s, dataset, keys[next], lens[next],
-					  next, &o[next].slot, inflight);
-			if (r == -EBUSY && inflight)
-				break;
-			o[next].res = r;
-			if (r == 0)
-				inflight++;
-			else
-				o[next].slot = -1;
-		}
-		if (!inflight)
-			break;
-		int r = rc_submit(s->c);
-		struct rc_cqe cqe;
-		if (r < 0 || (r = next_cqe(s, &cqe)) < 0)
-			return r;
-		inflight--;
-		if (cqe.user_data >= n)
-			return -EPROTO;
-		struct opened *q = &o[cqe.user_data];
-		q->res = cqe.res;
-		q->size = cqe.res >= 0 ? cqe.addr : 0;
-		if (!keep_slots || cqe.res < 0) {
-			rc_arg_put(s->c, q->slot);
-			q->slot = -1;
-		}
-	}
-	return 0;
-}
-
 static PyObject *Session_open(Session *s, PyObject *args)
 {
 	int dataset;
@@ -596,21 +561,32 @@ static PyObject *Session_open(Session *s, PyObject *args)
 	if (!PyArg_ParseTuple(args, "iO", &dataset, &key) ||
 	    key_bytes(key, &k, &len) < 0)
 		return NULL;
+	if ((size_t)len > RC_MAX_KEY || memchr(k, 0, (size_t)len)) {
+		raise_error(-ENAMETOOLONG, "open", key);
+		return NULL;
+	}
 	if (enter(s) < 0)
 		return NULL;
-	struct opened o;
-	int r = open_keys(s, dataset, &k, &len, 1, &o, 1);
-	PyObject *ret = NULL;
-	if (r == 0 && o.res >= 0) {
-		char etag[RC_MAX_ETAG];
-		memcpy(etag, rc_arg_ptr(s->c, o.slot), RC_MAX_ETAG);
-		etag[RC_MAX_ETAG - 1] = 0;
-		rc_arg_put(s->c, o.slot);
-		ret = Py_BuildValue("iKs", o.res, (unsigned long long)o.size,
-				    etag);
-	} else {
-		raise_error(r < 0 ? r : o.res, "open", key);
+	/* libringcache's rc_open: the handle is re-opened under its number
+	 * if the daemon restarts. */
+	char *kz = PyMem_Malloc((size_t)len + 1);
+	struct rc_stat st;
+	int r = -ENOMEM;
+	if (kz) {
+		memcpy(kz, k, (size_t)len);
+		kz[len] = 0;
+		Py_BEGIN_ALLOW_THREADS
+		r = rc_open(s->c, dataset, kz, &st);
+		Py_END_ALLOW_THREADS
+		PyMem_Free(kz);
 	}
+	s->unsent = 0;
+	PyObject *ret = NULL;
+	if (r >= 0)
+		ret = Py_BuildValue("iKs", r, (unsigned long long)st.size,
+				    st.etag);
+	else
+		raise_error(r, "open", key);
 	leave(s);
 	return ret;
 }
@@ -620,18 +596,14 @@ static PyObject *Session_close(Session *s, PyObject *args)
 	unsigned int handle;
 	if (!PyArg_ParseTuple(args, "I", &handle) || enter(s) < 0)
 		return NULL;
-	struct rc_sqe *sqe = get_sqe(s, 0);
-	struct rc_cqe cqe = {.res = -EBUSY};
-	int r = 0;
-	if (sqe) {
-		sqe->opcode = RC_OP_CLOSE;
-		sqe->handle = handle;
-		if ((r = rc_submit(s->c)) >= 0)
-			r = next_cqe(s, &cqe);
-	}
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = rc_close(s->c, handle);
+	Py_END_ALLOW_THREADS
+	s->unsent = 0;
 	leave(s);
-	if (r < 0 || cqe.res < 0)
-		return raise_error(r < 0 ? r : cqe.res, "close", NULL);
+	if (r < 0)
+		return raise_error(r, "close", NULL);
 	Py_RETURN_NONE;
 }
 
