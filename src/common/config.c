@@ -1074,6 +1074,7 @@ static const struct key_spec s3_keys[] = {
 	FN("ca_file", key_ca_file),
 	U32("max_connections", max_connections, 1, 1024),
 	U32("max_retries", max_retries, 0, 20),
+	U32("retry_budget", retry_budget_s, 1, 86400),
 	U32("connect_timeout_ms", connect_timeout_ms, 1, 600000),
 	U32("request_timeout_ms", request_timeout_ms, 1, 3600000),
 	FN("credentials", key_credentials),
@@ -1532,7 +1533,8 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->addressing = S3_PATH_STYLE;
 	cfg->tls_verify = true;
 	cfg->max_connections = 64;
-	cfg->max_retries = 5;
+	cfg->max_retries = RC_MAX_RETRIES_UNSET;
+	cfg->retry_budget_s = 60;
 	cfg->connect_timeout_ms = 3000;
 	cfg->request_timeout_ms = 30000;
 	cfg->creds_source = CREDS_AUTO;

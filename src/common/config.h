@@ -47,6 +47,8 @@ struct rc_dataset_config {
 /* The largest max_plan_entries: a plan's entries are copied and scanned
  * on a shard's thread (prefetch.c). */
 #define RC_MAX_PLAN_ENTRIES (16u << 20)
+/* [s3] max_retries when the file does not set it. */
+#define RC_MAX_RETRIES_UNSET UINT32_MAX
 
 struct rc_config {
 	char *path;
@@ -98,7 +100,10 @@ struct rc_config {
 	bool tls_verify;         /* tls_verify = true */
 	char *ca_file;           /* ca_file = */
 	uint32_t max_connections;/* max_connections = 64 */
-	uint32_t max_retries;    /* max_retries = 5 */
+	/* max_retries = N: also stop after N retries (unset: retry_budget
+	 * alone decides; kept so older configs load). */
+	uint32_t max_retries;
+	uint32_t retry_budget_s; /* retry_budget = 60: seconds a request retries */
 	uint32_t connect_timeout_ms, request_timeout_ms; /* 3000, 30000 */
 	enum creds_source creds_source; /* credentials = auto|config|env|file|container|imds|anonymous */
 	char *access_key, *secret_key, *session_token, *profile, *credentials_file;

@@ -29,7 +29,8 @@ struct fetch {
 	struct op *op;             /* FETCH_LIST */
 	char *list_prefix;         /* FETCH_LIST: dataset prefix + asked */
 	struct listing *lst;       /* FETCH_LIST: owned while fetching */
-	unsigned attempt;
+	unsigned attempt;          /* retries made */
+	uint64_t first_ns;         /* its first try: retry_budget runs from it */
 	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
 	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
@@ -250,6 +251,8 @@ static int fetch_start(struct fetch *f)
 	char *key = NULL;
 	if (fetch_throttled(f))
 		return 0;
+	if (!f->first_ns) /* the rate budget's wait is not S3 failing */
+		f->first_ns = rc_now_ns();
 	p.bucket = f->kind == FETCH_LIST ? f->op->ds->cfg->bucket
 					 : f->obj->ds->cfg->bucket;
 	if (f->kind != FETCH_LIST) {
@@ -356,13 +359,24 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 	return f;
 }
 
-static void retry_schedule(struct fetch *f)
+static void retry_schedule(struct fetch *f, unsigned delay_ms)
 {
 	struct shard *sh = f->sh;
 	f->attempt++;
 	reactor_timer_after(sh->reactor, &f->retry,
-		(uint64_t)s3_backoff_ms(sh->d->s3, f->attempt) * 1000000ull);
+			    (uint64_t)delay_ms * 1000000ull);
 	sh->m.s3_retries++;
+}
+
+/* The retry policy (s3_retry_next) within the config's retry_budget:
+ * a read waits through an outage that long, then fails. */
+static bool fetch_retry_next(const struct fetch *f, const struct s3_result *r,
+			     unsigned *delay_ms)
+{
+	const struct s3_client *c = f->sh->d->s3;
+	return s3_retry_next(c, r->retryable, f->attempt,
+			     (rc_now_ns() - f->first_ns) / 1000000u,
+			     s3_client_config(c)->retry_budget_ms, delay_ms);
 }
 
 static void fetch_retry_due(struct reactor_timer *t)
@@ -518,7 +532,8 @@ static bool list_continue(struct fetch *f, int *err)
 		return false;
 	s3_req_free(f->req);
 	f->req = NULL;
-	f->attempt = 0;
+	f->attempt = 0; /* a new page, a new request: its own budget */
+	f->first_ns = 0;
 	*err = fetch_start(f);
 	return *err == 0;
 }
@@ -631,14 +646,16 @@ static void fetch_done(struct fetch *f, CURLcode code)
 		r.retryable = false;
 	}
 	if (err) {
+		unsigned delay;
 		sh->m.s3_errors++;
-		if (r.retryable && f->attempt < sh->d->cfg.max_retries) {
+		if (fetch_retry_next(f, &r, &delay)) {
 			char reason[512];
-			log_debug("S3 %s, retrying",
-				  s3_result_reason(&r, reason, sizeof(reason)));
+			log_debug("S3 %s, retry %u in %u ms",
+				  s3_result_reason(&r, reason, sizeof(reason)),
+				  f->attempt + 1, delay);
 			s3_req_free(f->req);
 			f->req = NULL;
-			retry_schedule(f);
+			retry_schedule(f, delay);
 			return;
 		}
 	}

@@ -19,6 +19,7 @@
 
 #include "creds.h"
 #include "s3_checksum.h"
+#include "s3_reach.h"
 #include "s3_request.h"
 #include "s3_result.h"
 #include "s3_types.h"

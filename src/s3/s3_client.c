@@ -3,11 +3,13 @@
  * and retry policy, and the owned copies of the config's strings. */
 #include "s3_private.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "s3.h"
+#include "s3_reach.h"
 
 
 static char *dup_or_null(const char *s, bool *oom)
@@ -84,8 +86,19 @@ static void apply_defaults(struct s3_config *cfg)
 		cfg->low_speed_time_s = 10;
 	if (!cfg->backoff_base_ms)
 		cfg->backoff_base_ms = 50;
-	if (!cfg->backoff_cap_ms)
-		cfg->backoff_cap_ms = 5000;
+	if (!cfg->retry_budget_ms)
+		cfg->retry_budget_ms = 60000;
+	if (!cfg->write_retry_budget_ms)
+		cfg->write_retry_budget_ms =
+			cfg->retry_budget_ms > UINT_MAX / 5 ?
+			UINT_MAX : 5 * cfg->retry_budget_ms;
+	/* AWS's guidance caps a try's wait at 20 s; a short budget caps it
+	 * lower so a request still gets a few spread tries inside it. */
+	if (!cfg->backoff_cap_ms) {
+		unsigned cap = cfg->retry_budget_ms / 3;
+		cfg->backoff_cap_ms = cap < cfg->backoff_base_ms ?
+			cfg->backoff_base_ms : cap > 20000 ? 20000 : cap;
+	}
 }
 
 struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,
@@ -104,6 +117,7 @@ struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,
 		return NULL;
 	}
 	c->cfg = *cfg;
+	s3_reach_init(c);
 	c->region = dup_or_null(region, &oom);
 	c->ca_file = cfg->ca_file && *cfg->ca_file ? dup_or_null(cfg->ca_file, &oom) : NULL;
 	if (cfg->endpoint && *cfg->endpoint) {
@@ -138,6 +152,7 @@ void s3_client_free(struct s3_client *c)
 	free(c->ca_file);
 	free(c->scheme);
 	free(c->host);
+	s3_reach_destroy(c);
 	free(c);
 }
 

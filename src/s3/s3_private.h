@@ -12,6 +12,7 @@
 #define RC_S3_PRIVATE_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,11 +21,22 @@
 
 #define S3_KEY_MAX 1024                 /* S3's own limit, in bytes */
 
+/* Whether the endpoint answers (s3_reach.c), under lock. */
+struct s3_reach_state {
+	pthread_mutex_t lock;
+	unsigned failures;      /* consecutive requests without a response */
+	bool down;              /* failures reached S3_UNREACHABLE_AFTER */
+	uint64_t first_ns, first_wall_ms; /* the first of those failures */
+	uint64_t outages;
+	char error[256];        /* the latest failure's message */
+};
+
 struct s3_client {
 	struct s3_config cfg;   /* strings below are the owned copies */
 	char *endpoint, *region, *ca_file;
 	char *scheme;           /* "http" or "https" */
 	char *host;             /* Host header value, ":port" if not default */
+	struct s3_reach_state reach;
 };
 
 /* Why a transfer was aborted from inside a callback. */

@@ -2,7 +2,8 @@
  * errors, callback aborts, HTTP statuses and S3 error codes classified
  * into a negated errno with a retry verdict; the checks a 2xx must pass
  * (ranges, lengths, an <Error> inside a 200); the backoff with full
- * jitter; and s3_perform, the blocking retry loop of the tools. */
+ * jitter and the time budget that bounds retries; and s3_perform, the
+ * blocking retry loop of the tools. */
 #include "s3_private.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include "clock.h"
 #include "log.h"
 #include "s3_op.h"
+#include "s3_reach.h"
 #include "s3_response.h"
 #include "s3_result.h"
 #include "s3_xml.h"
@@ -53,6 +55,7 @@ static const char *const bad_request_codes[] = {
 static bool curl_code_retryable(CURLcode code)
 {
 	switch (code) {
+	case CURLE_COULDNT_RESOLVE_HOST: /* a DNS outage is an outage */
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
@@ -301,7 +304,7 @@ static bool error_in_200(const struct s3_req *r, struct s3_result *out)
 	return true;
 }
 
-void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out)
+static void classify(struct s3_req *r, CURLcode code, struct s3_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->curl_code = code;
@@ -323,6 +326,13 @@ void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out)
 	if (!out->code[0])
 		fill_error_text(r, out);
 	classify_status(r->op, out->http_status, out);
+}
+
+void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out)
+{
+	classify(r, code, out);
+	s3_reach_note(r->c, out->http_status, (int)out->curl_code,
+		      out->message);
 }
 
 /* ---- blocking loop and backoff ------------------------------------------ */
@@ -358,6 +368,22 @@ unsigned s3_backoff_ms(const struct s3_client *c, unsigned attempt)
 	return (unsigned)(jitter_random() % (ceiling + 1));
 }
 
+bool s3_retry_next(const struct s3_client *c, bool retryable,
+		   unsigned retries, uint64_t spent_ms, unsigned budget_ms,
+		   unsigned *delay_ms)
+{
+	if (!retryable || retries >= c->cfg.max_retries ||
+	    spent_ms >= budget_ms)
+		return false;
+	unsigned d = s3_backoff_ms(c, retries + 1);
+	/* A wait past the budget's end becomes one last try at its end:
+	 * an outage that ends just inside the budget is still caught. */
+	if (spent_ms + d > budget_ms)
+		d = (unsigned)(budget_ms - spent_ms);
+	*delay_ms = d;
+	return true;
+}
+
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -386,8 +412,10 @@ int s3_perform(struct s3_client *c, const struct s3_req_params *p,
 		*body_out = NULL;
 	if (body_len)
 		*body_len = 0;
+	uint64_t first_ns = rc_now_ns();
 	for (unsigned attempt = 0;; attempt++) {
 		char err[256] = "";
+		unsigned delay;
 		struct s3_req *r = s3_req_new(c, p, err, sizeof(err));
 		if (!r) {
 			memset(res, 0, sizeof(*res));
@@ -399,9 +427,11 @@ int s3_perform(struct s3_client *c, const struct s3_req_params *p,
 		s3_req_result(r, code, res);
 		take_body(r, body_out, body_len);
 		s3_req_free(r);
-		if (!res->retryable || attempt >= c->cfg.max_retries)
+		if (!s3_retry_next(c, res->retryable, attempt,
+				   (rc_now_ns() - first_ns) / 1000000u,
+				   c->cfg.retry_budget_ms, &delay))
 			return res->err;
-		sleep_ms(s3_backoff_ms(c, attempt + 1));
+		sleep_ms(delay);
 	}
 }
 

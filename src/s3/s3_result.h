@@ -1,6 +1,7 @@
 /* s3_result.h - what a finished request means: its outcome as a negated
  * errno with a retry verdict (s3_result.c), a phrase for the log, the
- * retry policy's backoff and the blocking retry loop tools use.
+ * retry policy (backoff with full jitter within a time budget) and the
+ * blocking retry loop tools use.
  *
  * Ownership: a struct s3_result is plain data, the caller's. */
 #ifndef RC_S3_RESULT_H
@@ -40,7 +41,8 @@ struct s3_result {
 const char *s3_result_reason(const struct s3_result *r, char *buf,
 			     size_t len);
 
-/* Call once the transfer is done (CURLMSG_DONE, or after curl_easy_perform). */
+/* Call once the transfer is done (CURLMSG_DONE, or after curl_easy_perform).
+ * Also notes the outcome in the client's reachability (s3_reach.h). */
 void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out);
 
 /* Blocking: builds, performs, retries per policy. body_out (optional)
@@ -48,8 +50,19 @@ void s3_req_result(struct s3_req *r, CURLcode code, struct s3_result *out);
 int s3_perform(struct s3_client *c, const struct s3_req_params *p,
 	       struct s3_result *res, char **body_out, size_t *body_len);
 
-/* Delay before retry number attempt (1-based): capped exponential backoff
- * with full jitter. */
+/* Delay before retry number attempt (1-based): full jitter, uniform in
+ * [0, min(backoff_cap_ms, backoff_base_ms * 2^(attempt-1))]. */
 unsigned s3_backoff_ms(const struct s3_client *c, unsigned attempt);
+
+/* The retry policy, one decision: whether a request that failed
+ * (retryable: its s3_result's verdict) after `retries` retries, spent_ms
+ * after its first try began, is tried again, and *delay_ms before it.
+ * No once max_retries retries were made or budget_ms has passed; the
+ * delay is s3_backoff_ms, cut to end at the budget's end (one last try
+ * there). Callers pass their budget: the config's retry_budget_ms, or
+ * write_retry_budget_ms for an upload's transfers. */
+bool s3_retry_next(const struct s3_client *c, bool retryable,
+		   unsigned retries, uint64_t spent_ms, unsigned budget_ms,
+		   unsigned *delay_ms);
 
 #endif

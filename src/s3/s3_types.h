@@ -17,6 +17,8 @@
 
 struct creds_provider;
 
+#define S3_RETRIES_UNBOUNDED (~0u) /* max_retries: the budget decides */
+
 
 struct s3_config {
 	const char *endpoint;    /* "http://127.0.0.1:9080", "https://s3.us-east-1.amazonaws.com";
@@ -28,8 +30,17 @@ struct s3_config {
 	long connect_timeout_ms; /* default 3000 */
 	long request_timeout_ms; /* whole transfer, default 30000 */
 	long low_speed_time_s;   /* abort if < 1 KB/s for this long, default 10 */
-	unsigned max_retries;    /* default 5 */
-	unsigned backoff_base_ms, backoff_cap_ms; /* default 50, 5000 */
+	/* Retry policy (s3_retry_next): a retryable failure is tried again
+	 * after a full-jitter exponential backoff until retry_budget_ms has
+	 * passed since the first try (0: 60000), an upload's transfers until
+	 * write_retry_budget_ms (0: 5 x retry_budget_ms). max_retries also
+	 * stops earlier, after that many retries: S3_RETRIES_UNBOUNDED leaves
+	 * the budget alone to decide, 0 never retries. */
+	unsigned max_retries;
+	unsigned retry_budget_ms, write_retry_budget_ms;
+	/* Backoff window: base * 2^(retry-1), at most cap. 0: 50 ms, and a
+	 * cap of a third of retry_budget_ms, at least base, at most 20 s. */
+	unsigned backoff_base_ms, backoff_cap_ms;
 	struct creds_provider *creds; /* borrowed */
 };
 

@@ -443,13 +443,21 @@ static int s3_init(struct daemon *d, char *err, size_t errlen)
 		.connect_timeout_ms = c->connect_timeout_ms,
 		.request_timeout_ms = c->request_timeout_ms,
 		.low_speed_time_s = 10,
-		.max_retries = c->max_retries,
-		.backoff_base_ms = 50,
-		.backoff_cap_ms = 5000,
+		.max_retries = c->max_retries == RC_MAX_RETRIES_UNSET ?
+			S3_RETRIES_UNBOUNDED : c->max_retries,
+		.retry_budget_ms = c->retry_budget_s * 1000u,
 		.creds = d->creds,
 	};
 	d->s3 = s3_client_new(&sc, err, errlen);
-	return d->s3 ? 0 : -1;
+	if (!d->s3)
+		return -1;
+	if (c->max_retries != RC_MAX_RETRIES_UNSET)
+		log_warn("[s3] max_retries = %u: a request fails after %u "
+			 "retries, maybe long before retry_budget = %u s; an S3 "
+			 "outage longer than a few seconds then fails reads. "
+			 "Remove max_retries to let retry_budget decide",
+			 c->max_retries, c->max_retries, c->retry_budget_s);
+	return 0;
 }
 
 static int topology_init(struct daemon *d, char *err, size_t errlen)

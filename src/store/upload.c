@@ -40,7 +40,8 @@ struct xfer {
 	struct upload *u;
 	struct s3_req *req;      /* non-NULL while in the driver's multi */
 	bool waiting;            /* on a retry timer */
-	unsigned attempt;
+	unsigned attempt;        /* retries made */
+	uint64_t first_ns;       /* first launch: write_retry_budget runs from it */
 	unsigned part;           /* X_PART: 1-based */
 	const void *body;
 	size_t body_len;
@@ -331,6 +332,8 @@ static void xfer_launch(struct xfer *x)
 
 	if (!digests_ready(x))
 		return;
+	if (!x->first_ns)
+		x->first_ns = rc_now_ns();
 	fill_params(x, &p);
 	if (x->kind == X_COMPLETE) {
 		parts = calloc(u->n_parts, sizeof(*parts));
@@ -384,12 +387,17 @@ static void xfer_retry_due(void *arg)
 	upload_release(u);
 }
 
-/* Schedules a retry if the policy allows; false if x failed for good. */
+/* Schedules a retry if the policy allows; false if x failed for good.
+ * An upload rides out a longer outage than a read (write_retry_budget):
+ * nobody waits on most of them, and what fails may be a checkpoint. */
 static bool xfer_retry(struct xfer *x, const struct s3_result *r)
 {
 	struct upload_engine *e = x->u->e;
-	unsigned max = s3_client_config(e->s3)->max_retries;
-	if (!r->retryable || x->attempt >= max)
+	unsigned delay;
+	if (!s3_retry_next(e->s3, r->retryable, x->attempt,
+			   (rc_now_ns() - x->first_ns) / 1000000u,
+			   s3_client_config(e->s3)->write_retry_budget_ms,
+			   &delay))
 		return false;
 	x->attempt++;
 	x->u->out.retries++;
@@ -399,8 +407,7 @@ static bool xfer_retry(struct xfer *x, const struct s3_result *r)
 	s3_req_free(x->req);
 	x->req = NULL;
 	x->waiting = true;
-	if (e->drv.add_timer(e->drv.ctx, s3_backoff_ms(e->s3, x->attempt),
-			     xfer_retry_due, x) == 0)
+	if (e->drv.add_timer(e->drv.ctx, delay, xfer_retry_due, x) == 0)
 		return true;
 	x->waiting = false;
 	return false;

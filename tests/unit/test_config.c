@@ -175,7 +175,9 @@ Test(config, defaults_when_keys_are_omitted)
 	cr_assert(c.tls_verify);
 	cr_assert_null(c.ca_file);
 	cr_assert_eq(c.max_connections, 64);
-	cr_assert_eq(c.max_retries, 5);
+	cr_assert_eq(c.max_retries, RC_MAX_RETRIES_UNSET,
+		     "unset: retry_budget alone bounds retries");
+	cr_assert_eq(c.retry_budget_s, 60);
 	cr_assert_eq(c.connect_timeout_ms, 3000);
 	cr_assert_eq(c.request_timeout_ms, 30000);
 	cr_assert_eq(c.creds_source, CREDS_AUTO);
@@ -196,6 +198,18 @@ Test(config, custom_endpoint_defaults_to_path_style)
 			  &c), 0, "%s", err);
 	cr_assert_str_eq(c.endpoint, "http://127.0.0.1:9080");
 	cr_assert_eq(c.addressing, S3_PATH_STYLE);
+	config_free(&c);
+}
+
+/* retry_budget bounds retries in seconds; an older config's max_retries
+ * still loads and is kept as a second bound. */
+Test(config, retry_budget_and_max_retries)
+{
+	struct rc_config c;
+	cr_assert_eq(load("[s3]\nretry_budget = 7\nmax_retries = 20\n" DATASET,
+			  &c), 0, "%s", err);
+	cr_assert_eq(c.retry_budget_s, 7);
+	cr_assert_eq(c.max_retries, 20);
 	config_free(&c);
 }
 
@@ -384,6 +398,9 @@ Test(config, numbers_out_of_range)
 		     "[s3] max_connections:");
 	expect_error("[s3]\nmax_retries = 21\n" DATASET, "[s3] max_retries:");
 	expect_error("[s3]\nmax_retries = -1\n" DATASET, "[s3] max_retries:");
+	expect_error("[s3]\nretry_budget = 0\n" DATASET,
+		     "[s3] retry_budget: must be a whole number from 1 to 86400 (got '0')");
+	expect_error("[s3]\nretry_budget = 86401\n" DATASET, "[s3] retry_budget:");
 	expect_error("[daemon]\nmax_sessions = 12abc\n" DATASET,
 		     "[daemon] max_sessions:");
 	expect_error("[daemon]\nmetadata_ttl = 99999999999999999999\n" DATASET,
