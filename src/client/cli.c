@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -295,6 +296,58 @@ static void print_read_wait(const char *t)
 	putchar('\n');
 }
 
+/* Copies the value of label `name` from a sample line, undoing the
+ * exposition format's escapes; "" when absent. */
+static void label_value(const char *line, const char *name, char *out,
+			size_t len)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "%s=\"", name);
+	const char *p = strstr(line, key);
+	const char *eol = strchrnul(line, '\n');
+	size_t n = 0;
+	if (p && p < eol)
+		for (p += strlen(key); p < eol && *p != '"' && n + 1 < len; p++) {
+			if (*p == '\\' && p + 1 < eol)
+				p++;
+			out[n++] = *p == 'n' && p[-1] == '\\' ? ' ' : *p;
+		}
+	out[n] = 0;
+}
+
+/* Whether S3 answers: during an outage, since when, where and why. */
+static void print_s3_reach(const char *t)
+{
+	static const char down[] = "ringcache_s3_unreachable_since_seconds{";
+	const char *p = strstr(t, down);
+	char ep[512] = "", err[512] = "", a[32];
+	uint64_t outages = counter(t, "ringcache_s3_outages_total");
+	if (metric(t, "ringcache_s3_reachable") < 0)
+		return; /* an older daemon */
+	if (!p) {
+		const char *r = strstr(t, "ringcache_s3_reachable{");
+		if (r)
+			label_value(r, "endpoint", ep, sizeof(ep));
+		printf("  S3 endpoint %s reachable, %" PRIu64 " outage%s since "
+		       "start\n", ep, outages, outages == 1 ? "" : "s");
+		return;
+	}
+	label_value(p, "endpoint", ep, sizeof(ep));
+	label_value(p, "error", err, sizeof(err));
+	const char *v = strchr(p, '}');
+	double since = v ? strtod(v + 1, NULL) : 0;
+	time_t when = (time_t)since;
+	char stamp[40];
+	struct tm tm;
+	localtime_r(&when, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S %Z", &tm);
+	double now = (double)time(NULL);
+	printf("  S3 endpoint %s UNREACHABLE since %s (%s): %s; reads wait "
+	       "for it within retry_budget\n", ep, stamp,
+	       human_duration(now > since ? (uint64_t)(now - since) : 0, a,
+			      sizeof(a)), err);
+}
+
 static int cmd_status(void)
 {
 	char *t = malloc(STATS_BUF);
@@ -343,6 +396,7 @@ static int cmd_status(void)
 	       counter(t, "ringcache_s3_errors_total"),
 	       counter(t, "ringcache_s3_retries_total"),
 	       counter(t, "ringcache_s3_inflight"));
+	print_s3_reach(t);
 	printf("  write-back  %" PRIu64 " committed, %" PRIu64 " uploaded, %"
 	       PRIu64 " failed (%" PRIu64 " refused by S3 for good), journal "
 	       "%s used of %s\n",

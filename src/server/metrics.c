@@ -1,8 +1,8 @@
 /* metrics.c - owns the daemon's statistics as Prometheus text (the STATS
  * message, `ringcache stats`, the HTTP endpoint of metrics_http.c): the
  * counters of metrics_table.h summed across shards, the gauges read from
- * each layer's state, read-wait histograms per GPU, hits per dataset and
- * the write-back backlog. */
+ * each layer's state, read-wait histograms per GPU, hits per dataset,
+ * the write-back backlog and whether the S3 endpoint answers. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -278,6 +278,54 @@ static void emit_wb_oldest(struct out *o, const struct daemon *d)
 	    oldest && now > oldest ? (double)(now - oldest) / 1e9 : 0.0);
 }
 
+/* A label value as Prometheus reads it: backslash, quote and newline
+ * escaped; other control bytes (an S3 or curl message) as spaces. */
+static const char *label_esc(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+	for (; *s && n + 3 < len; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '\\' || ch == '"' || ch == '\n') {
+			buf[n++] = '\\';
+			buf[n++] = ch == '\n' ? 'n' : (char)ch;
+		} else {
+			buf[n++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
+		}
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* Whether the S3 endpoint answers (s3_reach.h): since when it does not,
+ * and why, for alerts and `ringcache status`. */
+static void emit_s3_reach(struct out *o, const struct daemon *d)
+{
+	if (!d->s3)
+		return;
+	struct s3_reach r;
+	char ep[512], err[600];
+	s3_reach_get(d->s3, &r);
+	label_esc(s3_client_config(d->s3)->endpoint, ep, sizeof(ep));
+	head(o, "ringcache_s3_reachable", "gauge",
+	     "0 while the S3 endpoint does not answer (consecutive requests "
+	     "refused, reset, timed out or unresolved): reads wait for it "
+	     "within retry_budget; 1 otherwise.");
+	put(o, "ringcache_s3_reachable{endpoint=\"%s\"} %d\n", ep,
+	    !r.unreachable);
+	head(o, "ringcache_s3_unreachable_since_seconds", "gauge",
+	     "Unix time of the first failed request of the current S3 "
+	     "outage, labelled with the latest error (no sample while "
+	     "reachable).");
+	if (r.unreachable)
+		put(o, "ringcache_s3_unreachable_since_seconds{endpoint=\"%s\","
+		    "error=\"%s\"} %.3f\n", ep,
+		    label_esc(r.error, err, sizeof(err)),
+		    (double)r.since_unix_ms / 1e3);
+	emit(o, "ringcache_s3_outages_total", "counter",
+	     "Times the S3 endpoint became unreachable since start.",
+	     r.outages);
+}
+
 /* Whether the running config is the file's: changed on disk since the
  * last load, the last reload refused, keys that wait for a restart. */
 static void emit_config(struct out *o, const struct daemon *d)
@@ -338,6 +386,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	     (rc_now_ns() - d->started_ns) / 1000000000ull);
 	emit_build(&o, d);
 	emit_config(&o, d);
+	emit_s3_reach(&o, d);
 	return o.used < o.len ? o.used : (len ? strlen(buf) : 0);
 }
 
