@@ -19,6 +19,7 @@ packages=(
 	libfuse3-dev fuse3 # `ringcache mount` (optional in meson, on in tests/run)
 	ceph-mon ceph-osd radosgw ceph-common
 	curl ca-certificates python3 bc
+	groff-base man-db # tests/docs/check_man.py renders the manual pages
 	python3-dev # the binding's C extension (ringcache._native; optional in meson)
 	awscli # the tests read S3 back with an independent client
 	prometheus # promtool: the tests check the metrics endpoint's real output

@@ -51,7 +51,9 @@ P=$STAGE$prefix
 for f in sbin/ringcached bin/ringcache include/ringcache.h \
 		"$libdir/pkgconfig/ringcache.pc" share/doc/ringcache/README.md \
 		share/doc/ringcache/examples/ringcache.conf \
-		share/doc/ringcache/examples/train.py; do
+		share/doc/ringcache/examples/train.py \
+		share/man/man8/ringcached.8 share/man/man1/ringcache.1 \
+		share/man/man5/ringcache.conf.5; do
 	check "installed: PREFIX/$f" test -e "$P/$f"
 done
 check "installed: PREFIX/$libdir/libringcache.so.1" \
