@@ -53,7 +53,8 @@ for f in sbin/ringcached bin/ringcache include/ringcache.h \
 		share/doc/ringcache/examples/ringcache.conf \
 		share/doc/ringcache/examples/train.py \
 		share/man/man8/ringcached.8 share/man/man1/ringcache.1 \
-		share/man/man5/ringcache.conf.5; do
+		share/man/man5/ringcache.conf.5 \
+		share/bash-completion/completions/ringcache; do
 	check "installed: PREFIX/$f" test -e "$P/$f"
 done
 check "installed: PREFIX/$libdir/libringcache.so.1" \
