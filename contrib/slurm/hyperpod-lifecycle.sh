@@ -7,7 +7,9 @@
 #
 # BASE_CONF: the site's ringcache config in which the datasets jobs may use
 # say allow_uids = @jobs (see ringcache-slurm). ringcached, ringcache and
-# this folder's scripts must already be installed (/usr/sbin, /usr/bin).
+# this folder's scripts must already be installed (meson install and the
+# ringcached package put them in PREFIX/libexec/ringcache/slurm, with the
+# paths below rewritten for PREFIX).
 # On the controller, run it too and `scontrol reconfigure` afterwards.
 set -euo pipefail
 base=${1:?usage: hyperpod-lifecycle.sh BASE_CONF [SLURM_CONF]}

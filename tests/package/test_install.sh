@@ -60,6 +60,26 @@ done
 check "installed: PREFIX/$libdir/libringcache.so.1" \
 	test -e "$P/$libdir/libringcache.so.1"
 
+# The Slurm scripts, executable, and the binaries they default to are
+# this prefix's (the sources say /usr/sbin and /usr/bin).
+libexecdir=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libexecdir"))')
+slurm=$P/$libexecdir/ringcache/slurm
+for f in prolog.sh epilog.sh ringcache-slurm hyperpod-lifecycle.sh; do
+	check "installed, executable: PREFIX/$libexecdir/ringcache/slurm/$f" \
+		test -x "$slurm/$f"
+done
+paths=$(cat "$slurm/ringcache-slurm" "$slurm/hyperpod-lifecycle.sh" 2>/dev/null |
+	grep -oP '(?:/[\w.-]+)*/s?bin/ringcached?(?![\w./-])|RINGCACHE_BIN:-[^}]*' |
+	sed 's/^RINGCACHE_BIN:-\(.*\)/\1\/ringcached/' | sort -u)
+bad=
+for p in $paths; do
+	[ -x "$STAGE$p" ] || bad="$bad $p"
+done
+check "the Slurm scripts' ringcached and ringcache ($(echo $paths)) are this install's" \
+	test -n "$paths" -a -z "$bad"
+
 # The package's folder, as the interpreter sees it after the install
 # (without DESTDIR), must be one of the interpreter's own.
 pkg=$(find "$STAGE" -path '*/ringcache/__init__.py' -printf '%h\n' | head -n 1)
