@@ -5,8 +5,9 @@
  * cache's), promtool accepts its real output, the write-back backlog
  * counts committed objects and their bytes until S3 has them (and the
  * oldest one's age grows meanwhile), `ringcache status` shows the
- * prefetch, backlog and read-wait lines, and an address already taken
- * stops the daemon with a message naming the key. */
+ * prefetch, backlog and read-wait lines, an address already taken
+ * stops the daemon with a message naming the key, and a reload leaves
+ * the endpoint where it is, saying metrics_listen needs a restart. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
@@ -376,4 +377,39 @@ Test(metrics, a_taken_address_stops_the_start, .fini = teardown,
 	snprintf(want, sizeof(want), "metrics_listen: 127.0.0.1:%u: Address "
 		 "already in use", ntohs(a.sin_port));
 	cr_assert(strstr(res, want), "no '%s' in:\n%s", want, res);
+}
+
+/* metrics_listen is read at start only: a reload that changes it keeps
+ * the endpoint where it was, logs that the key needs a restart, and
+ * `ringcache status` names it until then. */
+Test(metrics, a_reload_keeps_the_endpoint_and_says_it_needs_a_restart,
+     .fini = teardown, .timeout = 120)
+{
+	start(NULL);
+	cr_assert_eq(fx_scrape(port, out, sizeof(out)), 200, "%s", out);
+	unsigned old_port = port, new_port = fx_free_port();
+	cr_assert_neq(new_port, 0);
+	cr_assert_neq(new_port, old_port);
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "metrics_listen = 127.0.0.1:%u", new_port);
+	cr_assert_eq(fx_daemon_reload(&D, NULL), 0);
+	char want[200];
+	snprintf(want, sizeof(want), "reload: [daemon] metrics_listen: "
+		 "127.0.0.1:%u -> 127.0.0.1:%u needs a restart; still running "
+		 "with 127.0.0.1:%u", old_port, new_port, old_port);
+	cr_assert(fx_daemon_log_contains(&D, want), "no '%s' in the log", want);
+	cr_assert_eq(fx_scrape(old_port, out, sizeof(out)), 200,
+		     "the endpoint moved or stopped at the reload");
+	int fd = fx_dial(new_port);
+	int err = errno;
+	if (fd >= 0)
+		close(fd);
+	cr_assert(fd < 0 && err == ECONNREFUSED,
+		  "something listens on the new address before a restart");
+	char *argv[] = {RC_BUILD_DIR "/ringcache", "-s", D.socket_path,
+			"status", NULL};
+	char res[8192];
+	cr_assert_eq(fx_run(argv, res, sizeof(res), 30000), 0, "%s", res);
+	cr_assert(strstr(res, "differs from the file until a restart: "
+			 "daemon.metrics_listen"), "%s", res);
 }
