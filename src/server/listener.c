@@ -86,7 +86,12 @@ static void on_accept(struct rc_ev *ev, struct io_uring_cqe *cqe)
 	struct listener *l = rc_container_of(ev, struct listener, ev);
 	int res = cqe->res;
 	l->armed = false;
-	if (res >= 0) {
+	if (res >= 0 && l->stopped) {
+		/* Stopping: a client re-attaching must not get a session of a
+		 * daemon about to exit (it would be cut off again); closed at
+		 * once, it tries again until the next daemon listens. */
+		close(res);
+	} else if (res >= 0) {
 		resumed(l);
 		l->ops.on_conn(l->ops.ctx, res);
 	} else if (res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
