@@ -744,6 +744,7 @@ static int read_batch(struct rc_client *c, struct batch *b, uint32_t buf,
 		      struct progress *p)
 {
 	size_t slot_obj[PF_DEPTH], free_slots[PF_DEPTH], n_free = PF_DEPTH;
+	uint64_t slot_off[PF_DEPTH], slot_len[PF_DEPTH];
 	unsigned inflight = 0;
 
 	for (size_t i = 0; i < PF_DEPTH; i++)
@@ -759,6 +760,8 @@ static int read_batch(struct rc_client *c, struct batch *b, uint32_t buf,
 			}
 			size_t slot = free_slots[--n_free];
 			slot_obj[slot] = obj;
+			slot_off[slot] = off;
+			slot_len[slot] = len;
 			rc_prep_read_into(sqe, (uint32_t)b->handle[obj], off, len,
 					  buf, slot * PF_CHUNK, slot);
 			inflight++;
@@ -769,7 +772,29 @@ static int read_batch(struct rc_client *c, struct batch *b, uint32_t buf,
 		if (!inflight)
 			return 0;
 		struct rc_cqe *cqe;
-		if ((r = rc_wait_cqe(c, &cqe)) < 0)
+		if ((r = rc_wait_cqe(c, &cqe)) == -ECONNRESET) {
+			/* The daemon restarted: the session is back (handles
+			 * re-opened, the buffer registered again) without
+			 * the chunks in flight. Those go again. */
+			bool busy[PF_DEPTH];
+			for (size_t k = 0; k < PF_DEPTH; k++)
+				busy[k] = true;
+			for (size_t k = 0; k < n_free; k++)
+				busy[free_slots[k]] = false;
+			for (size_t k = 0; k < PF_DEPTH; k++) {
+				if (!busy[k])
+					continue;
+				struct rc_sqe *sqe = rc_get_sqe(c);
+				if (!sqe)
+					return -EBUSY; /* a smaller ring */
+				rc_prep_read_into(sqe,
+						  (uint32_t)b->handle[slot_obj[k]],
+						  slot_off[k], slot_len[k], buf,
+						  k * PF_CHUNK, k);
+			}
+			continue;
+		}
+		if (r < 0)
 			return r;
 		size_t slot = (size_t)cqe->user_data;
 		size_t i = slot_obj[slot];

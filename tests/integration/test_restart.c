@@ -10,6 +10,7 @@
  * through its exit status and stderr. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,16 +35,20 @@ static char scratch[64]; /* the writable dataset "ck": PREFIX<scratch>/ */
 
 static void start_writable(void)
 {
-	static char sections[1200], daemon_extra[400];
-	char sub[200], ck[600];
+	static char sections[2000], daemon_extra[400];
+	char sub[200], ck[600], slow[600];
 
 	ds_spec_default(&S);
 	fx_unique(scratch, sizeof(scratch), "restart");
 	snprintf(sub, sizeof(sub), "%s/", scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	/* The sample again, at 40 GETs a second: a prefetch of it lasts
+	 * seconds on any machine. */
+	fx_dataset_section(slow, sizeof(slow), "slow", "ds/",
+			   "allow_uids = *");
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
+		 "part_size = 5M\n%ss3_get_rate = 40\n", ck, slow);
 	snprintf(daemon_extra, sizeof(daemon_extra),
 		 "journal = %s/journal\njournal_size = 64M", fx_tmpdir());
 	fx_daemon_init(&D);
@@ -388,4 +393,63 @@ Test(restart, timeout_zero_fails_fast, .init = start_writable,
 	cr_assert_eq(rc_read(&c, (uint32_t)h, 0, 10, e, MAX_EXT), -EPIPE);
 	cr_assert_geq(mono_ms() - t0, 300);
 	rc_detach(&c);
+}
+
+/* `ringcache prefetch` keeps going across a restart: its READ_INTOs in
+ * flight go again, its handles and buffer come back. */
+Test(restart, cli_prefetch_outlives_the_daemon, .init = start_writable,
+     .fini = kill_daemon, .timeout = 300)
+{
+	char log[400];
+	snprintf(log, sizeof(log), "%s/prefetch.err", fx_tmpdir());
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		execl(RC_BUILD_DIR "/ringcache", "ringcache", "-s",
+		      D.socket_path, "prefetch", "slow", "small/",
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* Mid-run: some GETs done (300 objects at 40 a second). */
+	int64_t deadline = mono_ms() + 120000;
+	while (fx_stat_value(D.socket_path, "ringcache_s3_get_total") < 20) {
+		cr_assert_lt(mono_ms(), deadline, "the prefetch made no GET");
+		usleep(20000);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, WNOHANG), 0,
+		     "the prefetch ended before the restart");
+	fx_daemon_restart(&D, NULL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	char *cat[] = {"/bin/cat", log, NULL};
+	static char out[1 << 16];
+	fx_run(cat, out, sizeof(out), 10000);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "prefetch across the restart: status 0x%x: %s", status, out);
+	/* What it fetched after the restart is in the new daemon's cache:
+	 * reading the last objects costs no GET. */
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "slow");
+	for (size_t i = S.n_small - 10; i < S.n_small; i++) {
+		char key[DS_KEY_MAX];
+		struct rc_extent e[MAX_EXT];
+		int h = rc_open(&c, ds, ds_key(&S, i, key), NULL);
+		cr_assert_geq(h, 0);
+		int n = rc_read(&c, (uint32_t)h, 0, ds_size(&S, i), e, MAX_EXT);
+		cr_assert_gt(n, 0);
+		for (int x = 0; x < n; x++)
+			rc_release(&c, e[x].lease);
+		rc_close(&c, (uint32_t)h);
+	}
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     gets, "the objects prefetched after the restart are "
+		     "not in the new daemon's cache");
+	rc_detach(&c);
+	stop_daemon();
 }
