@@ -181,6 +181,8 @@ struct shard {
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
 	struct listing_cache listings; /* LIST continuations */
 	struct fetch *fetches;     /* all live fetches, for shutdown */
+	bool s3_silent;            /* a fetch got no response since S3's
+				      last answer: an answer wakes retries */
 	struct pqueue *pqueues;
 	uint32_t n_planned;        /* queues with a plan */
 	uint32_t pq_next_id;

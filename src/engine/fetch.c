@@ -37,6 +37,7 @@ struct fetch {
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
 	bool budgeted;             /* holds a budget slot, waiting for it */
+	bool silent;               /* its last try got no response at all */
 	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
 	uint64_t plan_gen;         /* which plan asked for it */
 	struct reactor_timer retry; /* armed while waiting to retry */
@@ -368,6 +369,22 @@ static void retry_schedule(struct fetch *f, unsigned delay_ms)
 	sh->m.s3_retries++;
 }
 
+/* S3 answered after this shard's requests got no response (an outage
+ * ended): the fetches backing off from such a failure go again within
+ * 100 ms, spread, instead of at the end of waits of up to 20 s. Those
+ * backing off from an answer (503, SlowDown) keep their wait. */
+static void wake_silent_retries(struct shard *sh)
+{
+	uint64_t seed = rc_now_ns();
+	for (struct fetch *f = sh->fetches; f; f = f->all_next) {
+		if (!f->silent || !f->retry.armed || f->budgeted || f->req)
+			continue;
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		reactor_timer_after(sh->reactor, &f->retry,
+				    (seed >> 33) % 100000000ull);
+	}
+}
+
 /* The retry policy (s3_retry_next) within the config's retry_budget:
  * a read waits through an outage that long, then fails. */
 static bool fetch_retry_next(const struct fetch *f, const struct s3_result *r,
@@ -633,6 +650,13 @@ static void fetch_done(struct fetch *f, CURLcode code)
 	struct s3_result r;
 	s3_req_result(f->req, code, &r);
 	fetch_budget_reply(f, &r);
+	f->silent = !r.http_status && r.retryable;
+	if (f->silent) {
+		sh->s3_silent = true;
+	} else if (r.http_status && sh->s3_silent) {
+		sh->s3_silent = false;
+		wake_silent_retries(sh);
+	}
 	int err = r.err;
 	if (err == 0 && f->kind != FETCH_LIST)
 		err = check_object_reply(f, &r);
