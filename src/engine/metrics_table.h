@@ -69,6 +69,9 @@
 	  "Acknowledged objects uploaded again after a restart.")              \
 	X(wb_write_waits, counter, "ringcache_writeback_journal_waits_total",  \
 	  "Writes that waited for the journal's disk.")                        \
+	X(wb_relogs, counter, "ringcache_writeback_relogs_total",              \
+	  "COMMITs that journaled their bytes again: a rewind dropped them "   \
+	  "while the object was open.")                                        \
 	X(wb_backlog_objects, gauge, "ringcache_writeback_backlog_objects",    \
 	  "Committed checkpoint objects not yet in S3 (waiting for or in "     \
 	  "their upload).")                                                    \

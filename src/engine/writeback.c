@@ -780,6 +780,101 @@ static void commit_flushed(void *ctx, int res)
 	wobject_put(sh, w);
 }
 
+/* The COMMIT record, then the flush that acknowledges it. 0 or -errno. */
+static int commit_journal(struct shard *sh, struct wobject *w)
+{
+	w->refs++;
+	int err = journal_append_commit(sh->journal, w->id, w->size, NULL);
+	if (!err)
+		err = journal_flush(sh->journal, commit_flushed, w);
+	if (err)
+		wobject_put(sh, w);
+	return err;
+}
+
+static void commit_go(struct shard *sh, struct wobject *w)
+{
+	sh->m.wb_committed++;
+	backlog_enter(sh, w);
+	upload_start_for(sh, w);
+}
+
+static void abort_object(struct shard *sh, struct wobject *w);
+
+/* A COMMIT whose object's DATA records a journal rewind dropped (it was
+ * open, so nothing of it was acknowledged; journal.h): its staged bytes
+ * go into the log again before the COMMIT record. */
+struct relog {
+	struct wobject *w;
+	uint64_t next;    /* object offset logged next */
+	unsigned passes;
+};
+
+static void relog_resume(void *ctx, int res);
+
+/* 0 once every staged byte is in the log, WB_DEFERRED while waiting for
+ * the journal's disk (relog_resume goes on), or -errno. */
+static int relog_run(struct relog *rl)
+{
+	struct wobject *w = rl->w;
+	struct shard *sh = w->sh;
+	for (;;) {
+		while (rl->next < w->size) {
+			uint64_t c = rl->next / WB_CHUNK;
+			uint64_t end = (c + 1) * WB_CHUNK < w->size
+					       ? (c + 1) * WB_CHUNK : w->size;
+			int err = 0;
+			if (c < w->n_chunks && w->chunks[c])
+				err = journal_append_data(sh->journal, w->id,
+					rl->next, w->chunks[c] +
+					rl->next % WB_CHUNK, end - rl->next);
+			if (err == -EAGAIN)
+				return journal_wait_room(sh->journal,
+					relog_resume, rl) == 0 ? WB_DEFERRED
+							       : -EIO;
+			if (err)
+				return err;
+			rl->next = end;
+		}
+		if (!journal_dropped(sh->journal, w->id))
+			return 0;
+		/* Rewound again meanwhile: once more. A third time, the
+		 * object does not fit beside the committed ones. */
+		if (++rl->passes > 2)
+			return -ENOSPC;
+		journal_relog_start(sh->journal, w->id);
+		rl->next = 0;
+	}
+}
+
+/* The relog ended (err, or 0 and the COMMIT goes on). A failed one aborts
+ * the object: its handle may be gone, and half its bytes are in the log. */
+static void relog_end(struct relog *rl, int err)
+{
+	struct wobject *w = rl->w;
+	struct shard *sh = w->sh;
+	free(rl);
+	if (!err && !(err = commit_journal(sh, w))) {
+		commit_go(sh, w);
+	} else {
+		log_warn("dataset %s: COMMIT of %s: its bytes could not be "
+			 "journaled again after a journal rewind (%s): "
+			 "aborted", w->ds->cfg->name, rc_esc(w->key),
+			 strerror(-err));
+		abort_object(sh, w);
+		ack_commit(w, err);
+	}
+	wobject_put(sh, w);
+}
+
+static void relog_resume(void *ctx, int res)
+{
+	struct relog *rl = ctx;
+	int err = res < 0 ? -EIO : relog_run(rl);
+	if (err != WB_DEFERRED)
+		relog_end(rl, err);
+}
+
 int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 {
 	struct shard *sh = s->sh;
@@ -795,22 +890,31 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 	enum rc_durability dur = w->ds->cfg->durability;
 	if (dur != DURABILITY_MEMORY)
 		w->commit_op = op;
-	if (w->journaled) {
+	if (w->journaled && journal_dropped(sh->journal, w->id)) {
+		struct relog *rl = calloc(1, sizeof(*rl));
+		if (!rl) {
+			w->commit_op = NULL;
+			w->state = W_OPEN;
+			return -ENOMEM;
+		}
+		*rl = (struct relog){.w = w, .passes = 1};
 		w->refs++;
-		int err = journal_append_commit(sh->journal, w->id, w->size,
-						NULL);
-		if (!err)
-			err = journal_flush(sh->journal, commit_flushed, w);
+		sh->m.wb_relogs++;
+		journal_relog_start(sh->journal, w->id);
+		int err = relog_run(rl);
+		if (err != WB_DEFERRED)
+			relog_end(rl, err);
+		return WB_DEFERRED;
+	}
+	if (w->journaled) {
+		int err = commit_journal(sh, w);
 		if (err) {
 			w->commit_op = NULL;
-			wobject_put(sh, w);
 			w->state = W_OPEN;
 			return err;
 		}
 	}
-	sh->m.wb_committed++;
-	backlog_enter(sh, w);
-	upload_start_for(sh, w);
+	commit_go(sh, w);
 	return dur == DURABILITY_MEMORY ? 0 : WB_DEFERRED;
 }
 

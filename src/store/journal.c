@@ -78,6 +78,7 @@ struct jobj {
 	struct journal_object o;
 	uint32_t cap_extents;
 	uint8_t state;
+	bool dropped; /* a rewind made its DATA stale: log them again */
 };
 
 enum jio_op { JIO_WRITE = 1, JIO_FSYNC };
@@ -648,19 +649,22 @@ static int append_open_rec(struct journal *j, uint64_t id,
 	return 0;
 }
 
-/* The log may start over when no live object has a byte or a COMMIT in
- * it: objects opened and still empty are simply logged again (losing
- * them to a crash is no loss: nothing about them was acknowledged). */
+/* The log may start over when no live object is committed. An object
+ * still open was never acknowledged (replay discards it), so its records
+ * carry no promise: it is simply logged again, its OPEN at once and its
+ * bytes (journal_dropped) by its writer before its COMMIT. Before, one
+ * open object holding a single byte kept the log from ever rewinding, and
+ * every writer of the shard got -ENOSPC once the file was full. */
 static bool rewind_possible(const struct journal *j)
 {
 	for (size_t i = 0; i < j->n_objs; i++)
-		if (j->objs[i].state != OBJ_OPEN || j->objs[i].o.n_extents)
+		if (j->objs[i].state != OBJ_OPEN)
 			return false;
 	return true;
 }
 
 /* Restarts the log at the first record: when nothing is live, or (short
- * of room) when only empty objects are. A new epoch, in the header before
+ * of room) when only open objects are. A new epoch, in the header before
  * any record, makes everything behind it stale. Records not yet written
  * must be written first (-EAGAIN: retry after the completions). */
 static int maybe_rewind(struct journal *j, bool short_of_room)
@@ -682,10 +686,35 @@ static int maybe_rewind(struct journal *j, bool short_of_room)
 	j->cur->file_off = J_FILE_HDR;
 	j->cur->used = 0;
 	j->st.rewinds++;
-	for (size_t i = 0; i < j->n_objs; i++)
-		if (append_open_rec(j, j->objs[i].o.id, j->objs[i].o.dataset,
-				    j->objs[i].o.key) < 0)
+	for (size_t i = 0; i < j->n_objs; i++) {
+		struct jobj *ob = &j->objs[i];
+		if (ob->o.n_extents) {
+			ob->o.n_extents = 0;
+			ob->dropped = true;
+			j->st.dropped++;
+		}
+		if (append_open_rec(j, ob->o.id, ob->o.dataset, ob->o.key) < 0)
 			return j->failed = -EIO;
+	}
+	return 0;
+}
+
+bool journal_dropped(const struct journal *j, uint64_t id)
+{
+	for (size_t i = 0; i < j->n_objs; i++)
+		if (j->objs[i].o.id == id)
+			return j->objs[i].dropped;
+	return false;
+}
+
+int journal_relog_start(struct journal *j, uint64_t id)
+{
+	struct jobj *ob = obj_find(j, id);
+	if (!ob)
+		return -ENOENT;
+	if (ob->state != OBJ_OPEN)
+		return -EINVAL;
+	ob->dropped = false;
 	return 0;
 }
 
@@ -797,6 +826,8 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 		return -ENOENT;
 	if (ob->state != OBJ_OPEN)
 		return -EINVAL;
+	if (ob->dropped)
+		return -ESTALE; /* its bytes are not all in the log */
 	int r = room_for(j, worst_case(16), true);
 	if (r < 0)
 		return r;

@@ -53,8 +53,14 @@
  * records of the live objects; the caller applies back-pressure and tries
  * again later. Once every object is DONE or ABORTED and the writes have
  * completed, the next append rewinds the journal to its start (a new epoch,
- * written to the header with a blocking pwrite + fdatasync). Objects that
- * are never finished keep the journal from rewinding. */
+ * written to the header with a blocking pwrite + fdatasync). Short of
+ * room, it rewinds as well when the live objects are all open (not yet
+ * committed, so nothing of them was acknowledged): their OPEN records are
+ * written again and their DATA records become stale; journal_dropped()
+ * then says so, and the writer logs the object's bytes again (after
+ * journal_relog_start) before its COMMIT, which is -ESTALE until then.
+ * Only committed objects not yet DONE keep the journal from rewinding:
+ * an open object, however small or idle, cannot. */
 #ifndef RC_JOURNAL_H
 #define RC_JOURNAL_H
 
@@ -127,6 +133,13 @@ int journal_append_done(struct journal *j, uint64_t id, const char *etag);
 int journal_append_abort(struct journal *j, uint64_t id);
 int journal_append_rename(struct journal *j, uint64_t id, const char *key);
 
+/* Whether a rewind made object id's DATA records stale since it was
+ * opened or since journal_relog_start (false for an unknown id). */
+bool journal_dropped(const struct journal *j, uint64_t id);
+/* The writer starts logging id's bytes again: journal_dropped is false
+ * until the next rewind. 0, -ENOENT, or -EINVAL (not open). */
+int journal_relog_start(struct journal *j, uint64_t id);
+
 /* Writes out everything appended so far and queues an fdatasync ordered
  * after those writes (it is queued once they completed); done(ctx, 0) runs
  * when all of it is durable. done runs before journal_flush returns when
@@ -168,6 +181,7 @@ struct journal_stats {
 	uint64_t live_objects; /* opened, not DONE or ABORTED */
 	uint32_t epoch;
 	uint64_t records, data_bytes, writes, fsyncs, rewinds;
+	uint64_t dropped;      /* open objects whose DATA a rewind dropped */
 	bool direct;
 	bool failed;
 };

@@ -190,3 +190,123 @@ Test(writepath, long_keys_and_far_writes_refused_the_journal_goes_on,
 	free(victim);
 	fx_daemon_stop(&D);
 }
+
+/* ---- one open byte does not block the journal -------------------------- */
+
+struct holder {
+	const char *socket;
+	int ready[2], go[2];
+};
+
+#define HELD_TAIL (3 * MiB)
+
+/* nobody writes 1 byte to a new object and keeps it open while root
+ * checkpoints more than the journal holds; then it writes on, commits,
+ * and its bytes (relogged: the rewinds dropped its first one) must be
+ * what S3 gets. Exit codes say which step failed. */
+static int hold_one_byte(void *arg)
+{
+	struct holder *hd = arg;
+	struct rc_client c;
+	void *mem;
+	char ch = 'R';
+	close(hd->ready[0]);
+	close(hd->go[1]);
+	if (rc_attach(&c, hd->socket, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, 4 * MiB, &mem);
+	int h = rc_write_open(&c, ds, "held");
+	if (ds < 0 || buf < 0 || h < 0)
+		return 3;
+	fx_fill_pattern(mem, 1 + HELD_TAIL, 777);
+	if (rc_write(&c, (uint32_t)h, 0, 1, (uint32_t)buf, 0) != 1)
+		return 4;
+	if (write(hd->ready[1], &ch, 1) != 1)
+		return 5;
+	while (read(hd->go[0], &ch, 1) < 0 && errno == EINTR)
+		;
+	if (rc_write(&c, (uint32_t)h, 1, HELD_TAIL, (uint32_t)buf, 1) !=
+	    (ssize_t)HELD_TAIL)
+		return 6;
+	if (rc_commit(&c, (uint32_t)h) != 0)
+		return 7;
+	if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+		return 8;
+	rc_detach(&c);
+	return 0;
+}
+
+#define CKPT_SIZE (6 * MiB + 7)
+#define CKPTS 5 /* 30 MiB through a 16 MiB journal */
+
+Test(writepath, an_open_byte_does_not_block_the_journal, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	struct holder hd = {.socket = D.socket_path};
+	cr_assert_eq(pipe(hd.ready), 0);
+	cr_assert_eq(pipe(hd.go), 0);
+	pid_t pid = fx_as_nobody_start(hold_one_byte, &hd);
+	char ch = 0;
+	cr_assert_eq(read(hd.ready[0], &ch, 1), 1, "the holder never wrote");
+
+	/* Root's checkpoints, each written 1 MiB at a time, committed and
+	 * synced: on main the fourth WRITE of the third got -ENOSPC. */
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	cr_assert_geq(buf, 0);
+	unsigned char *ckpt[CKPTS];
+	char keys[CKPTS][400];
+	struct fx_s3_object objs[CKPTS + 1];
+	for (unsigned i = 0; i < CKPTS; i++) {
+		char key[32];
+		snprintf(key, sizeof(key), "ckpt-%u", i);
+		ckpt[i] = fx_pattern(CKPT_SIZE, 100 + i);
+		memcpy(mem, ckpt[i], CKPT_SIZE);
+		int h = rc_write_open(&c, ds, key);
+		cr_assert_geq(h, 0, "write_open %s: %s", key, rc_strerror(h));
+		for (uint64_t off = 0; off < CKPT_SIZE; off += MiB) {
+			uint64_t n = CKPT_SIZE - off < MiB ? CKPT_SIZE - off
+							   : MiB;
+			ssize_t r = rc_write(&c, (uint32_t)h, off, n,
+					     (uint32_t)buf, off);
+			cr_assert_eq(r, (ssize_t)n, "%s: WRITE at %llu: %s",
+				     key, (unsigned long long)off,
+				     rc_strerror((int)r));
+		}
+		int r = rc_commit(&c, (uint32_t)h);
+		cr_assert_eq(r, 0, "%s: COMMIT: %s", key, rc_strerror(r));
+		r = rc_sync(&c, (uint32_t)h);
+		cr_assert_eq(r, 0, "%s: SYNC: %s", key, rc_strerror(r));
+		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
+		snprintf(keys[i], sizeof(keys[i]), "%s%s",
+			 bucket_prefix("ck/"), key);
+		objs[i] = (struct fx_s3_object){keys[i], ckpt[i], CKPT_SIZE};
+	}
+	rc_detach(&c);
+	int64_t relogs = fx_stat_value(D.socket_path,
+				       "ringcache_writeback_relogs_total");
+
+	/* The holder goes on: its byte was dropped by the rewinds and is
+	 * journaled again at its COMMIT. */
+	cr_assert_eq(write(hd.go[1], &ch, 1), 1);
+	int st = fx_as_nobody_wait(pid);
+	cr_assert_eq(st, 0, "the holder failed at step %d", st);
+	cr_assert_gt(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_relogs_total"), relogs,
+		     "the held object's COMMIT journaled its bytes again");
+	cr_assert_geq(relogs, 1, "root's own open objects were rewound too");
+	char held[400];
+	snprintf(held, sizeof(held), "%sheld", bucket_prefix("ck/"));
+	unsigned char *hbytes = fx_pattern(1 + HELD_TAIL, 777);
+	objs[CKPTS] = (struct fx_s3_object){held, hbytes, 1 + HELD_TAIL};
+	fx_aws_assert_objects(bucket_prefix(""), objs, CKPTS + 1, 5 * MiB);
+	for (unsigned i = 0; i < CKPTS; i++)
+		free(ckpt[i]);
+	free(hbytes);
+	fx_daemon_stop(&D);
+}

@@ -609,6 +609,54 @@ Test(journal, space_comes_back_without_an_explicit_flush)
 	close_journal(j);
 }
 
+/* An open object holding one byte does not keep the journal from
+ * rewinding (issue 20): short of room, the journal rewinds over it, its
+ * COMMIT is -ESTALE until its bytes are logged again, and after that
+ * replay gives its exact bytes; the dropped DATA never comes back. */
+Test(journal, an_open_object_does_not_block_the_rewind)
+{
+	uint64_t limit = 2ull * MIB;
+	struct journal *j = open_at(path, limit);
+	uint8_t *one = make_bytes(7, 0, 1);
+	cr_assert_eq(journal_append_open(j, 7, "ckpt", "held"), 0);
+	cr_assert_eq(journal_append_data(j, 7, 0, one, 1), 0);
+	free(one);
+	struct journal_stats st = {0};
+	/* Twice the journal of other objects, each done once committed. */
+	for (uint64_t id = 100; id < 100 + 2 * 32; id++) {
+		char key[32];
+		snprintf(key, sizeof(key), "o%llu", (unsigned long long)id);
+		int r;
+		while (retry(j, r = journal_append_open(j, id, "ckpt", key)))
+			;
+		cr_assert_eq(r, 0, "open %llu: %d", (unsigned long long)id, r);
+		cr_assert_eq(write_range(j, id, 0, 64 * KIB, 64 * KIB), 0,
+			     "data %llu", (unsigned long long)id);
+		cr_assert_eq(journal_append_commit(j, id, 64 * KIB, NULL), 0);
+		flush(j);
+		cr_assert_eq(journal_append_done(j, id, "\"e\""), 0);
+	}
+	journal_get_stats(j, &st);
+	cr_assert_geq(st.rewinds, 1);
+	cr_assert_geq(st.dropped, 1);
+	cr_assert(journal_dropped(j, 7));
+	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000, NULL), -ESTALE,
+		     "a COMMIT of bytes no longer in the log");
+	/* Its writer logs its byte again, then more. */
+	cr_assert_eq(journal_relog_start(j, 7), 0);
+	cr_assert_not(journal_dropped(j, 7));
+	cr_assert_eq(write_range(j, 7, 0, 1 + 5000, 4096), 0);
+	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000, NULL), 0);
+	flush(j);
+	close_journal(j);
+	j = open_at(path, limit);
+	const struct journal_object *o = find_replayed(j, 7);
+	cr_assert_not_null(o);
+	cr_assert_eq(journal_n_replayed(j), 1);
+	cr_assert(bytes_match(j, o));
+	close_journal(j);
+}
+
 /* After a rewind the old records lie behind the new tail; with one
  * object per block, replay would run on into them (and the old DONE of
  * the reused id 1 would drop the new object) but for their older epoch. */
