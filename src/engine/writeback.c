@@ -835,12 +835,14 @@ static int relog_run(struct relog *rl)
 			if (err)
 				return err;
 			rl->next = end;
+			if (journal_dropped(sh->journal, w->id))
+				break; /* rewound meanwhile: from the start */
 		}
 		if (!journal_dropped(sh->journal, w->id))
 			return 0;
-		/* Rewound again meanwhile: once more. A third time, the
-		 * object does not fit beside the committed ones. */
-		if (++rl->passes > 2)
+		/* After a rewind the log holds only open objects' OPENs: the
+		 * next pass fits unless other writers fill it first. */
+		if (++rl->passes > 3)
 			return -ENOSPC;
 		journal_relog_start(sh->journal, w->id);
 		rl->next = 0;

@@ -803,6 +803,12 @@ int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
 		return -ENOENT;
 	if (ob->state != OBJ_OPEN)
 		return -EINVAL;
+	/* An object the journal could not hold even empty: it could never
+	 * be committed (its COMMIT must find all its bytes in the log). */
+	if (obj_off + len < obj_off ||
+	    J_FILE_HDR + worst_case(obj_off + len) +
+			    (j->n_objs + 1) * J_CTL_RESERVE > j->limit)
+		return -ENOSPC;
 	int r = room_for(j, worst_case(len), false);
 	if (r < 0)
 		return r;

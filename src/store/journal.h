@@ -60,7 +60,8 @@
  * then says so, and the writer logs the object's bytes again (after
  * journal_relog_start) before its COMMIT, which is -ESTALE until then.
  * Only committed objects not yet DONE keep the journal from rewinding:
- * an open object, however small or idle, cannot. */
+ * an open object, however small or idle, cannot. DATA past what the
+ * journal could hold for one object alone is -ENOSPC at once. */
 #ifndef RC_JOURNAL_H
 #define RC_JOURNAL_H
 
