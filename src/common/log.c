@@ -1,7 +1,10 @@
 /* log.c - owns the daemon's log line format and level. */
 #include "log.h"
 
+#include "clock.h"
+
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,6 +83,43 @@ void rc_log(int level, const char *fmt, ...)
 	/* Whatever a caller forgot to rc_esc() still stays on this line. */
 	escape_into(line + n, sizeof(line) - (size_t)n, text, false);
 	fprintf(stderr, "%s\n", line);
+}
+
+bool rc_log_limit_pass(struct rc_log_limit *l, uint64_t now_ns,
+		       unsigned per_sec, uint64_t *suppressed)
+{
+	uint64_t sec = now_ns / 1000000000ull + 1;
+	uint64_t cur = atomic_load_explicit(&l->second, memory_order_relaxed);
+	if (cur != sec && atomic_compare_exchange_strong_explicit(
+				  &l->second, &cur, sec, memory_order_relaxed,
+				  memory_order_relaxed))
+		atomic_store_explicit(&l->lines, 0, memory_order_relaxed);
+	if (atomic_fetch_add_explicit(&l->lines, 1, memory_order_relaxed) <
+	    per_sec) {
+		*suppressed = atomic_exchange_explicit(&l->suppressed, 0,
+						       memory_order_relaxed);
+		return true;
+	}
+	atomic_fetch_add_explicit(&l->suppressed, 1, memory_order_relaxed);
+	return false;
+}
+
+void rc_log_limited(struct rc_log_limit *l, int level, const char *fmt, ...)
+{
+	uint64_t suppressed;
+	if (level > rc_log_level ||
+	    !rc_log_limit_pass(l, rc_now_ns(), RC_LOG_PER_SEC, &suppressed))
+		return;
+	char text[LINE_MAX_BYTES - 64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (suppressed)
+		rc_log(level, "%s (%llu similar lines suppressed)", text,
+		       (unsigned long long)suppressed);
+	else
+		rc_log(level, "%s", text);
 }
 
 int rc_log_level_parse(const char *s)

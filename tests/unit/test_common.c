@@ -8,6 +8,7 @@
 
 #include "decimal.h"
 #include "list.h"
+#include "log.h"
 #include "vec.h"
 
 Test(decimal, reads_digits_up_to_uint64_max)
@@ -115,4 +116,41 @@ Test(vec, refuses_a_capacity_past_uint32)
 	cr_assert_eq(cap, 16, "capacity changed on failure");
 	cr_assert_not_null(items);
 	free(items);
+}
+
+/* At most per_sec lines a second from one site; the first line of a later
+ * second carries the count dropped before it, exactly once. */
+Test(log_limit, passes_per_sec_a_second_and_counts_the_rest)
+{
+	struct rc_log_limit l = {0};
+	const uint64_t s = 1000000000ull;
+	uint64_t sup = 99;
+	unsigned passed = 0;
+
+	for (unsigned i = 0; i < 1000; i++)
+		if (rc_log_limit_pass(&l, 5 * s + i * 1000, 10, &sup)) {
+			passed++;
+			cr_assert_eq(sup, 0, "nothing suppressed before");
+		}
+	cr_assert_eq(passed, 10);
+	cr_assert(rc_log_limit_pass(&l, 6 * s + 1, 10, &sup));
+	cr_assert_eq(sup, 990, "the summary counts every dropped line");
+	cr_assert(rc_log_limit_pass(&l, 6 * s + 2, 10, &sup));
+	cr_assert_eq(sup, 0, "and is given once");
+	/* A quiet site logs every line. */
+	for (unsigned i = 0; i < 20; i++) {
+		cr_assert(rc_log_limit_pass(&l, (10 + i) * s, 10, &sup));
+		cr_assert_eq(sup, 0);
+	}
+}
+
+Test(log_limit, sites_are_independent)
+{
+	struct rc_log_limit a = {0}, b = {0};
+	uint64_t sup;
+
+	for (unsigned i = 0; i < 10; i++)
+		cr_assert(rc_log_limit_pass(&a, 1, 10, &sup));
+	cr_assert_not(rc_log_limit_pass(&a, 2, 10, &sup));
+	cr_assert(rc_log_limit_pass(&b, 3, 10, &sup), "another site");
 }
