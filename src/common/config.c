@@ -991,6 +991,12 @@ static int key_max_registered_per_uid(struct parser *p, const char *key,
 			      &p->cfg->max_registered_per_uid);
 }
 
+static int key_metadata_memory(struct parser *p, const char *key,
+			       const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->metadata_bytes);
+}
+
 static int key_journal_size(struct parser *p, const char *key,
 			    const char *value)
 {
@@ -1035,6 +1041,7 @@ static const struct key_spec daemon_keys[] = {
 	BOOL("mlock", mlock),
 	BOOL("hugepages", hugepages),
 	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
+	FN("metadata_memory", key_metadata_memory),
 	U32("max_sessions", max_sessions, 1, 65536),
 	U32("root_reserved_sessions", root_reserved_sessions, 0, 65535),
 	U32("max_sessions_per_uid", max_sessions_per_uid, 1, 65536),

@@ -61,6 +61,7 @@ struct rc_config {
 	bool mlock;              /* mlock = false */
 	bool hugepages;          /* hugepages = true (madvise) */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
+	uint64_t metadata_bytes; /* metadata_memory = 0: memory/16, all shards */
 	bool open_fetches_block; /* open_fetch = head | block */
 	uint32_t max_sessions;   /* max_sessions = 256, all shards */
 	/* Limits (see limits.h); a size of 0 means the automatic value. */

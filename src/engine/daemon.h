@@ -20,6 +20,7 @@
 #include "quota.h"
 #include "reactor.h"
 #include "creds.h"
+#include "list.h"
 #include "listing.h"
 #include "counters.h"
 #include "plan.h"
@@ -62,6 +63,10 @@ struct object {
 	void *pending;            /* written here, not yet in S3: the bytes */
 	void (*unpend)(void *pending); /* drops that reference (fetch_ops) */
 	bool head_pending;
+	bool missing;             /* S3 said 404 at fetched_ns (negative) */
+	bool has_blocks;          /* a block of it was put in the cache */
+	uint64_t used_ns;         /* last looked up, learned or confirmed */
+	struct rc_list lru;       /* on shard->objects_lru while in the table */
 	struct waiter *head_waiters;
 	struct object *hnext;
 };
@@ -173,6 +178,12 @@ struct shard {
 	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
 	struct object **objects;   /* hash (dataset, key) -> current version */
 	uint64_t objects_mask, n_objects, next_obj_id;
+	/* The table's memory (entries and their keys) under its budget
+	 * (metadata_memory / shards): most recently used first; the sweep
+	 * frees entries unused past metadata_ttl. */
+	struct rc_list objects_lru;
+	uint64_t objects_bytes, objects_budget;
+	struct reactor_timer objects_sweep;
 	struct arena_budget budget;
 	struct cache cache;
 	struct session *sessions;

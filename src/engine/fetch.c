@@ -84,6 +84,23 @@ static void objects_grow(struct shard *d)
 	d->objects_mask = n - 1;
 }
 
+/* What an entry costs the daemon: the struct, its key, the allocator's
+ * headers and its share of the hash array (kept at most half full). */
+static uint64_t object_cost(const struct object *o)
+{
+	return sizeof(*o) + strlen(o->key) + 1 + 32 + 2 * sizeof(o);
+}
+
+static void object_touch(struct shard *sh, struct object *o)
+{
+	o->used_ns = rc_now_ns();
+	rc_list_del(&o->lru);
+	rc_list_add(&sh->objects_lru, &o->lru);
+}
+
+static void object_retire(struct shard *sh, struct object *o);
+static void objects_evict(struct shard *sh, const struct object *keep);
+
 static struct object *object_new(struct shard *d, struct dataset *ds,
 				 const char *key)
 {
@@ -101,6 +118,11 @@ static struct object *object_new(struct shard *d, struct dataset *ds,
 	o->hnext = *pp;
 	*pp = o;
 	d->n_objects++;
+	rc_list_init(&o->lru);
+	object_touch(d, o);
+	d->objects_bytes += object_cost(o);
+	d->m.meta_bytes = d->objects_bytes;
+	objects_evict(d, o);
 	return o;
 }
 
@@ -127,13 +149,11 @@ void object_put(struct daemon *d, struct object *o)
 	}
 }
 
-/* The object changed or vanished in S3: new OPENs must ask S3 again, and
- * its cached blocks (of the old ETag) are dropped unless leased. */
-static void object_retire(struct shard *sh, struct object *o)
+/* Out of the table: new OPENs will not find it. Its cached blocks (of
+ * its id, which nothing can look up again) are dropped unless leased. */
+static void object_unlist(struct shard *sh, struct object *o)
 {
 	struct daemon *d = sh->d;
-	if (o->stale)
-		return;
 	o->stale = true;
 	struct object **pp = object_slot(sh, o->ds->id, o->key);
 	if (*pp == o) {
@@ -141,16 +161,93 @@ static void object_retire(struct shard *sh, struct object *o)
 		sh->n_objects--;
 	}
 	o->hnext = NULL;
+	rc_list_del(&o->lru);
+	sh->objects_bytes -= object_cost(o);
+	sh->m.meta_bytes = sh->objects_bytes;
 	uint64_t bs = d->cfg.block_bytes;
-	uint64_t nblocks = (o->size + bs - 1) / bs;
+	uint64_t nblocks = o->has_blocks ? (o->size + bs - 1) / bs : 0;
 	for (uint64_t b = 0; b < nblocks; b++) {
 		struct cache_entry *e = cache_lookup(&sh->cache, o->id,
 						     b, false);
 		if (e && e->state == ENTRY_VALID)
 			cache_discard(&sh->cache, e);
 	}
-	sh->m.stale++;
 	object_put(d, o); /* the table's reference */
+}
+
+/* The object changed or vanished in S3: new OPENs must ask S3 again, and
+ * its cached blocks (of the old ETag) are dropped unless leased. */
+static void object_retire(struct shard *sh, struct object *o)
+{
+	if (o->stale)
+		return;
+	object_unlist(sh, o);
+	sh->m.stale++;
+}
+
+/* Only the table holds it and nothing waits on it: it may go. */
+static bool object_idle(const struct object *o)
+{
+	return o->refs == 1 && !o->head_pending && !o->pending;
+}
+
+/* Entries looked at per insertion past the budget: ones in use are
+ * skipped (handles and ops hold them, bounded by the per-uid limits). */
+#define EVICT_SCAN 64u
+
+/* Over the budget: the least recently used idle entries go (not keep,
+ * the one just made). A listing of 100M keys, or an endless one, costs
+ * at most the budget. */
+static void objects_evict(struct shard *sh, const struct object *keep)
+{
+	unsigned seen = 0;
+	struct rc_list *pos = sh->objects_lru.prev;
+	while (sh->objects_bytes > sh->objects_budget &&
+	       pos != &sh->objects_lru && seen++ < EVICT_SCAN) {
+		struct object *o = rc_list_entry(pos, struct object, lru);
+		pos = pos->prev;
+		if (o == keep)
+			continue;
+		if (!object_idle(o)) {
+			/* In use: to the head, so entries held by handles
+			 * at the tail cannot stop every later eviction. */
+			object_touch(sh, o);
+			continue;
+		}
+		object_unlist(sh, o);
+		sh->m.meta_evicted++;
+	}
+}
+
+/* Entries visited per sweep at most (those kept: in use, or with cached
+ * blocks, which are worth their metadata). */
+#define SWEEP_SCAN 65536u
+#define SWEEP_MIN_NS 1000000000ull
+
+/* Entries unused past metadata_ttl are of no use as metadata: freed,
+ * unless in use or holding cached blocks (their next OPEN revalidates
+ * them with a HEAD and keeps the blocks). Negative and listed-only
+ * entries thus never outlive the TTL by more than a sweep. */
+static void objects_sweep(struct reactor_timer *t)
+{
+	struct shard *sh = rc_container_of(t, struct shard, objects_sweep);
+	uint64_t ttl = daemon_metadata_ttl_ns(sh->d), now = rc_now_ns();
+	unsigned seen = 0;
+	struct rc_list *pos = sh->objects_lru.prev;
+	while (pos != &sh->objects_lru && seen++ < SWEEP_SCAN) {
+		struct object *o = rc_list_entry(pos, struct object, lru);
+		pos = pos->prev;
+		if (now - o->used_ns < ttl)
+			break; /* newer ones follow */
+		if (object_idle(o) && !o->has_blocks) {
+			object_unlist(sh, o);
+			sh->m.meta_evicted++;
+		} else {
+			object_touch(sh, o); /* kept: looked at again in a TTL */
+		}
+	}
+	reactor_timer_after(sh->reactor, t,
+			    ttl / 2 > SWEEP_MIN_NS ? ttl / 2 : SWEEP_MIN_NS);
 }
 
 /* Records what S3 said about a key; returns the current version. */
@@ -170,7 +267,9 @@ static struct object *object_update(struct shard *sh, struct object *o,
 	}
 	snprintf(o->etag, sizeof(o->etag), "%s", etag);
 	o->size = size;
+	o->missing = false;
 	o->fetched_ns = rc_now_ns();
+	object_touch(sh, o);
 	return o;
 }
 
@@ -305,7 +404,7 @@ static int fetch_start(struct fetch *f)
 	f->req = s3_req_new(d->s3, &p, err, sizeof(err));
 	free(key);
 	if (!f->req) {
-		log_warn("S3 request: %s", err);
+		log_limited(RC_LOG_WARN, "S3 request: %s", err);
 		return -EINVAL;
 	}
 	int r = curlio_add(sh->curl, s3_req_easy(f->req), fetch_transfer_done, f);
@@ -421,6 +520,7 @@ static void prefill_first_block(struct shard *sh, struct object *o,
 	    cache_lookup(&sh->cache, o->id, 0, false))
 		return;
 	int err;
+	o->has_blocks = true;
 	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca[sh->id],
 					     o->id, 0, want, &err);
 	if (!e)
@@ -430,6 +530,29 @@ static void prefill_first_block(struct shard *sh, struct object *o,
 	memcpy(cache_entry_data(e), body, want);
 	e->state = ENTRY_VALID;
 	sh->m.bytes_from_s3 += want;
+}
+
+/* S3 said the key does not exist: remembered for metadata_ttl like an
+ * ETag, so OPENs of missing keys cost one HEAD per key and TTL, not one
+ * each (an entry like any other: the table's budget bounds them). */
+static void remember_missing(struct shard *sh, const struct object *gone)
+{
+	if (daemon_metadata_ttl_ns(sh->d) == 0 ||
+	    *object_slot(sh, gone->ds->id, gone->key))
+		return; /* not cached, or someone learned of it meanwhile */
+	struct object *o = object_new(sh, gone->ds, gone->key);
+	if (o) {
+		o->missing = true;
+		o->fetched_ns = rc_now_ns();
+	}
+}
+
+void fetch_forget_missing(struct shard *sh, const struct dataset *ds,
+			  const char *key)
+{
+	struct object *o = *object_slot(sh, ds->id, key);
+	if (o && o->missing)
+		object_unlist(sh, o);
 }
 
 static void head_finish(struct fetch *f, int err, const struct s3_result *r)
@@ -447,6 +570,8 @@ static void head_finish(struct fetch *f, int err, const struct s3_result *r)
 			prefill_first_block(sh, cur, f->req);
 	} else if (err == -ENOENT || !o->etag[0]) {
 		object_retire(sh, o);
+		if (err == -ENOENT)
+			remember_missing(sh, o);
 	}
 	while (w) {
 		struct waiter *next = w->next;
@@ -518,7 +643,8 @@ static void log_protocol_error(const struct fetch *f, const char *why)
 							 : f->obj->ds;
 	const char *rel = f->kind == FETCH_LIST ? f->list_prefix : f->obj->key;
 	const char *pfx = f->kind == FETCH_LIST ? "" : ds->cfg->prefix;
-	log_warn("dataset %s: s3://%s/%s%s: S3 protocol error (%s): %s",
+	log_limited(RC_LOG_WARN,
+		 "dataset %s: s3://%s/%s%s: S3 protocol error (%s): %s",
 		 ds->cfg->name, ds->cfg->bucket, pfx, rc_esc(rel),
 		 f->kind == FETCH_LIST ? "LIST" :
 		 f->kind == FETCH_HEAD ? "HEAD" : "GET", rc_esc(why));
@@ -601,7 +727,7 @@ static void log_fetch_failure(const struct fetch *f, int err,
 	const char *why = err == -EPERM ?
 		": S3 denied the daemon access (its credentials or the bucket "
 		"policy, not allow_uids)" : "";
-	rc_log(err == -ENOENT || err == -ESTALE ? RC_LOG_INFO : RC_LOG_WARN,
+	log_limited(err == -ENOENT || err == -ESTALE ? RC_LOG_INFO : RC_LOG_WARN,
 	       "dataset %s: %s bucket %s key %s failed: %s%s", ds->cfg->name,
 	       what[f->kind], ds->cfg->bucket,
 	       rc_esc(key ? key : f->list_prefix ? f->list_prefix : "?"),
@@ -783,8 +909,14 @@ void fetch_open(struct shard *sh, struct op *op, struct dataset *ds,
 		open_done(sh, op, o, o ? 0 : -ENOMEM);
 		return;
 	}
-	if (o && !o->head_pending && o->etag[0] &&
+	if (o && !o->head_pending && (o->etag[0] || o->missing) &&
 	    rc_now_ns() - o->fetched_ns < ttl) {
+		object_touch(sh, o);
+		if (o->missing) {
+			sh->m.meta_negative_hits++;
+			open_done(sh, op, NULL, -ENOENT);
+			return;
+		}
 		open_done(sh, op, o, 0);
 		return;
 	}
@@ -868,6 +1000,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		ops->block_failed(op, -ESTALE);
 		return;
 	}
+	o->has_blocks = true;
 	struct cache_entry *e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id,
 		b, block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e) {
@@ -910,6 +1043,7 @@ int fetch_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 		return 0;
 	}
 	int err = 0;
+	o->has_blocks = true;
 	e = cache_insert(&sh->cache, o->ds->ca[sh->id], o->id, b,
 			 block_len(o, b, sh->d->cfg.block_bytes), &err);
 	if (!e)
@@ -1030,11 +1164,23 @@ int fetch_shard_init(struct shard *sh)
 {
 	sh->objects_mask = 1023;
 	sh->objects = calloc(sh->objects_mask + 1, sizeof(*sh->objects));
+	rc_list_init(&sh->objects_lru);
+	uint64_t budget = sh->d->cfg.metadata_bytes
+				  ? sh->d->cfg.metadata_bytes
+				  : sh->d->cfg.memory_bytes / 16;
+	sh->objects_budget = budget / (sh->d->n_shards ? sh->d->n_shards : 1);
+	reactor_timer_init(&sh->objects_sweep, objects_sweep);
 	return sh->objects ? 0 : -ENOMEM;
+}
+
+void fetch_shard_start(struct shard *sh)
+{
+	reactor_timer_after(sh->reactor, &sh->objects_sweep, SWEEP_MIN_NS);
 }
 
 void fetch_shard_cancel(struct shard *sh)
 {
+	reactor_timer_cancel(&sh->objects_sweep);
 	while (sh->fetches) {
 		struct fetch *f = sh->fetches;
 		if (f->in_curl)

@@ -52,6 +52,8 @@ struct fetch_ops {
 
 void fetch_set_ops(struct shard *sh, const struct fetch_ops *ops);
 int fetch_shard_init(struct shard *sh);
+/* Arms the table's sweep (metadata_ttl) once the shard has its reactor. */
+void fetch_shard_start(struct shard *sh);
 /* Finishes every fetch with -ECANCELED (their ops complete) and drops
  * the listing cache. */
 void fetch_shard_cancel(struct shard *sh);
@@ -74,6 +76,10 @@ void fetch_list(struct shard *sh, struct op *op, struct dataset *ds,
 int fetch_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 			 uint64_t gen, struct cache_entry **out,
 			 bool *started);
+/* A write through this shard put key in S3: a remembered 404 of it is
+ * dropped (other shards and nodes learn it when their TTL ends). */
+void fetch_forget_missing(struct shard *sh, const struct dataset *ds,
+			  const char *key);
 /* Cancels plan gen's GETs that no read waits for. */
 void fetch_cancel_prefetch(struct shard *sh, uint64_t gen);
 

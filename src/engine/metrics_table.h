@@ -39,6 +39,14 @@
 	  "Bytes fetched from S3.")                                            \
 	X(stale, counter, "ringcache_objects_stale_total",                     \
 	  "Objects found changed or gone in S3.")                              \
+	X(meta_bytes, gauge, "ringcache_metadata_bytes",                       \
+	  "Memory of the object metadata table (entries and keys).")          \
+	X(meta_evicted, counter, "ringcache_metadata_evicted_total",           \
+	  "Metadata entries dropped: over metadata_memory, or unused past "    \
+	  "metadata_ttl.")                                                     \
+	X(meta_negative_hits, counter,                                         \
+	  "ringcache_metadata_negative_hits_total",                            \
+	  "OPENs answered ENOENT from a remembered 404 (no HEAD).")            \
 	X(bytes_served_zero_copy, counter,                                     \
 	  "ringcache_read_bytes_zero_copy_total",                              \
 	  "Bytes served by zero-copy READ.")                                   \

@@ -14,6 +14,7 @@
 #include "budget.h"
 #include "clock.h"
 #include "daemon.h"
+#include "fetch.h"
 #include "hugemem.h"
 #include "journal.h"
 #include "log.h"
@@ -532,6 +533,7 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 	if (out->err == 0) {
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
+		fetch_forget_missing(sh, w->ds, w->key);
 		sh->m.wb_uploaded++;
 		sh->m.wb_uploaded_bytes += w->size;
 		if (w->journaled && sh->journal) {
@@ -1000,6 +1002,7 @@ static void copy_done(void *ctx, const struct upload_outcome *out)
 		w->key = w->rename_key;
 		w->rename_key = NULL;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
+		fetch_forget_missing(sh, w->ds, w->key);
 	}
 	free(w->rename_key);
 	w->rename_key = NULL;

@@ -122,6 +122,7 @@ int shard_loop_init(struct shard *sh)
 	if (!sh->reactor)
 		return err;
 	reactor_on_wake(sh->reactor, on_wake, sh);
+	fetch_shard_start(sh);
 	sh->curl = curlio_new(sh->reactor, (long)sh->d->cfg.max_connections);
 	return sh->curl ? 0 : -ENOMEM;
 }

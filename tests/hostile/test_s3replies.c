@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fixture/fixture.h"
 #include "ringcache.h"
@@ -502,4 +504,199 @@ Test(s3replies, get_short_body_is_retried_then_eio)
 {
 	read_refused("get-short-body", -EIO, 4 /* 1 + max_retries */, NULL);
 	cr_assert_eq(log_count("S3 protocol error"), 0);
+}
+
+/* ---- what S3 can make the daemon remember ------------------------------ */
+
+static void start_with(const char *scenario, const char *daemon_extra,
+		       unsigned ttl)
+{
+	char section[512];
+
+	ds_spec_default(&S);
+	fx_bad_s3_start(&B, scenario, "bad/");
+	fx_daemon_init(&D);
+	D.s3_endpoint = B.endpoint;
+	D.daemon_extra = daemon_extra;
+	D.metadata_ttl = ttl;
+	fx_dataset_section(section, sizeof(section), "bad", "bad/",
+			   "allow_uids = *");
+	fx_daemon_start(&D, section);
+}
+
+static long log_size(void)
+{
+	struct stat st;
+
+	return stat(D.log_path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static int64_t stat_of(const char *name)
+{
+	return fx_stat_value(D.socket_path, name);
+}
+
+#define META_BUDGET (2 * MiB)
+#define WALK_ENTRIES 100000u /* 1000 pages: ~28 MB of metadata unbounded */
+
+#define HELD 100 /* handles kept open on listed entries */
+
+/* As nobody: LIST the endless listing until WALK_ENTRIES, holding HELD
+ * handles on its first entries. */
+static int walk_endless(void *arg)
+{
+	const uint64_t entries = *(const uint64_t *)arg;
+	struct rc_client c;
+	struct rc_attach_opts o = { .gpu = -1, .numa_node = -1 };
+	void *mem;
+	int more = 1, n;
+	uint64_t at = 0;
+
+	if (rc_attach(&c, D.socket_path, &o))
+		return 2;
+	int bad = rc_dataset(&c, "bad");
+	int bi = rc_alloc_buffer(&c, LIST_BUF, &mem);
+	if (bad < 0 || bi < 0)
+		return 3;
+	while (at < entries) {
+		/* The first call small: its entries are still in the table
+		 * when opened. */
+		n = rc_list(&c, bad, "", at, (uint32_t)bi, 0,
+			    at ? LIST_BUF : 8192, &more);
+		if (n <= 0 || !more)
+			return 4;
+		/* Handles on the oldest entries: held, they sit at the
+		 * table's cold end, and eviction must get past them. */
+		for (int i = 0; at == 0 && i < HELD; i++) {
+			char key[32];
+			snprintf(key, sizeof(key), "e0000000-%03d", i);
+			if (rc_open(&c, bad, key, NULL) < 0)
+				return 5;
+		}
+		at += (uint64_t)n;
+	}
+	rc_detach(&c);
+	return 0;
+}
+
+/* Every entry a listing names is metadata the daemon keeps (OPEN after
+ * LIST needs no HEAD): an endless listing took the daemon from 13 to 608
+ * MB, kept past the TTL. Now the table holds at most metadata_memory,
+ * evicting the least recently used entries nothing holds (the held ones
+ * at its cold end do not stop it). The TTL is longer than the walk: the
+ * budget alone bounds it. */
+Test(s3replies, listed_metadata_stays_in_its_budget)
+{
+	uint64_t entries = WALK_ENTRIES;
+
+	limit_asan_quarantine();
+	start_with("list-endless", "metadata_memory = 2M\n", 600);
+	uint64_t before = daemon_rss_kib();
+	int st = fx_as_nobody(walk_endless, &entries);
+	cr_assert_eq(st, 0, "the walk failed at step %d", st);
+	uint64_t during = daemon_rss_kib();
+	int64_t bytes = stat_of("ringcache_metadata_bytes");
+	int64_t evicted = stat_of("ringcache_metadata_evicted_total");
+	cr_log_info("endless LIST of %u entries: RSS %llu KiB before, %llu "
+		    "after it (%lld bytes of metadata, %lld evicted)",
+		    WALK_ENTRIES, (unsigned long long)before,
+		    (unsigned long long)during, (long long)bytes,
+		    (long long)evicted);
+	cr_assert_gt(bytes, 0, "the listing taught the table nothing");
+	cr_assert_leq(bytes, (int64_t)META_BUDGET, "%lld bytes of metadata",
+		      (long long)bytes);
+	cr_assert_geq(evicted, (int64_t)WALK_ENTRIES / 2,
+		      "only %lld entries evicted", (long long)evicted);
+	/* Unbounded, 100000 entries are ~28 MB; the listing's own window is
+	 * 4 MiB. */
+	cr_assert_lt(during, before + 16 * 1024, "RSS grew from %llu to %llu KiB",
+		     (unsigned long long)before, (unsigned long long)during);
+	struct rc_client c;
+	attach(&c);
+	assert_ds_reads_exact(&c);
+	rc_detach(&c);
+	stop_all();
+}
+
+/* Entries unused past the TTL are freed, not kept until a restart. */
+Test(s3replies, listed_metadata_is_freed_past_the_ttl)
+{
+	uint64_t entries = 5000;
+
+	start_with("list-endless", "metadata_memory = 2M\n", 3);
+	int st = fx_as_nobody(walk_endless, &entries);
+	cr_assert_eq(st, 0, "the walk failed at step %d", st);
+	int64_t bytes = stat_of("ringcache_metadata_bytes"), left = bytes;
+	cr_assert_gt(bytes, 5000 * 100, "%lld bytes of metadata",
+		     (long long)bytes);
+	/* The TTL (3 s) and a sweep (every 1.5 s) later: nothing. */
+	for (int i = 0; i < 200 && left > 0; i++) {
+		usleep(100000);
+		left = stat_of("ringcache_metadata_bytes");
+	}
+	cr_log_info("%lld bytes of metadata after the walk, %lld once "
+		    "expired", (long long)bytes, (long long)left);
+	cr_assert_eq(left, 0, "%lld bytes of metadata outlived the TTL",
+		     (long long)left);
+	stop_all();
+}
+
+#define MISSING 2000
+
+/* As nobody: OPEN MISSING distinct keys that do not exist, twice. */
+static int open_missing(void *arg)
+{
+	(void)arg;
+	struct rc_client c;
+	struct rc_attach_opts o = { .gpu = -1, .numa_node = -1 };
+
+	if (rc_attach(&c, D.socket_path, &o))
+		return 2;
+	int bad = rc_dataset(&c, "bad");
+	if (bad < 0)
+		return 3;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < MISSING; i++) {
+			char key[64];
+			snprintf(key, sizeof(key), "missing/%05d", i);
+			int r = rc_open(&c, bad, key, NULL);
+			if (r != -ENOENT)
+				return 10 + pass;
+		}
+	}
+	rc_detach(&c);
+	return 0;
+}
+
+/* A missing key cost a HEAD on every OPEN (5,000 keys: 5,000 HEADs and
+ * 559 KB of log in 4.2 s). Now a 404 is remembered for metadata_ttl like
+ * an ETag, bounded by the same budget. */
+Test(s3replies, missing_keys_are_remembered_within_the_ttl)
+{
+	start_with("normal", "metadata_memory = 2M\n", 30);
+	uint64_t heads = fx_bad_s3_stat(&B, "head");
+	long log0 = log_size();
+	int st = fx_as_nobody(open_missing, NULL);
+	cr_assert_eq(st, 0, "an OPEN of a missing key was not ENOENT (step %d)",
+		     st);
+	uint64_t asked = fx_bad_s3_stat(&B, "head") - heads;
+	cr_log_info("%d missing keys opened twice: %llu HEADs, %lld answered "
+		    "from memory, %ld bytes of log", MISSING,
+		    (unsigned long long)asked,
+		    (long long)stat_of("ringcache_metadata_negative_hits_total"),
+		    log_size() - log0);
+	cr_assert_eq(asked, MISSING, "one HEAD per key, not per OPEN");
+	cr_assert_eq(stat_of("ringcache_metadata_negative_hits_total"),
+		     MISSING);
+	if (log_size() - log0 >= 16 * 1024)
+		fx_daemon_log_tail(&D, 6);
+	cr_assert_lt(log_size() - log0, 16 * 1024,
+		     "the log grew with every missing key");
+	cr_assert_leq(stat_of("ringcache_metadata_bytes"),
+		      (int64_t)META_BUDGET);
+	struct rc_client c;
+	attach(&c);
+	assert_ds_reads_exact(&c);
+	rc_detach(&c);
+	stop_all();
 }

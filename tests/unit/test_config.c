@@ -168,6 +168,7 @@ Test(config, defaults_when_keys_are_omitted)
 	cr_assert_not(c.mlock);
 	cr_assert(c.hugepages);
 	cr_assert_eq(c.metadata_ttl_s, 60);
+	cr_assert_eq(c.metadata_bytes, 0, "0: memory/16");
 	cr_assert_eq(c.max_sessions, 256);
 	cr_assert_null(c.endpoint);
 	cr_assert_str_eq(c.region, "us-east-1");
@@ -661,7 +662,8 @@ Test(config, limits_per_uid_and_session)
 			  "max_registered = 4K\n"
 			  "max_handles_per_uid = 20\n"
 			  "max_leases_per_uid = 30\n"
-			  "max_registered_per_uid = 8K\n" DATASET, &c), 0,
+			  "max_registered_per_uid = 8K\n"
+			  "metadata_memory = 3M\n" DATASET, &c), 0,
 		     "%s", err);
 	cr_assert_eq(c.root_reserved_sessions, 0);
 	cr_assert_eq(c.max_sessions_per_uid, 3);
@@ -677,6 +679,7 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_handles_per_uid, 20);
 	cr_assert_eq(c.max_leases_per_uid, 30);
 	cr_assert_eq(c.max_registered_per_uid, 8192);
+	cr_assert_eq(c.metadata_bytes, 3u << 20);
 	config_free(&c);
 	expect_error("[daemon]\nmax_plan_entries = 16777217\n" DATASET,
 		     "[daemon] max_plan_entries:");
