@@ -217,7 +217,7 @@ static void assert_survived(void)
 {
 	assert_daemon_alive();
 	assert_root_reads();
-	fx_daemon_stop(&D); /* SIGTERM: a clean exit 0 within 10 s */
+	fx_daemon_stop(&D); /* SIGTERM: a clean exit 0 */
 }
 
 static void run_attack(int (*fn)(void *), void *arg, const char *what)
