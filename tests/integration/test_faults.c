@@ -358,11 +358,14 @@ Test(faults, misses_are_fetched_in_parallel)
 	}
 	cr_assert_geq(proxy_counter("get"), N_PARALLEL);
 	cr_assert_geq(ms, LATENCY_MS, "the latency did not apply");
-	/* A behaviour check, not a speed target: serial fetching takes
-	 * 16 x 200 ms; half of that leaves room for a loaded machine. */
-	cr_assert_lt(ms, 8 * LATENCY_MS,
-		     "%d misses took %lld ms: fetched one at a time?",
-		     N_PARALLEL, (long long)ms);
+	/* Overlap as the proxy saw it, not as a time: each GET is held 200
+	 * ms there, so a daemon that fetches in parallel has many in flight
+	 * at once (all 16 at load 15 on 2 cores), however slow the machine;
+	 * a quarter leaves room for its slowest. */
+	uint64_t peak = proxy_counter("requests_peak");
+	cr_assert_geq(peak, N_PARALLEL / 4, "%d misses took %lld ms, at most "
+		      "%llu GET in flight: fetched one at a time?",
+		      N_PARALLEL, (long long)ms, (unsigned long long)peak);
 	rc_detach(&c);
 	stop_all();
 }
