@@ -197,10 +197,15 @@ static bool object_idle(const struct object *o)
 
 /* Over the budget: the least recently used idle entries go (not keep,
  * the one just made). A listing of 100M keys, or an endless one, costs
- * at most the budget. */
+ * at most the budget. Entries whose object has cached blocks go last:
+ * freeing one drops its blocks, so a client walking a huge listing
+ * would otherwise flush everyone's cache; they are passed over (moved
+ * to the warm end) while an entry without blocks can go, and the
+ * coldest goes when none can. */
 static void objects_evict(struct shard *sh, const struct object *keep)
 {
 	unsigned seen = 0;
+	struct object *cold = NULL;
 	struct rc_list *pos = sh->objects_lru.prev;
 	while (sh->objects_bytes > sh->objects_budget &&
 	       pos != &sh->objects_lru && seen++ < EVICT_SCAN) {
@@ -208,13 +213,20 @@ static void objects_evict(struct shard *sh, const struct object *keep)
 		pos = pos->prev;
 		if (o == keep)
 			continue;
-		if (!object_idle(o)) {
-			/* In use: to the head, so entries held by handles
-			 * at the tail cannot stop every later eviction. */
+		if (!object_idle(o) || o->has_blocks) {
+			/* To the warm end, so entries held by handles (or
+			 * worth their blocks) at the cold end cannot stop
+			 * every later eviction. */
+			if (!cold && object_idle(o))
+				cold = o;
 			object_touch(sh, o);
 			continue;
 		}
 		object_unlist(sh, o);
+		sh->m.meta_evicted++;
+	}
+	if (sh->objects_bytes > sh->objects_budget && cold) {
+		object_unlist(sh, cold);
 		sh->m.meta_evicted++;
 	}
 }
