@@ -434,3 +434,49 @@ Test(fetch, changed_etag_fails_estale_and_retires_the_version)
 	object_put(&D, o2);
 	object_put(&D, o);
 }
+
+/* OPEN of key, run to its end: its error (an object it got is let go). */
+static int open_key(const char *key)
+{
+	struct top t = {0};
+	struct top *p = &t;
+	fetch_open(&D.shards[0], &t.op, D.datasets[0], key);
+	run_until(&p, 1);
+	if (t.op.obj)
+		object_put(&D, t.op.obj);
+	return t.op.err;
+}
+
+/* A 404 is remembered (no second HEAD within the TTL), and however many
+ * keys are asked for, the table stays in its budget: the least recently
+ * used entries go, and an evicted missing key is asked for again. */
+Test(fetch, missing_keys_are_remembered_within_the_budget)
+{
+	struct shard *sh = &D.shards[0];
+	sh->objects_budget = 64 * 1024; /* ~300 entries */
+	char key[32];
+	uint64_t heads = sh->m.s3_head;
+	for (int i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "miss-%05d", i);
+		cr_assert_eq(open_key(key), -ENOENT, "%s", key);
+		cr_assert_leq(sh->objects_bytes, sh->objects_budget);
+	}
+	cr_assert_eq(sh->m.s3_head - heads, 1000);
+	cr_assert_gt(sh->m.meta_evicted, 500);
+	cr_assert_eq(sh->m.meta_bytes, sh->objects_bytes);
+	/* The newest are remembered: ENOENT without asking S3. */
+	heads = sh->m.s3_head;
+	for (int i = 900; i < 1000; i++) {
+		snprintf(key, sizeof(key), "miss-%05d", i);
+		cr_assert_eq(open_key(key), -ENOENT, "%s", key);
+	}
+	cr_assert_eq(sh->m.s3_head, heads, "a remembered 404 was asked again");
+	cr_assert_eq(sh->m.meta_negative_hits, 100);
+	/* The oldest were evicted: S3 is asked again. */
+	cr_assert_eq(open_key("miss-00000"), -ENOENT);
+	cr_assert_eq(sh->m.s3_head, heads + 1);
+	/* A key that exists is served, and its entry is not a 404. */
+	cr_assert_eq(open_key("obj"), 0);
+	cr_assert_eq(open_key("obj"), 0);
+	cr_assert_eq(sh->m.s3_head, heads + 2, "obj's metadata is kept");
+}
