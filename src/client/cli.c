@@ -308,9 +308,10 @@ static void label_value(const char *line, const char *name, char *out,
 	size_t n = 0;
 	if (p && p < eol)
 		for (p += strlen(key); p < eol && *p != '"' && n + 1 < len; p++) {
-			if (*p == '\\' && p + 1 < eol)
+			bool escaped = *p == '\\' && p + 1 < eol;
+			if (escaped)
 				p++;
-			out[n++] = *p == 'n' && p[-1] == '\\' ? ' ' : *p;
+			out[n++] = escaped && *p == 'n' ? ' ' : *p;
 		}
 	out[n] = 0;
 }
