@@ -5,7 +5,8 @@
  * reads wait through an outage shorter than retry_budget and deliver the
  * bytes the fixture uploaded, with no error; that an outage longer than
  * the budget fails the read with the documented -EIO and new reads
- * succeed once S3 is back, with no restart; that status and metrics say
+ * succeed once S3 is back, with no restart; that a checkpoint committed
+ * during an outage waits for S3 and lands whole; that status and metrics say
  * "unreachable" (since when, which endpoint, why) during the outage and
  * not after; and that the daemon logs the outage once and its end once,
  * not a line per retry.
@@ -244,6 +245,90 @@ Test(outage, reads_wait_through_an_outage_and_complete)
 	cr_assert_eq(fx_daemon_log_count(&D, REACHABLE_AGAIN), 1);
 	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_retries_total"),
 		     1, "the reads never retried");
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+}
+
+/* ---- uploads ------------------------------------------------------------- */
+
+struct committer {
+	struct rc_client *c;
+	uint32_t h;
+	int res;
+	_Atomic int done;
+};
+
+static void *commit_main(void *arg)
+{
+	struct committer *k = arg;
+	k->res = rc_commit(k->c, k->h);
+	atomic_store(&k->done, 1);
+	return NULL;
+}
+
+/* A checkpoint committed during an outage (durability = s3: COMMIT
+ * answers once the object is in S3) waits for S3 and lands whole. */
+Test(outage, an_upload_rides_out_an_outage)
+{
+	char sub[64], sect[700], full[600];
+	enum { SIZE = 12 << 20 }; /* 3 parts of 5 MiB: a multipart upload */
+	fx_unique(sub, sizeof(sub), "outage-up");
+	ds_spec_default(&S);
+	fx_proxy_start(&P, proxy_opts);
+	fx_daemon_init(&D);
+	D.s3_endpoint = P.endpoint;
+	D.max_retries = FX_MAX_RETRIES_UNSET;
+	char dsub[80];
+	snprintf(dsub, sizeof(dsub), "%s/", sub);
+	fx_dataset_section(sect, sizeof(sect), "ck", dsub, "allow_uids = *");
+	strncat(sect, "writable = true\nwrite_uids = 0\ndurability = s3\n"
+		"part_size = 5M\nupload_concurrency = 2\n",
+		sizeof(sect) - strlen(sect) - 1);
+	fx_daemon_start(&D, sect);
+
+	struct rc_client client, *c = &client;
+	attach(c);
+	int ds = rc_dataset(c, "ck");
+	cr_assert_geq(ds, 0, "rc_dataset(ck): %s", rc_strerror(ds));
+	void *mem;
+	int buf = rc_alloc_buffer(c, SIZE, &mem);
+	cr_assert_geq(buf, 0, "rc_alloc_buffer: %s", rc_strerror(buf));
+	fx_fill_pattern(mem, SIZE, 19);
+	int h = rc_write_open(c, ds, "ckpt.bin");
+	cr_assert_geq(h, 0, "write_open: %s", rc_strerror(h));
+	ssize_t w = rc_write(c, (uint32_t)h, 0, SIZE, (uint32_t)buf, 0);
+	cr_assert_eq(w, (ssize_t)SIZE, "write: %s", rc_strerror((int)w));
+
+	proxy_set("set outage-ms 600000\n");
+	uint64_t t0 = rc_now_ns();
+	static struct committer k;
+	memset(&k, 0, sizeof(k));
+	k.c = c;
+	k.h = (uint32_t)h;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, commit_main, &k), 0);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_reachable", 0,
+				  60000), 0, "the upload never met the outage");
+	while (rc_now_ns() < t0 + 6000 * 1000000ull)
+		usleep(20000);
+	cr_assert_eq(atomic_load(&k.done), 0, "COMMIT answered during the "
+		     "outage: %s", rc_strerror(k.res));
+	proxy_set("set outage-ms 0\n");
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_eq(k.res, 0, "COMMIT across the outage: %s",
+		     rc_strerror(k.res));
+
+	/* In S3, as an independent client reads it. */
+	snprintf(full, sizeof(full), "%s%s/ckpt.bin", fx_env()->prefix, sub);
+	char *body = NULL;
+	size_t len = 0;
+	cr_assert_eq(fx_get_object(full, &body, &len), 0, "GET %s", full);
+	cr_assert_eq(len, (size_t)SIZE);
+	cr_assert_eq(fx_mismatch(body, mem, SIZE), -1, "bytes differ in S3");
+	free(body);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_total"), 0);
+	rc_detach(c);
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 }
