@@ -997,6 +997,12 @@ static int key_metadata_memory(struct parser *p, const char *key,
 	return key_limit_bytes(p, key, value, &p->cfg->metadata_bytes);
 }
 
+static int key_max_staged_per_uid(struct parser *p, const char *key,
+				  const char *value)
+{
+	return key_limit_bytes(p, key, value, &p->cfg->max_staged_per_uid);
+}
+
 static int key_journal_size(struct parser *p, const char *key,
 			    const char *value)
 {
@@ -1067,6 +1073,7 @@ static const struct key_spec daemon_keys[] = {
 	FN("journal", key_journal),
 	FN("journal_size", key_journal_size),
 	FN("staging_memory", key_staging_memory),
+	FN("max_staged_per_uid", key_max_staged_per_uid),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
 	FN("metrics_listen", key_metrics_listen),

@@ -23,6 +23,7 @@ static const char *const refusal_names[REFUSED__COUNT] = {
 	[REFUSED_LEASES_PER_UID] = "leases_per_uid",
 	[REFUSED_REGISTERED] = "registered",
 	[REFUSED_REGISTERED_PER_UID] = "registered_per_uid",
+	[REFUSED_STAGED_PER_UID] = "staged_per_uid",
 	[REFUSED_ACCEPT_FDS] = "accept_fds",
 };
 
@@ -78,6 +79,8 @@ int quota_set_limits(struct quota *l, const struct rc_config *cfg)
 	v.handles_per_uid = cfg->max_handles_per_uid;
 	v.leases_per_uid = cfg->max_leases_per_uid;
 	v.registered_per_uid = cfg->max_registered_per_uid;
+	v.staged_per_uid = or_default(cfg->max_staged_per_uid,
+				      cfg->staging_bytes / 2);
 	struct limit_values *set = malloc(sizeof(*set));
 	if (!set)
 		return -ENOMEM;

@@ -34,6 +34,7 @@ enum refusal {
 	REFUSED_LEASES_PER_UID,
 	REFUSED_REGISTERED,
 	REFUSED_REGISTERED_PER_UID,
+	REFUSED_STAGED_PER_UID,
 	REFUSED_ACCEPT_FDS,          /* accept failed: out of file descriptors */
 	REFUSED__COUNT
 };
@@ -56,6 +57,7 @@ struct uid_usage {
 	_Atomic uint64_t handle_slots;
 	_Atomic uint64_t lease_slots;
 	_Atomic uint64_t registered_bytes;
+	_Atomic uint64_t staged_bytes; /* staging of its uncommitted objects */
 	struct uid_usage *next;
 };
 
@@ -72,6 +74,7 @@ struct limit_values {
 	uint32_t handles;
 	uint64_t handles_per_uid, leases_per_uid;
 	uint64_t registered, registered_per_uid;
+	uint64_t staged_per_uid;
 	const struct limit_values *older;
 };
 

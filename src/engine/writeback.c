@@ -635,6 +635,7 @@ int writeback_open(struct session *s, struct dataset *ds, const char *key,
 	struct wobject *w = wobject_new(sh, ds, key);
 	if (!w)
 		return -ENOMEM;
+	w->usage = s->usage;
 	if (ds->cfg->durability == DURABILITY_LOCAL) {
 		int err = sh->journal ? journal_append_open(sh->journal, w->id,
 							    ds->cfg->name, key)
@@ -652,6 +653,40 @@ int writeback_open(struct session *s, struct dataset *ds, const char *key,
 		wobject_put(sh, w);
 	}
 	return err;
+}
+
+/* Staging chunks a write of [off, off+len) would add. */
+static uint64_t staging_fresh(const struct wobject *w, uint64_t off,
+			      uint64_t len)
+{
+	uint64_t fresh = 0, end = (off + len + WB_CHUNK - 1) / WB_CHUNK;
+	for (uint64_t c = off / WB_CHUNK; c < end; c++)
+		fresh += c < w->n_chunks && w->chunks[c] ? 0 : WB_CHUNK;
+	return fresh;
+}
+
+/* Staging of objects not yet committed is charged to the writer's uid:
+ * one open byte holds a whole chunk, and a uid holding staging_memory
+ * with open objects made every writer of the shard wait. Committed
+ * bytes leave the charge: they are on their way to S3. */
+static int staged_charge(struct shard *sh, struct wobject *w, uint64_t n)
+{
+	if (!w->usage || !n)
+		return 0;
+	struct quota *q = &sh->d->quota;
+	int err = quota_charge(q, &w->usage->staged_bytes, n,
+			       q->v->staged_per_uid, REFUSED_STAGED_PER_UID);
+	if (!err)
+		w->uid_staged += n;
+	return err;
+}
+
+static void staged_release(struct wobject *w)
+{
+	if (w->usage)
+		quota_uncharge(&w->usage->staged_bytes, w->uid_staged);
+	w->usage = NULL;
+	w->uid_staged = 0;
 }
 
 static int stage(struct shard *sh, struct wobject *w, uint64_t off,
@@ -703,10 +738,18 @@ static uint64_t largest_object(const struct dataset *ds)
 static int try_write(struct shard *sh, struct wobject *w, uint64_t off,
 		     const uint8_t *src, uint64_t len)
 {
-	int err = w->journaled ? journal_append_data(sh->journal, w->id, off,
-						     src, len) : 0;
+	uint64_t fresh = staging_fresh(w, off, len);
+	int err = staged_charge(sh, w, fresh);
+	if (err)
+		return err;
+	if (w->journaled)
+		err = journal_append_data(sh->journal, w->id, off, src, len);
 	if (!err)
 		err = stage(sh, w, off, src, len);
+	if (err && w->usage) { /* nothing staged (or too little to matter) */
+		quota_uncharge(&w->usage->staged_bytes, fresh);
+		w->uid_staged -= fresh;
+	}
 	if (!err)
 		sh->m.wb_written_bytes += len;
 	return err;
@@ -796,6 +839,7 @@ static int commit_journal(struct shard *sh, struct wobject *w)
 
 static void commit_go(struct shard *sh, struct wobject *w)
 {
+	staged_release(w);
 	sh->m.wb_committed++;
 	backlog_enter(sh, w);
 	upload_start_for(sh, w);
@@ -903,6 +947,7 @@ int writeback_commit(struct session *s, uint32_t handle, struct op *op)
 		}
 		*rl = (struct relog){.w = w, .passes = 1};
 		w->refs++;
+		staged_release(w); /* the relog may wait: not the uid's now */
 		sh->m.wb_relogs++;
 		journal_relog_start(sh->journal, w->id);
 		int err = relog_run(rl);
@@ -940,6 +985,7 @@ static int ack_when_durable(struct shard *sh, struct op *op)
 
 static void abort_object(struct shard *sh, struct wobject *w)
 {
+	staged_release(w);
 	w->state = W_ABORTED;
 	if (w->journaled)
 		journal_append_abort(sh->journal, w->id);

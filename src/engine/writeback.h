@@ -44,6 +44,8 @@ struct wobject {
 	char *rename_key;         /* the copy's new key (relative) */
 	struct op *rename_op;     /* the RENAME waiting for the copy */
 	uint32_t refs;            /* write handles + a running upload or copy */
+	struct uid_usage *usage;  /* the writer's uid while open (quota.h) */
+	uint64_t uid_staged;      /* staging charged to it while open */
 	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
 	bool in_backlog;          /* committed, upload not ended */
 	struct wobject *next, *prev;

@@ -120,7 +120,7 @@ static const struct {
 	{"daemon", "max_plan_entries_per_uid"},
 	{"daemon", "max_handles"},         {"daemon", "max_registered"},
 	{"daemon", "max_handles_per_uid"}, {"daemon", "max_leases_per_uid"},
-	{"daemon", "max_registered_per_uid"},
+	{"daemon", "max_registered_per_uid"}, {"daemon", "max_staged_per_uid"},
 	{"s3", "credentials"},      {"s3", "access_key"},
 	{"s3", "secret_key"},       {"s3", "session_token"},
 	{"s3", "profile"},          {"s3", "credentials_file"},

@@ -24,6 +24,7 @@
 
 static struct fx_daemon D;
 static char scratch[128];
+static const char *more_extra = ""; /* more [daemon] lines for start() */
 
 static void teardown(void)
 {
@@ -57,7 +58,8 @@ static void start(void)
 		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
 		 "part_size = 5M\nmax_object_size = 1M\n", ck, tiny);
 	snprintf(extra, sizeof(extra), "journal = %s/journal\n"
-		 "journal_size = %uM\n", fx_tmpdir(), JOURNAL_MIB);
+		 "journal_size = %uM\n%s", fx_tmpdir(), JOURNAL_MIB,
+		 more_extra);
 	fx_daemon_init(&D);
 	D.daemon_extra = extra;
 	snprintf(sockdir, sizeof(sockdir), "/tmp/rc-hwp-XXXXXX");
@@ -248,8 +250,13 @@ Test(writepath, an_open_byte_does_not_block_the_journal, .fini = teardown,
 	cr_assert_eq(pipe(hd.ready), 0);
 	cr_assert_eq(pipe(hd.go), 0);
 	pid_t pid = fx_as_nobody_start(hold_one_byte, &hd);
+	close(hd.ready[1]); /* a holder that dies is EOF, not a hang */
+	close(hd.go[0]);
 	char ch = 0;
-	cr_assert_eq(read(hd.ready[0], &ch, 1), 1, "the holder never wrote");
+	if (read(hd.ready[0], &ch, 1) != 1) {
+		int st = fx_as_nobody_wait(pid);
+		cr_assert_fail("the holder failed at step %d", st);
+	}
 
 	/* Root's checkpoints, each written 1 MiB at a time, committed and
 	 * synced: on main the fourth WRITE of the third got -ENOSPC. */
@@ -308,5 +315,93 @@ Test(writepath, an_open_byte_does_not_block_the_journal, .fini = teardown,
 	for (unsigned i = 0; i < CKPTS; i++)
 		free(ckpt[i]);
 	free(hbytes);
+	fx_daemon_stop(&D);
+}
+
+/* ---- open objects cannot hold every writer's staging ------------------- */
+
+#define STAGING_MIB 16u   /* staging_memory; a chunk is 4 MiB */
+
+/* nobody opens objects and writes 1 byte to each, holding a 4 MiB
+ * staging chunk per byte: past its uid's share (staging_memory/2) the
+ * WRITE is EDQUOT; the objects stay open while root writes. */
+static int hold_staging(void *arg)
+{
+	struct holder *hd = arg;
+	struct rc_client c;
+	void *mem;
+	char ch = 'R';
+	int n = 0, h, r = 0;
+	close(hd->ready[0]);
+	close(hd->go[1]);
+	if (rc_attach(&c, hd->socket, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	if (ds < 0 || buf < 0)
+		return 3;
+	for (; n < 8; n++) {
+		char key[32];
+		snprintf(key, sizeof(key), "hoard-%d", n);
+		if ((h = rc_write_open(&c, ds, key)) < 0)
+			return 4;
+		r = (int)rc_write(&c, (uint32_t)h, 0, 1, (uint32_t)buf, 0);
+		if (r != 1)
+			break;
+	}
+	if (r != -EDQUOT || n != STAGING_MIB / 2 / 4)
+		return 5; /* 2 chunks of 4 MiB, then EDQUOT */
+	if (write(hd->ready[1], &ch, 1) != 1)
+		return 6;
+	while (read(hd->go[0], &ch, 1) < 0 && errno == EINTR)
+		;
+	rc_detach(&c); /* aborts them: the share comes back */
+	return 0;
+}
+
+Test(writepath, open_objects_cannot_hold_all_staging, .fini = teardown,
+     .timeout = 300)
+{
+	more_extra = "staging_memory = 16M\n";
+	start();
+	more_extra = "";
+	struct holder hd = {.socket = D.socket_path};
+	cr_assert_eq(pipe(hd.ready), 0);
+	cr_assert_eq(pipe(hd.go), 0);
+	pid_t pid = fx_as_nobody_start(hold_staging, &hd);
+	close(hd.ready[1]);
+	close(hd.go[0]);
+	char ch = 0;
+	if (read(hd.ready[0], &ch, 1) != 1) {
+		int st = fx_as_nobody_wait(pid);
+		cr_assert_fail("the hoarder failed at step %d", st);
+	}
+	cr_assert_geq(fx_stat_value(D.socket_path,
+		"ringcache_refused_total{reason=\"staged_per_uid\"}"), 1);
+	/* Root writes 6 MiB + 3 (2 chunks) while nobody holds its share. */
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	cr_assert_geq(buf, 0);
+	const size_t size = 6 * MiB + 3;
+	unsigned char *bytes = fx_pattern(size, 4343);
+	memcpy(mem, bytes, size);
+	int h = rc_write_open(&c, ds, "root-ckpt");
+	cr_assert_geq(h, 0);
+	ssize_t w = rc_write(&c, (uint32_t)h, 0, size, (uint32_t)buf, 0);
+	cr_assert_eq(w, (ssize_t)size, "root's WRITE: %s", rc_strerror((int)w));
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	rc_detach(&c);
+	cr_assert_eq(write(hd.go[1], &ch, 1), 1);
+	int st = fx_as_nobody_wait(pid);
+	cr_assert_eq(st, 0, "the hoarder failed at step %d", st);
+	char key[400];
+	snprintf(key, sizeof(key), "%sroot-ckpt", bucket_prefix("ck/"));
+	struct fx_s3_object objs[] = {{key, bytes, size}};
+	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
+	free(bytes);
 	fx_daemon_stop(&D);
 }

@@ -648,6 +648,7 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_handles_per_uid, 4u << 20);
 	cr_assert_eq(c.max_leases_per_uid, 4u << 20);
 	cr_assert_eq(c.max_registered_per_uid, 4ull << 30);
+	cr_assert_eq(c.max_staged_per_uid, 0, "0: staging_memory/2");
 	config_free(&c);
 	cr_assert_eq(load("[daemon]\nroot_reserved_sessions = 0\n"
 			  "max_sessions_per_uid = 3\n"
@@ -663,6 +664,7 @@ Test(config, limits_per_uid_and_session)
 			  "max_handles_per_uid = 20\n"
 			  "max_leases_per_uid = 30\n"
 			  "max_registered_per_uid = 8K\n"
+			  "max_staged_per_uid = 64M\n"
 			  "metadata_memory = 3M\n" DATASET, &c), 0,
 		     "%s", err);
 	cr_assert_eq(c.root_reserved_sessions, 0);
@@ -679,6 +681,7 @@ Test(config, limits_per_uid_and_session)
 	cr_assert_eq(c.max_handles_per_uid, 20);
 	cr_assert_eq(c.max_leases_per_uid, 30);
 	cr_assert_eq(c.max_registered_per_uid, 8192);
+	cr_assert_eq(c.max_staged_per_uid, 64u << 20);
 	cr_assert_eq(c.metadata_bytes, 3u << 20);
 	config_free(&c);
 	expect_error("[daemon]\nmax_plan_entries = 16777217\n" DATASET,
