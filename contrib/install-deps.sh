@@ -9,7 +9,8 @@
 #             (binding, PyTorch, fsspec, the mount's ImageFolder test)
 #   --cluster also slurm-wlm, munge, python3-yaml, yamllint (contrib/slurm
 #             and contrib/kubernetes tests; the Slurm test starts its own)
-#   --package also debhelper, dpkg-dev (tests/package builds debian/)
+#   --package also debhelper, dpkg-dev, lintian (tests/package builds debian/
+#             and runs lintian on the packages)
 set -euo pipefail
 
 packages=(
@@ -29,10 +30,10 @@ perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
 	python3-pil python3-torchvision)
 cluster_packages=(slurm-wlm munge python3-yaml yamllint)
-package_packages=(debhelper dpkg-dev) # tests/package: dpkg-buildpackage -b
+package_packages=(debhelper dpkg-dev lintian) # tests/package: dpkg-buildpackage -b, lintian
 
 usage() {
-	sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # test_package.sh - the Debian packages built from this tree, installed and
-# used as a new user would use them: dpkg-buildpackage -b (debian/), dpkg -i
-# of ringcached, libringcache1, libringcache-dev and python3-ringcache, then
-# the README demo's steps against the installed files only: /usr/sbin/
+# used as a new user would use them: dpkg-buildpackage -b (debian/), lintian
+# on the packages (no error, no warning), dpkg -i of ringcached,
+# libringcache1, libringcache-dev and python3-ringcache, then the README
+# demo's steps against the installed files only: /usr/sbin/
 # ringcached with the installed example config (pointed at the suite's S3
 # server), `ringcache ls` and `ringcache cat` (bytes compared with awscli),
 # a C program compiled with `pkg-config --cflags --libs ringcache` against
@@ -33,7 +34,7 @@ check() { # check NAME CMD...: one TAP line
 }
 
 [ "$(id -u)" = 0 ] || { failt "package: must run as root (dpkg -i)"; finish; }
-for b in dpkg-buildpackage dh aws; do
+for b in dpkg-buildpackage dh aws lintian; do
 	command -v "$b" >/dev/null ||
 		{ failt "package: $b missing (contrib/install-deps.sh --package)"; finish; }
 done
@@ -71,6 +72,15 @@ else
 	failt "dpkg-buildpackage -b (log: $D/build.log)"
 	tail -n 30 "$D/build.log" >&2
 	finish
+fi
+# Debian's policy checks on what was built: no error and no warning
+# (debian/README.source lists the overrides, if any, and why).
+changes=$(ls "$D"/ringcache_*.changes 2>/dev/null | head -n 1)
+if lintian --fail-on error,warning "$changes" >"$D/lintian.log" 2>&1; then
+	pass "lintian: no error, no warning ($(grep -c '^[IP]:' "$D/lintian.log") info/pedantic)"
+else
+	failt "lintian: errors or warnings (log: $D/lintian.log)"
+	grep '^[EW]:' "$D/lintian.log" >&2
 fi
 debs=()
 for p in "${PKGS[@]}"; do
