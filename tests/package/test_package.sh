@@ -77,7 +77,7 @@ fi
 # (debian/README.source lists the overrides, if any, and why).
 changes=$(ls "$D"/ringcache_*.changes 2>/dev/null | head -n 1)
 if lintian --fail-on error,warning "$changes" >"$D/lintian.log" 2>&1; then
-	pass "lintian: no error, no warning ($(grep -c '^[IP]:' "$D/lintian.log") info/pedantic)"
+	pass "lintian: no error, no warning"
 else
 	failt "lintian: errors or warnings (log: $D/lintian.log)"
 	grep '^[EW]:' "$D/lintian.log" >&2
