@@ -7,8 +7,9 @@
 #   --perf    also the benchmark peers (s3fs, rclone, fio, gnuplot)
 #   --python  also python3-torch, -cffi, -numpy, -fsspec, -pil, -torchvision
 #             (binding, PyTorch, fsspec, the mount's ImageFolder test)
-#   --cluster also slurm-wlm, munge, python3-yaml, yamllint (contrib/slurm
-#             and contrib/kubernetes tests; the Slurm test starts its own)
+#   --cluster also slurm-wlm, munge, python3-yaml, yamllint, strace,
+#             python3-seccomp (contrib/slurm and contrib/kubernetes tests;
+#             the Slurm test starts its own)
 #   --package also debhelper, dpkg-dev, lintian (tests/package builds debian/
 #             and runs lintian on the packages)
 set -euo pipefail
@@ -29,11 +30,11 @@ packages=(
 perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
 	python3-pil python3-torchvision)
-cluster_packages=(slurm-wlm munge python3-yaml yamllint)
+cluster_packages=(slurm-wlm munge python3-yaml yamllint strace python3-seccomp)
 package_packages=(debhelper dpkg-dev lintian) # tests/package: dpkg-buildpackage -b, lintian
 
 usage() {
-	sed -n '6,13p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do

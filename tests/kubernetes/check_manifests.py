@@ -8,9 +8,20 @@ pods; every volume mount names a volume; the ConfigMap's ringcache.conf
 passes `ringcached --check-config`; and the paths agree: the config's
 socket lies in the folder both pods mount from the same hostPath, the
 probes and the training pod's RINGCACHE_SOCKET name it, and the training
-pod's uid may read the datasets it names. Not checked: that a kubelet
-accepts the objects, the image, the node labels, io_uring under the
-container runtime's seccomp profile.
+pod's uid may read the datasets it names. Least privilege: the socket is
+not world-accessible, its group (the daemon's runAsGroup) is one the
+training pod has; no capability but IPC_LOCK with mlock = true; a
+Localhost seccomp profile (contrib/kubernetes/seccomp), not Unconfined,
+that denies by default, allows io_uring and every call a traced daemon
+made (trace_syscalls.sh under strace), and under which the daemon really
+serves as the DaemonSet runs it (uid 0 without capabilities, gid 2000,
+the profile loaded by seccomp_exec.py: reads, a checkpoint, a reload,
+the socket's group let in, others refused). The image recipe
+(Dockerfile) is Debian 12 installing this repository's packages, whose
+files the DaemonSet runs, tagged with the package version. The kustomize
+base renders (kubectl kustomize, offline) to the DaemonSet file's
+objects. Not checked: that a kubelet accepts the objects, that the image
+builds (no container engine here), the node labels.
 
 Run: /usr/bin/python3 tests/kubernetes/check_manifests.py (meson test
 kubernetes sets RINGCACHE_BUILD_DIR and RINGCACHE_TAP_FILE).
@@ -30,6 +41,7 @@ K8S = os.path.join(SRC, "contrib", "kubernetes")
 BUILD = os.environ.get("RINGCACHE_BUILD_DIR", os.path.join(SRC, "build"))
 SERVED = {("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Pod"),
           ("apps/v1", "DaemonSet")}
+KUSTOMIZATION = "kustomization.yaml"
 tap = []
 
 
@@ -86,7 +98,8 @@ def host_path_at(obj, mount_path):
 
 
 def main():
-    files = sorted(f for f in os.listdir(K8S) if f.endswith(".yaml"))
+    files = sorted(f for f in os.listdir(K8S) if f.endswith(".yaml")
+                   and f != KUSTOMIZATION)
     docs = {}
     for f in files:
         try:
@@ -99,7 +112,8 @@ def main():
     if lint:
         r = subprocess.run([lint, "-s", "-d", "{extends: default, rules: "
                             "{document-start: disable, line-length: {max: 100}}}",
-                            *[os.path.join(K8S, f) for f in files]],
+                            *[os.path.join(K8S, f)
+                              for f in files + [KUSTOMIZATION]]],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
         check("yamllint", r.returncode == 0, r.stdout.strip())
@@ -162,12 +176,129 @@ def main():
         check(f"uid {uid} may read dataset {name}",
               uid in [u.strip() for u in allowed.split(",")] or
               allowed.strip() == "*", allowed)
+    least_privilege(ds, cm, pod, conf)
+    image_and_base(ds)
     tap_file = os.environ.get("RINGCACHE_TAP_FILE")
     if tap_file:
         os.makedirs(os.path.dirname(tap_file), exist_ok=True)
         with open(tap_file, "w") as f:
             f.write(f"1..{len(tap)}\n" + "\n".join(tap) + "\n")
     return 1 if any(t.startswith("not ok") for t in tap) else 0
+
+
+def read(*path):
+    with open(os.path.join(SRC, *path)) as f:
+        return f.read()
+
+
+def least_privilege(ds, cm, pod, conf):
+    spec = pod_spec(ds)
+    sc = spec["containers"][0]["securityContext"]
+    mode = (ini_values(conf, "daemon", "socket_mode") or ["0660"])[0]
+    check(f"the socket is not world-accessible (socket_mode {mode})",
+          int(mode, 8) & 0o007 == 0)
+    gid = sc.get("runAsGroup")
+    psc = pod["spec"].get("securityContext", {})
+    check(f"the training pod has the socket's group (the daemon's gid {gid})",
+          gid is not None and (gid in psc.get("supplementalGroups", []) or
+                               psc.get("runAsGroup") == gid),
+          f"supplementalGroups {psc.get('supplementalGroups')}")
+    caps = sc.get("capabilities", {})
+    mlock = (ini_values(conf, "daemon", "mlock") or ["false"])[0] in (
+        "true", "yes", "on", "1")
+    added = set(caps.get("add", []))
+    check("every capability dropped; IPC_LOCK only with mlock = true",
+          caps.get("drop") == ["ALL"] and
+          added <= ({"IPC_LOCK"} if mlock else set()), f"add {sorted(added)}")
+    check("no privilege escalation, read-only root",
+          sc.get("allowPrivilegeEscalation") is False and
+          sc.get("readOnlyRootFilesystem") is True)
+    sp = sc.get("seccompProfile", {})
+    name = os.path.basename(sp.get("localhostProfile", ""))
+    path = os.path.join(K8S, "seccomp", name)
+    check(f"seccomp: Localhost {sp.get('localhostProfile')}, shipped here",
+          sp.get("type") == "Localhost" and name and os.path.isfile(path),
+          str(sp))
+    if not (name and os.path.isfile(path)):
+        return
+    import json
+    prof = json.load(open(path))
+    allowed = {n for r in prof["syscalls"] if r["action"] == "SCMP_ACT_ALLOW"
+               and not r.get("args") for n in r["names"]}
+    check("the profile denies by default and allows io_uring",
+          prof["defaultAction"] == "SCMP_ACT_ERRNO" and
+          {"io_uring_setup", "io_uring_enter", "io_uring_register"} <= allowed)
+    trace = os.path.join(SRC, "tests", "kubernetes", "trace_syscalls.sh")
+    exe = os.path.join(BUILD, "ringcached")
+    if shutil.which("strace") and os.path.exists(exe):
+        r = subprocess.run(["bash", trace, BUILD], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=240)
+        used = set(r.stdout.split())
+        check(f"the profile allows each of the {len(used)} calls a traced "
+              "ringcached made", r.returncode == 0 and len(used) > 20 and
+              used <= allowed, r.stderr.strip()[-300:] or
+              "not allowed: " + " ".join(sorted(used - allowed)))
+    else:
+        check("trace # SKIP strace or the build missing", True)
+    try:
+        import seccomp  # noqa: F401  (python3-seccomp)
+        confinable = os.geteuid() == 0 and shutil.which("setpriv")
+    except ImportError:
+        confinable = False
+    if confinable and os.path.exists(exe):
+        r = subprocess.run(["bash", trace, BUILD, "--confined", path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=240)
+        check("ringcached serves as the DaemonSet runs it (no capability, "
+              "gid 2000, under the profile)", r.returncode == 0,
+              r.stdout.strip()[-600:])
+    else:
+        check("confined run # SKIP needs root, setpriv and python3-seccomp",
+              True)
+
+
+def image_and_base(ds):
+    spec = pod_spec(ds)
+    daemon = spec["containers"][0]
+    version = re.match(r"ringcache \(([^)]+)\)", read("debian", "changelog"))
+    version = version.group(1) if version else "?"
+    check(f"the DaemonSet's image is tagged with the package version {version}",
+          daemon["image"].endswith(":" + version), daemon["image"])
+    dockerfile = read("contrib", "kubernetes", "Dockerfile")
+    check("the image recipe is Debian 12",
+          re.search(r"^FROM debian:(12|bookworm)\S*\s*$", dockerfile, re.M))
+    packages = re.findall(r"^Package: (\S+)", read("debian", "control"), re.M)
+    copied = re.findall(r"(\S+?)_\*\.deb", dockerfile)
+    check(f"it installs packages debian/control builds ({', '.join(copied)})",
+          "ringcached" in copied and set(copied) <= set(packages))
+    shipped = {"/" + line.strip() for pkg in copied
+               if os.path.exists(os.path.join(SRC, "debian", pkg + ".install"))
+               for line in read("debian", pkg + ".install").splitlines()}
+    run = [daemon["command"][0]] + [daemon[p]["exec"]["command"][0] for p in
+                                    ("readinessProbe", "livenessProbe")]
+    check("the DaemonSet runs files those packages install",
+          all(r in shipped for r in run), f"{run} vs {sorted(shipped)}")
+    entry = re.search(r'^ENTRYPOINT \["([^"]+)"', dockerfile, re.M)
+    check("the image's ENTRYPOINT is the DaemonSet's command",
+          entry and entry.group(1) == daemon["command"][0])
+    kust = yaml.safe_load(read("contrib", "kubernetes", KUSTOMIZATION))
+    res = kust.get("resources", [])
+    check("the kustomize base's resources are here",
+          res and all(os.path.isfile(os.path.join(K8S, r)) for r in res), res)
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        r = subprocess.run([kubectl, "kustomize", K8S], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        got = sorted((d["kind"], d["metadata"]["name"])
+                     for d in yaml.safe_load_all(r.stdout) if d) \
+            if r.returncode == 0 else []
+        want = sorted((d["kind"], d["metadata"]["name"])
+                      for f in res for d in load(f))
+        check("kubectl kustomize renders the base to its objects",
+              r.returncode == 0 and got == want, r.stderr.strip() or
+              f"{got} vs {want}")
+    else:
+        check("kubectl kustomize # SKIP kubectl not installed", True)
 
 
 if __name__ == "__main__":
