@@ -446,7 +446,8 @@ void rc_detach(struct rc_client *c);
  * rc_sync of one that was committed waits for the shard's uploads
  * (RC_SYNC_ALL). What was committed is as durable as the dataset says.
  * Leases handed out before stay readable: the old arenas stay mapped
- * (until rc_detach) and releasing an old lease (rc_release,
+ * (until rc_detach or rc_unmap_old_arenas) and releasing an old lease
+ * (rc_release,
  * rc_release_lazy) is a local no-op; lease ids carry the session's
  * generation (RC_LEASE_GEN).
  *
@@ -481,6 +482,12 @@ uint32_t rc_reconnects(struct rc_client *c);
  * its handles with it after -ECONNRESET: the number of a dead handle is
  * closed on the daemon (-EBADF) and may later be reused by an OPEN. */
 int rc_handle_check(struct rc_client *c, uint32_t handle);
+/* The arenas of sessions before the last re-attach stay mapped (and their
+ * memory allocated) until rc_detach, for the leases handed out then. An
+ * application that holds none of those any more (no pointer into them is
+ * used again) unmaps them now. Returns how many were unmapped. The Python
+ * binding and `ringcache mount` do it once their old views are gone. */
+int rc_unmap_old_arenas(struct rc_client *c);
 
 /* Dataset id by name; -ENOENT if the daemon does not run it (never
  * configured, or removed by a reload before this attach); -EACCES if its

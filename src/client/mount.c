@@ -108,6 +108,7 @@ struct mnt {
 	unsigned n_wfiles;
 	struct ldir *ldirs;
 	struct timespec mounted;
+	uint32_t reconnects_seen; /* rc_reconnects when old arenas went */
 };
 
 /* ---- keys and nodes ------------------------------------------------------ */
@@ -680,6 +681,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* The kernel copies from the arena mapping; the leases end after. */
 	fuse_reply_iov(req, iov, n);
 	release_all(m, ext, n);
+	/* No lease outlives a read: after a daemon restart the old arenas
+	 * (and their memory) can go. */
+	if (rc_reconnects(&m->c) != m->reconnects_seen) {
+		m->reconnects_seen = rc_reconnects(&m->c);
+		rc_unmap_old_arenas(&m->c);
+	}
 }
 
 /* ---- writes --------------------------------------------------------------- */

@@ -34,6 +34,8 @@
 
 /* ---- Records ------------------------------------------------------------ */
 
+static void unmap_old(struct client_state *st);
+
 static int grow_recs(struct handle_rec **recs, uint32_t *n, uint32_t want)
 {
 	if (want < *n)
@@ -199,11 +201,7 @@ void client_state_free(struct rc_client *c)
 	for (unsigned i = 0; i < CLIENT_MAX_BUFS; i++)
 		if (st->bufs[i].fd >= 0)
 			close(st->bufs[i].fd);
-	for (size_t i = 0; i < st->n_old; i++) {
-		if (st->old[i].cuda_pinned)
-			rc_cuda_unpin(st->old[i].base);
-		munmap(st->old[i].base, st->old[i].size);
-	}
+	unmap_old(st);
 	free(st->old);
 	free(st->plan);
 	free(st->socket_path);
@@ -563,6 +561,26 @@ int rc_reconnect(struct rc_client *c)
 		return 0;
 	int r = client_reconnect(c);
 	return r < 0 ? r : 1;
+}
+
+static void unmap_old(struct client_state *st)
+{
+	for (size_t i = 0; i < st->n_old; i++) {
+		if (st->old[i].cuda_pinned)
+			rc_cuda_unpin(st->old[i].base);
+		munmap(st->old[i].base, st->old[i].size);
+	}
+	st->n_old = 0;
+}
+
+int rc_unmap_old_arenas(struct rc_client *c)
+{
+	if (!c->arg_free)
+		return -EINVAL;
+	struct client_state *st = client_state(c);
+	int n = (int)st->n_old;
+	unmap_old(st);
+	return n;
 }
 
 int rc_handle_check(struct rc_client *c, uint32_t handle)

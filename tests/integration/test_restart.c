@@ -224,10 +224,15 @@ static int reader(int ready)
 	for (int x = 0; x < n_old; x++)
 		if ((r = rc_release(&c, old[x].lease)) != 0)
 			FAIL("rc_release of an old lease: %s", rc_strerror(r));
+	/* Nothing of the old session is used any more: its arenas go, and
+	 * the new session reads on. */
+	if ((r = rc_unmap_old_arenas(&c)) < 1)
+		FAIL("rc_unmap_old_arenas: %d", r);
 	struct rc_stat st2;
 	if ((r = rc_stat_handle(&c, (uint32_t)h, &st2)) < 0 ||
 	    strcmp(st.etag, st2.etag) != 0)
 		FAIL("rc_stat_handle after: %s", rc_strerror(r));
+	read_pass(&c, ds, pass);
 	rc_detach(&c);
 	fprintf(stderr, "reader: %u passes, %u after the restart\n", pass,
 		passes_after);

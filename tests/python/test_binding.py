@@ -603,12 +603,19 @@ class TestRestart(unittest.TestCase):
     def test_dataloader_persistent_workers_across_restart(self):
         """A DataLoader with persistent workers, restarted at sample 100
         of epoch 0: both epochs complete, every sample right."""
+        self.dataloader_across_restart(persistent=True)
+
+    def test_dataloader_new_workers_each_epoch_across_restart(self):
+        """The same with workers re-created each epoch."""
+        self.dataloader_across_restart(persistent=False)
+
+    def dataloader_across_restart(self, persistent):
         from torch.utils.data import DataLoader
         from ringcache.torch import RingcacheDataset
         keys = [small_key(i) for i in range(N_SMALL)]
         ds = RingcacheDataset(Env.socket, "ds", keys=keys)
         loader = DataLoader(ds, batch_size=None, num_workers=2,
-                            persistent_workers=True)
+                            persistent_workers=persistent)
         seen = [0]
         self.restarted = False
 
