@@ -113,7 +113,9 @@ def main():
         missing = [k for k in tables[t] if k not in documented]
         check(tables[t] and not missing,
               f'ringcache.conf(5) {section} has an entry for each of the '
-              f'{len(tables[t])} keys', 'no entry for ' + ', '.join(missing))
+              f'{len(tables[t])} keys', 'no entry for ' + ', '.join(missing) +
+              f': add a .TP entry under .SH {section} in '
+              'docs/man/ringcache.conf.5')
         stale = [k for k in documented if k not in tables[t]]
         check(not stale, f'ringcache.conf(5) {section} names no key the '
               'parser lacks', 'not in config.c: ' + ', '.join(stale))
