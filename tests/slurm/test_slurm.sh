@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_slurm.sh - contrib/slurm on a real single-node Slurm: the fixture
 # starts munged, slurmctld and slurmd (Debian's slurm-wlm and munge) in a
-# private folder with private ports, with contrib/slurm's prolog and epilog;
+# private folder with private ports, with contrib/slurm's prolog and epilog
+# as `meson install` installs them (a staging install of the build);
 # an unprivileged user (nobody) sbatches a job that reads a dataset through
 # the ringcached the prolog started and writes a checkpoint. After the
 # epilog: the checkpoint is in S3 with the job's bytes (read back with
@@ -91,6 +92,21 @@ pids+=("$(cat "$D/munge/munged.pid")")
 chmod 0755 "$D/munge" # the socket must be reachable by nobody's sbatch
 
 # ---- ringcache: base config and prolog/epilog wrappers -----------------
+# The scripts as `meson install` lays them out (PREFIX/libexec/ringcache/
+# slurm, executable, side by side), from a staging install of this build.
+opt() { # opt NAME: a meson option of the build
+	meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
+}
+SLURM_DIR=$D/stage$(opt prefix)/$(opt libexecdir)/ringcache/slurm
+if meson install -C "$BUILD" --no-rebuild --destdir "$D/stage" \
+		>"$D/log/install.log" 2>&1 && [ -x "$SLURM_DIR/prolog.sh" ]; then
+	pass "the Slurm scripts installed (meson install) in $SLURM_DIR"
+else
+	failt "meson install puts the Slurm scripts in $SLURM_DIR ($(tail -n 3 "$D/log/install.log"))"
+	finish
+fi
 e_bucket=$RINGCACHE_TEST_S3_BUCKET
 cat >"$D/cluster.conf" <<CONF
 [daemon]
@@ -138,7 +154,7 @@ for hook in prolog epilog; do
 	cat >"$D/$hook" <<HOOK
 #!/bin/bash
 . $D/env
-$SRC/contrib/slurm/$hook.sh >>$D/log/$hook.log 2>&1
+$SLURM_DIR/$hook.sh >>$D/log/$hook.log 2>&1
 rc=\$?
 echo "\$SLURM_JOB_ID \$rc" >>$D/log/$hook.done
 exit \$rc
@@ -228,7 +244,7 @@ JOB
 chmod 0755 "$D/job/job.sh"
 # The node's lifecycle script starts the daemon before any job (the
 # prolog then reuses it); until a job is granted, nobody is refused.
-(. "$D/env" && "$SRC/contrib/slurm/ringcache-slurm" start) >>"$D/log/start.log" 2>&1
+(. "$D/env" && "$SLURM_DIR/ringcache-slurm" start) >>"$D/log/start.log" 2>&1
 check "the lifecycle step starts ringcached" "$BUILD/ringcache" -s "$D/state/rc.sock" status >/dev/null
 refused() { # refused DATASET: nobody's new session is refused it (ACL)
 	local out
