@@ -23,6 +23,7 @@
 
 #define WB_CHUNK (2u * HUGEMEM_PAGE) /* staging: huge pages, see hugemem.h */
 #define DRAIN_NS (60ull * 1000000000ull) /* SIGTERM waits this for uploads */
+#define WB_MAX_PENDING_RENAMES 8u /* RENAMEs of an object not yet in S3 */
 /* Digest threads per shard: MD5 and SHA-256 of the parts run at ~0.45 GB/s
  * together on one core, about what a shard uploads; two keep the reactor
  * free of them. */
@@ -1099,6 +1100,12 @@ static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
 static int rename_pending(struct shard *sh, struct wobject *w,
 			  const char *key)
 {
+	/* Each RENAME restarts a running upload and costs a journal record:
+	 * renamed in a loop, an object would never reach S3, and being
+	 * committed it would keep the journal from rewinding for every
+	 * writer. A few renames (tmp -> final, a chain) are plenty. */
+	if (w->renames >= WB_MAX_PENDING_RENAMES)
+		return -EBUSY;
 	if (w->journaled) {
 		int err = journal_append_rename(sh->journal, w->id, key);
 		if (err)
@@ -1109,6 +1116,7 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 		return -ENOMEM;
 	free(w->key);
 	w->key = nk;
+	w->renames++;
 	if (w->up) {
 		w->restart = true;
 		/* A multipart upload stops at once (its Complete, if sent,

@@ -36,6 +36,7 @@ struct wobject {
 	struct upload *up;
 	char *up_key;             /* bucket key of the last upload started */
 	bool restart;             /* upload cancelled for a rename: again */
+	uint32_t renames;         /* RENAMEs while not yet in S3 */
 	struct op *commit_op;     /* COMMIT waiting for its durability */
 	struct waiter *syncs;     /* SYNCs waiting for S3 */
 	int err;                  /* final upload error, or 0 */

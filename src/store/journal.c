@@ -891,7 +891,10 @@ int journal_append_rename(struct journal *j, uint64_t id, const char *key)
 	char *k = strdup(key);
 	if (!k)
 		return -ENOMEM;
-	int r = room_for(j, worst_case(klen), true);
+	/* Not from the room kept for COMMIT/DONE/ABORT: a writer renaming
+	 * in a loop would eat it, and a DONE refused keeps the object live
+	 * and the journal from ever rewinding. */
+	int r = room_for(j, worst_case(klen), false);
 	if (r == 0)
 		r = rec_append(j, REC_RENAME, 0, id, 0, key, klen);
 	if (r < 0) {

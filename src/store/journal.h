@@ -61,7 +61,9 @@
  * journal_relog_start) before its COMMIT, which is -ESTALE until then.
  * Only committed objects not yet DONE keep the journal from rewinding:
  * an open object, however small or idle, cannot. DATA past what the
- * journal could hold for one object alone is -ENOSPC at once. */
+ * journal could hold for one object alone is -ENOSPC at once. RENAME,
+ * like OPEN and DATA, may not use the room kept for the live objects'
+ * COMMIT and DONE (-ENOSPC). */
 #ifndef RC_JOURNAL_H
 #define RC_JOURNAL_H
 

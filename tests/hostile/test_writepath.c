@@ -405,3 +405,60 @@ Test(writepath, open_objects_cannot_hold_all_staging, .fini = teardown,
 	free(bytes);
 	fx_daemon_stop(&D);
 }
+
+/* ---- renaming in a loop cannot keep an object from S3 ------------------ */
+
+#define LOOPED_SIZE (12 * MiB + 1) /* multipart: 5 MiB parts */
+
+/* nobody commits a multipart object and renames it as fast as it can:
+ * each RENAME restarted the upload and took a journal record, so the
+ * object, committed, never reached S3 and the journal could never
+ * rewind. After 8 the RENAME is EBUSY, and SYNC lands the object under
+ * its last name. */
+static int rename_loop(void *arg)
+{
+	const struct attack *a = arg;
+	struct rc_client c;
+	void *mem;
+	if (rc_attach(&c, a->socket, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, 16 * MiB, &mem);
+	int h = rc_write_open(&c, ds, "loop-0");
+	if (ds < 0 || buf < 0 || h < 0)
+		return 3;
+	fx_fill_pattern(mem, LOOPED_SIZE, 999);
+	if (rc_write(&c, (uint32_t)h, 0, LOOPED_SIZE, (uint32_t)buf, 0) !=
+	    (ssize_t)LOOPED_SIZE || rc_commit(&c, (uint32_t)h) != 0)
+		return 4;
+	int r = 0, n = 0;
+	for (; n < 200; n++) {
+		char key[32];
+		snprintf(key, sizeof(key), "loop-%d", n + 1);
+		if ((r = rc_rename(&c, (uint32_t)h, key)) != 0)
+			break;
+	}
+	if (r != -EBUSY || n != 8)
+		return 5;
+	if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+		return 6;
+	rc_detach(&c);
+	return 0;
+}
+
+Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	struct attack a = {.socket = D.socket_path};
+	int st = fx_as_nobody(rename_loop, &a);
+	cr_assert_eq(st, 0, "the rename loop was not stopped (step %d)", st);
+	char key[400];
+	snprintf(key, sizeof(key), "%sloop-8", bucket_prefix("ck/"));
+	unsigned char *bytes = fx_pattern(LOOPED_SIZE, 999);
+	struct fx_s3_object objs[] = {{key, bytes, LOOPED_SIZE}};
+	/* Only the last name: no earlier one, no multipart upload left. */
+	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
+	free(bytes);
+	fx_daemon_stop(&D);
+}
