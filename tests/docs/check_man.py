@@ -73,6 +73,10 @@ def man_entries(text):
 
 def render(page):
     path = os.path.join(MAN, page)
+    if not shutil.which('groff'):
+        check(False, f'{page}: groff renders it',
+              'groff missing (contrib/install-deps.sh: groff-base)')
+        return
     r = subprocess.run(['groff', '-ww', '-z', '-man', path],
                        capture_output=True, text=True)
     check(r.returncode == 0 and not r.stderr.strip(),

@@ -230,6 +230,13 @@ def least_privilege(ds, cm, pod, conf):
           {"io_uring_setup", "io_uring_enter", "io_uring_register"} <= allowed)
     trace = os.path.join(SRC, "tests", "kubernetes", "trace_syscalls.sh")
     exe = os.path.join(BUILD, "ringcached")
+    # A sanitizer's runtime makes calls of its own the image's daemon
+    # does not: the profile is checked against the plain build only.
+    sanitized = os.environ.get("RINGCACHE_SANITIZE", "none") != "none"
+    if sanitized:
+        check("trace and confined run # SKIP a sanitized build "
+              f"({os.environ['RINGCACHE_SANITIZE']})", True)
+        return
     if shutil.which("strace") and os.path.exists(exe):
         r = subprocess.run(["bash", trace, BUILD], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=240)
