@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "vec.h"
 
 void tiering_name_entry(struct shard *sh, const struct object *o,
 			struct cache_entry *e)
@@ -130,8 +132,69 @@ void tiering_open(struct shard *sh)
 		 ts.direct ? "" : " (buffered: no O_DIRECT here)");
 }
 
+/* The blocks still in memory at shutdown: without this only what memory
+ * had evicted comes back after a restart. Bounded (a large memory at a
+ * slow device would hold the restart past the service manager's stop
+ * timeout); what is left is fetched from S3 again. */
+#define TIER_SAVE_NS 3000000000ull
+
+static bool staging_free(const struct shard *sh)
+{
+	for (unsigned i = 0; i < TIER_STAGING; i++)
+		if (!sh->staging[i].busy)
+			return true;
+	return false;
+}
+
+void tiering_save_resident(struct shard *sh)
+{
+	if (!sh->tier || !tier_enabled(sh->tier))
+		return;
+	struct cache *c = &sh->cache;
+	/* Pinned first: the reactor turns below may complete fetches whose
+	 * insertions evict (and free) entries a walk of the table holds. */
+	struct cache_entry **v = NULL;
+	uint32_t n = 0, cap = 0;
+	for (uint64_t b = 0; b <= c->mask; b++) {
+		for (struct cache_entry *e = c->buckets[b]; e; e = e->hnext) {
+			if (e->state != ENTRY_VALID || e->orphan ||
+			    !(e->ident[0] | e->ident[1]))
+				continue;
+			if (RC_GROW(v, cap, n + 1) < 0)
+				break;
+			cache_pin(c, e);
+			v[n++] = e;
+		}
+	}
+	uint64_t until = rc_now_ns() + TIER_SAVE_NS;
+	uint64_t before = sh->m.tier_admitted;
+	uint32_t i = 0;
+	for (; i < n; i++) {
+		while (!staging_free(sh) && rc_now_ns() < until)
+			reactor_turn(sh->reactor, 1000000);
+		if (rc_now_ns() >= until)
+			break;
+		if (!v[i]->orphan)
+			tier_admit(sh, v[i]); /* copied out; -EEXIST: there */
+		cache_unpin(c, v[i]);
+	}
+	for (uint32_t k = i; k < n; k++)
+		cache_unpin(c, v[k]);
+	free(v);
+	tiering_drain(sh);
+	log_info("tier: shard %u: %llu of %u blocks in memory written at "
+		 "shutdown%s", sh->id,
+		 (unsigned long long)(sh->m.tier_admitted - before), n,
+		 i < n ? " (stopped after 3 s; the rest comes from S3 again)"
+		       : "");
+}
+
+/* Bounded by time, not by turns: with a timer overdue (nobody runs the
+ * timers while draining) a turn does not wait, and a count of turns
+ * passed in microseconds with the tier's writes still in flight. */
 void tiering_drain(struct shard *sh)
 {
-	for (int i = 0; i < 1000 && sh->tier && tier_inflight(sh->tier); i++)
+	uint64_t until = rc_now_ns() + 10000000000ull;
+	while (sh->tier && tier_inflight(sh->tier) && rc_now_ns() < until)
 		reactor_turn(sh->reactor, 10000000);
 }

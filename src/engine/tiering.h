@@ -26,5 +26,8 @@ int tiering_read(struct shard *sh, const struct object *o,
 		 struct cache_entry *e, tier_done_fn done, void *ctx);
 /* Waits (bounded) until the tier has no I/O in flight (shutdown). */
 void tiering_drain(struct shard *sh);
+/* Shutdown: the valid blocks in memory go to the tier too (for up to
+ * 3 s), then its I/O is waited for, so a restart comes back warm. */
+void tiering_save_resident(struct shard *sh);
 
 #endif

@@ -226,6 +226,7 @@ static void shard_drain(struct shard *sh)
 	while (sh->sessions)
 		session_close(sh->sessions);
 	writeback_drain(sh);
+	tiering_save_resident(sh);
 	tiering_drain(sh);
 	/* Closed sessions are freed when their cancelled polls complete. */
 	for (int i = 0; i < 100 && sh->n_zombies; i++)

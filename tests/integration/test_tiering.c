@@ -125,6 +125,34 @@ Test(tiering, larger_than_memory_second_pass_and_restart_need_no_s3,
 
 /* Two shards (a described 2-node machine): each has its own region of
  * the one tier file, so the clients of both nodes restart warm. */
+/* Blocks that never left memory are written to the tier at SIGTERM: a
+ * restart comes back warm with them too, not only with the evicted. */
+Test(tiering, blocks_in_memory_at_sigterm_come_back_warm,
+     .fini = teardown, .timeout = 240)
+{
+	ds_spec_default(&S);
+	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
+		 fx_tmpdir());
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "tier_path = %s\ntier_size = 512M", tier_path);
+	start();
+	read_pass_gpu(-1, 40); /* 23 MB: all of it stays in the 48 MiB */
+	cr_assert_geq(stat_of("ringcache_s3_get_total"), 40);
+	cr_assert_eq(stat_of("ringcache_cache_evictions_total"), 0);
+	cr_assert_eq(stat_of("ringcache_tier_admitted_total"), 0);
+	fx_daemon_stop(&D);
+	cr_assert(fx_daemon_log_contains(&D, "written at shutdown"),
+		  "no shutdown save in the log");
+
+	start();
+	read_pass_gpu(-1, 40);
+	cr_assert_eq(stat_of("ringcache_s3_get_total"), 0,
+		     "the restarted daemon went to S3 for blocks that were in "
+		     "memory at SIGTERM");
+	cr_assert_geq(stat_of("ringcache_tier_hits_total"), 40);
+	fx_daemon_stop(&D);
+}
+
 Test(tiering, every_shard_restarts_warm_from_its_region,
      .fini = teardown, .timeout = 240)
 {
