@@ -81,7 +81,7 @@ static void vfail_at(struct parser *p, int line, const char *label,
 	if (p->sec == SEC_DATASET && p->ds_failed)
 		p->ds_failed[p->cfg->n_datasets - 1] = true;
 	p->n_errors++;
-	char what[400];
+	char what[1000];
 	vsnprintf(what, sizeof(what), fmt, ap);
 	char where[100] = "";
 	if (label[0] && key)
@@ -90,7 +90,7 @@ static void vfail_at(struct parser *p, int line, const char *label,
 		snprintf(where, sizeof(where), "[%s]: ", label);
 	else if (key)
 		snprintf(where, sizeof(where), "%s: ", key);
-	char one[600];
+	char one[1400];
 	int n = snprintf(one, sizeof(one), "%s%s:%d: %s%s",
 			 p->err_used ? "\n" : "", p->cfg->path, line, where,
 			 what);
@@ -482,15 +482,23 @@ static int key_ca_file(struct parser *p, const char *key, const char *value)
 	return set_string(p, key, &p->cfg->ca_file, value);
 }
 
-/* A missing file would only show at the first fetch, as a credentials
- * error on every read: say so when the config is checked. */
+/* A missing file, or a directory, would only show at start or at the
+ * first fetch, without this file and line: say so when the config is
+ * checked. */
 static int key_credentials_file(struct parser *p, const char *key,
 				const char *value)
 {
-	if (access(value, R_OK) != 0) {
-		char what[128];
+	struct stat st;
+	char what[128];
+	if (access(value, R_OK) != 0 || stat(value, &st) != 0) {
 		snprintf(what, sizeof(what), "cannot read the file: %s",
 			 strerror(errno));
+		return fail_value(p, key, value, what);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(what, sizeof(what), "not a regular file (%s)",
+			 S_ISDIR(st.st_mode) ? "a directory" : "a device, "
+			 "socket or pipe");
 		return fail_value(p, key, value, what);
 	}
 	return set_string(p, key, &p->cfg->credentials_file, value);
@@ -1169,6 +1177,82 @@ static void list_keys(const struct key_spec *keys, char *out, size_t len)
 	}
 }
 
+/* Levenshtein distance, case-insensitive; keys are short (< 64 bytes),
+ * longer words are as far from every key as they are long. */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64];
+	if (la >= 64 || lb >= 64)
+		return la > lb ? la : lb;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t sub = diag + (tolower((unsigned char)a[i - 1]) !=
+					     tolower((unsigned char)b[j - 1]));
+			size_t best = up + 1 < row[j - 1] + 1 ? up + 1
+							      : row[j - 1] + 1;
+			row[j] = sub < best ? sub : best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The key a typo most likely meant: the nearest by edit distance, if it
+ * is near enough (a third of the word, at least 2 edits) to be a slip
+ * of the fingers rather than another word. */
+static const char *nearest_key(const struct key_spec *keys, const char *name)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX, len = strlen(name);
+	size_t limit = len / 3 > 2 ? len / 3 : 2;
+	for (const struct key_spec *k = keys; k->name; k++) {
+		size_t d = edit_distance(name, k->name);
+		if (d < best_d) {
+			best_d = d;
+			best = k->name;
+		}
+	}
+	return best_d <= limit ? best : NULL;
+}
+
+static bool has_key(const struct key_spec *keys, const char *name)
+{
+	for (const struct key_spec *k = keys; k->name; k++)
+		if (strcmp(k->name, name) == 0)
+			return true;
+	return false;
+}
+
+/* An unknown key's error: the section it belongs to if it is another's,
+ * else the nearest key of this one, else the whole list of this one's. */
+static int fail_unknown_key(struct parser *p, const struct key_spec *keys,
+			    const char *name)
+{
+	static const struct {
+		const char *section;
+		const struct key_spec *keys;
+	} sections[] = {
+		{"[daemon]", daemon_keys},
+		{"[s3]", s3_keys},
+		{"[dataset NAME]", dataset_keys},
+	};
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+		if (sections[i].keys != keys && has_key(sections[i].keys, name))
+			return fail(p, name, "unknown key in this section "
+				    "(it belongs in %s)", sections[i].section);
+	const char *near = nearest_key(keys, name);
+	if (near)
+		return fail(p, name, "unknown key (did you mean '%s'?)", near);
+	char valid[900];
+	list_keys(keys, valid, sizeof(valid));
+	return fail(p, name, "unknown key (valid keys: %s)", valid);
+}
+
 static int record_value(struct parser *p, const char *section,
 			const char *key, const char *value)
 {
@@ -1205,11 +1289,8 @@ static int apply_line(struct parser *p, const char *name, const char *value)
 	size_t i = 0;
 	while (keys[i].name && strcmp(keys[i].name, name) != 0)
 		i++;
-	if (!keys[i].name) {
-		char valid[256];
-		list_keys(keys, valid, sizeof(valid));
-		return fail(p, name, "unknown key (valid keys: %s)", valid);
-	}
+	if (!keys[i].name)
+		return fail_unknown_key(p, keys, name);
 	if (p->seen_line[i])
 		return fail(p, name, "duplicate key (first set on line %d)",
 			    p->seen_line[i]);

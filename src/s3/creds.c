@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -324,6 +325,14 @@ static int from_file(const struct creds_provider *p, int required,
 			     ? SOURCE_ABSENT : -e;
 		return fail(err, errlen, rc, "credentials file %s: %s", path,
 			    strerror(e));
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+		fclose(f); /* a directory reads as EISDIR, or EIO through stdio */
+		return fail(err, errlen, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL,
+			    "credentials file %s: not a "
+			    "regular file%s", path, S_ISDIR(st.st_mode) ?
+			    " (a directory)" : "");
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {

@@ -59,6 +59,12 @@ static int check_config(const char *path)
 		return 1;
 	}
 	printf("%s: ok (%zu datasets)\n", path, cfg.n_datasets);
+	if (cfg.endpoint)
+		printf("endpoint: %s\n", cfg.endpoint);
+	else
+		printf("endpoint: https://s3.%s.amazonaws.com (AWS S3 in "
+		       "region %s: [s3] endpoint is not set)\n", cfg.region,
+		       cfg.region);
 	config_free(&cfg);
 	return 0;
 }

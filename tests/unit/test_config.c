@@ -94,7 +94,7 @@ Test(config, full_valid_file)
 		"secret_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
 		"session_token = tok/en+=\n"
 		"profile = training\n"
-		"credentials_file = /dev/null\n"
+		"credentials_file = /etc/passwd\n"
 		"\n"
 		"[dataset imagenet-1k_v2.0]\n"
 		"uri = s3://my.training-data/imagenet/train\n"
@@ -129,7 +129,7 @@ Test(config, full_valid_file)
 			 "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
 	cr_assert_str_eq(c.session_token, "tok/en+=");
 	cr_assert_str_eq(c.profile, "training");
-	cr_assert_str_eq(c.credentials_file, "/dev/null");
+	cr_assert_str_eq(c.credentials_file, "/etc/passwd");
 
 	cr_assert_eq(c.n_datasets, 2);
 	struct rc_dataset_config *d = &c.datasets[0];
@@ -263,9 +263,38 @@ Test(config, unknown_key_names_line_and_key)
 {
 	expect_error("[daemon]\nsocket = /tmp/a.sock\n\n; typo below\n"
 		     "sockett = /tmp/b.sock\n" DATASET,
-		     ":5: [daemon] sockett: unknown key (valid keys: socket,");
+		     ":5: [daemon] sockett: unknown key (did you mean 'socket'?)");
 	expect_error(DATASET "allow_uid = 5\n",
-		     ":3: [dataset d] allow_uid: unknown key");
+		     ":3: [dataset d] allow_uid: unknown key (did you mean "
+		     "'allow_uids'?)");
+}
+
+/* The nearest key by edit distance, never a truncated list. */
+Test(config, unknown_key_suggests_the_nearest_one)
+{
+	expect_error("[s3]\nendpiont = http://127.0.0.1:1\n" DATASET,
+		     ":2: [s3] endpiont: unknown key (did you mean 'endpoint'?)");
+	expect_error("[daemon]\nMEMORY = 1G\n" DATASET,
+		     ":2: [daemon] MEMORY: unknown key (did you mean 'memory'?)");
+	expect_error("[daemon]\nmax_leased_per_user = 1G\n" DATASET,
+		     "unknown key (did you mean 'max_leased_per_uid'?)");
+	expect_error(DATASET "writeable = true\n",
+		     ":3: [dataset d] writeable: unknown key (did you mean "
+		     "'writable'?)");
+	/* A key of another section says where it belongs. */
+	expect_error("[daemon]\nregion = us-east-1\n" DATASET,
+		     ":2: [daemon] region: unknown key in this section (it "
+		     "belongs in [s3])");
+	expect_error("[s3]\nallow_uids = *\n" DATASET,
+		     "[s3] allow_uids: unknown key in this section (it belongs "
+		     "in [dataset NAME])");
+	/* Nothing near: the whole list, to its last key. */
+	expect_error("[daemon]\nzzzzzzzzzzzz = 1\n" DATASET,
+		     "unknown key (valid keys: socket, socket_mode, memory,");
+	expect_error("[daemon]\nzzzzzzzzzzzz = 1\n" DATASET,
+		     ", metrics_listen)");
+	expect_error("[s3]\nzzzzzzzzzzzz = 1\n" DATASET,
+		     ", credentials_file)");
 }
 
 Test(config, bad_bool)
@@ -765,6 +794,42 @@ Test(config, inline_comments_end_a_value)
 	cr_assert_eq(c.datasets[0].n_uids, 1);
 	cr_assert_eq(c.datasets[0].uids[0], 1000);
 	config_free(&c);
+}
+
+/* A directory (or a device) passed access(R_OK) and failed only at
+ * start, without a file and line: the check names them. */
+Test(config, credentials_file_must_be_a_regular_file)
+{
+	char dir[] = "/tmp/rc-test-creds-XXXXXX", text[512];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(text, sizeof(text), "[s3]\ncredentials = file\n"
+		 "credentials_file = %s\n" DATASET, dir);
+	char want[256];
+	snprintf(want, sizeof(want), ":3: [s3] credentials_file: not a "
+		 "regular file (a directory) (got '%s')", dir);
+	expect_error(text, want);
+	expect_error("[s3]\ncredentials_file = /dev/null\n" DATASET,
+		     ":2: [s3] credentials_file: not a regular file (a device, "
+		     "socket or pipe) (got '/dev/null')");
+	/* A readable regular file passes. */
+	char file[300];
+	snprintf(file, sizeof(file), "%s/credentials", dir);
+	FILE *f = fopen(file, "w");
+	cr_assert(f && fputs("[default]\n", f) >= 0 && fclose(f) == 0);
+	snprintf(text, sizeof(text), "[s3]\ncredentials_file = %s\n" DATASET,
+		 file);
+	struct rc_config c;
+	cr_assert_eq(load(text, &c), 0, "%s", err);
+	cr_assert_str_eq(c.credentials_file, file);
+	config_free(&c);
+	/* Unreadable (mode 0): cannot read, unless root reads anything. */
+	if (geteuid() != 0) {
+		cr_assert_eq(chmod(file, 0), 0);
+		expect_error(text, ":2: [s3] credentials_file: cannot read the "
+			     "file: Permission denied");
+	}
+	unlink(file);
+	rmdir(dir);
 }
 
 Test(config, missing_credentials_file_fails_the_check)
