@@ -165,14 +165,39 @@ static uint64_t counter(const char *text, const char *name)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* The value of label lname of metric name's first sample, unescaped:
+ * false if there is none. */
+static bool label(const char *text, const char *name, const char *lname,
+		  char *out, size_t len)
+{
+	char want[160];
+	snprintf(want, sizeof(want), "\n%s{%s=\"", name, lname);
+	const char *p = strstr(text, want);
+	if (!p || len == 0)
+		return false;
+	size_t n = 0;
+	for (p += strlen(want); *p && *p != '"' && n + 1 < len; p++) {
+		bool escaped = *p == '\\' && p[1];
+		if (escaped)
+			p++;
+		out[n++] = escaped && *p == 'n' ? '\n' : *p;
+	}
+	out[n] = '\0';
+	return true;
+}
+
 /* Whether the daemon runs what its config file says, and if not why. */
 static void print_config_state(const char *t)
 {
 	static const char pending[] = "ringcache_config_restart_pending{key=\"";
 	bool same = true;
 	if (counter(t, "ringcache_config_reload_refused")) {
-		printf("  config      the last reload was refused: the daemon's "
-		       "log says why; it runs the config it had\n");
+		char why[1024];
+		printf("  config      the last reload was refused, it runs the "
+		       "config it had: %s\n",
+		       label(t, "ringcache_config_reload_refused_reason",
+			     "reason", why, sizeof(why)) ? why
+		       : "the daemon's log says why");
 		same = false;
 	} else if (counter(t, "ringcache_config_file_changed")) {
 		printf("  config      the file changed since it was loaded: "

@@ -225,6 +225,7 @@ struct config_status {
 	ino_t ino;
 	off_t size;
 	bool reload_refused;          /* the last SIGHUP changed nothing */
+	char refused_why[512];        /* its first reason, as logged */
 	char restart_keys[512];       /* "daemon.memory s3.region": changed
 					 in the file, running the old value */
 };

@@ -318,12 +318,16 @@ static void note_config_file(struct daemon *d, const struct stat *st)
 	pthread_mutex_unlock(&d->config_lock);
 }
 
-static void note_reload(struct daemon *d, bool refused,
+/* why: the refusal's first reason (kept for `ringcache status`), or
+ * NULL for an accepted reload. */
+static void note_reload(struct daemon *d, const char *why,
 			const char *restart_keys)
 {
 	struct config_status *cs = &d->config_status;
 	pthread_mutex_lock(&d->config_lock);
-	cs->reload_refused = refused;
+	cs->reload_refused = why != NULL;
+	snprintf(cs->refused_why, sizeof(cs->refused_why), "%s",
+		 why ? why : "");
 	if (restart_keys)
 		snprintf(cs->restart_keys, sizeof(cs->restart_keys), "%s",
 			 restart_keys);
@@ -332,7 +336,7 @@ static void note_reload(struct daemon *d, bool refused,
 
 static int refuse(struct daemon *d, const char *why)
 {
-	note_reload(d, true, NULL);
+	note_reload(d, why, NULL);
 	log_error("reload refused, keeping the running config: %s", why);
 	return -EINVAL;
 }
@@ -345,9 +349,13 @@ int daemon_reload(struct daemon *d)
 	struct stat before;
 	bool have_stat = stat(d->config_path, &before) == 0;
 	if (config_load(d->config_path, &nc, err, sizeof(err)) < 0) {
-		for (char *line = strtok(err, "\n"); line;
+		/* Logged one per line; status keeps the first. */
+		char *first = strtok(err, "\n");
+		for (char *line = strtok(NULL, "\n"); line;
 		     line = strtok(NULL, "\n"))
-			refuse(d, line);
+			log_error("reload refused, keeping the running config: "
+				  "%s", line);
+		refuse(d, first ? first : "the config does not load");
 		return -EINVAL;
 	}
 	struct reload r = {.d = d, .nc = &nc};
@@ -377,7 +385,7 @@ int daemon_reload(struct daemon *d)
 	/* After the datasets' new ACLs: a session that sees the new
 	 * generation sees them (release/acquire). */
 	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
-	note_reload(d, false, r.restart_keys);
+	note_reload(d, NULL, r.restart_keys);
 	if (have_stat)
 		note_config_file(d, &before);
 	config_free(&nc);

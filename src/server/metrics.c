@@ -339,6 +339,13 @@ static void emit_config(struct out *o, const struct daemon *d)
 	emit(o, "ringcache_config_reload_refused", "gauge",
 	     "1 if the last reload was refused (the log says why).",
 	     cs.reload_refused);
+	head(o, "ringcache_config_reload_refused_reason", "gauge",
+	     "The first reason the last reload was refused, as logged (only while refused).");
+	if (cs.reload_refused) {
+		char why[2 * sizeof(cs.refused_why)];
+		put(o, "ringcache_config_reload_refused_reason{reason=\"%s\"} 1\n",
+		    label_esc(cs.refused_why, why, sizeof(why)));
+	}
 	head(o, "ringcache_config_restart_pending", "gauge",
 	     "A key changed in the file that applies only at a restart.");
 	const char *k = cs.restart_keys;
