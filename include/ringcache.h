@@ -248,7 +248,8 @@ struct rc_cqe {
 #define RC_CQE_F_MORE 1u /* LIST: more entries follow */
 #define RC_CQE_F_HIT 2u  /* READ/READ_INTO: served without waiting for S3 */
 
-/* Errors (negated in res):
+/* Errors (negated in res); rc_last_error() gives the daemon's text of the
+ * last one, naming dataset, bucket and cause (docs/ERRORS.md):
  *   EINVAL   malformed entry (bad opcode, reserved field set, bad slot)
  *   EBADF    unknown handle, lease or buffer index
  *   EFAULT   buffer range outside the registered buffer
@@ -259,8 +260,16 @@ struct rc_cqe {
  *            credentials or the bucket policy), not the ACL above
  *   ENOENT   no such object; or an unknown dataset (never configured, or
  *            removed by a reload: also for handles opened before)
+ *   ENODEV   the dataset's bucket does not exist (S3's NoSuchBucket)
+ *   ENXIO    the S3 endpoint's host name does not resolve (DNS)
+ *   ECONNREFUSED  nothing listens at the S3 endpoint (in a CQE; from
+ *            rc_attach it means no daemon on the socket)
+ *   EHOSTUNREACH, ENETUNREACH  the S3 endpoint is unreachable
+ *   ETIMEDOUT  connecting to the S3 endpoint timed out
  *   ESTALE   the object changed in S3 after OPEN: open it again
- *   EKEYREJECTED  S3 refused the daemon's credentials
+ *   EKEYREJECTED  S3 refused the daemon's credentials (wrong access key
+ *            or secret key: SignatureDoesNotMatch, InvalidAccessKeyId)
+ *   EKEYEXPIRED  S3 says the daemon's credentials expired (ExpiredToken)
  *   EIO      S3 failed after all retries
  *   EPROTO   S3 answered with a reply that breaks a rule (never retried;
  *            the daemon logs one line naming dataset, bucket, key and the
@@ -844,7 +853,22 @@ int rc_prefetch_plan(struct rc_client *c, uint32_t buf_index,
 int rc_prefetch_plan_append(struct rc_client *c, uint32_t buf_index,
 			    uint64_t buf_offset, uint64_t n_entries);
 
+/* A generic text for a negated errno (the table above); no daemon
+ * involved, so it cannot name a dataset or bucket. */
 const char *rc_strerror(int err);
+
+/* The daemon's own words for this session's last failed completion, when
+ * it failed with err: the dataset, the bucket (and key or prefix), the
+ * cause and S3's or the connection's message, e.g. "dataset ds,
+ * s3://bucket/x: the bucket does not exist: NoSuchBucket: ... (HTTP
+ * 404)". Otherwise (another error came since, a local refusal with no
+ * more to say, a daemon older than RINGCACHE_1.4, c NULL or detached)
+ * rc_strerror(err). One socket round trip: call it after a failure, not
+ * on the fast path. With asynchronous entries in flight, "last" is the
+ * last failed CQE the daemon posted. The string is the calling thread's
+ * until its next call (rc_client is one thread's anyway). Since
+ * RINGCACHE_1.4. */
+const char *rc_last_error(struct rc_client *c, int err);
 
 #ifdef __cplusplus
 }

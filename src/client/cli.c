@@ -556,9 +556,11 @@ static int cmd_ls(int argc, char **argv)
 	int buf = rc_alloc_buffer(&s.c, LIST_BUF, &mem);
 	int r = buf < 0 ? buf :
 		list_level(&s, (uint32_t)buf, mem, prefix, print_entry, NULL);
+	/* The daemon's words (dataset, bucket, cause), asked before detaching. */
+	const char *why = r < 0 ? rc_last_error(&s.c, r) : NULL;
 	rc_detach(&s.c);
 	if (r < 0)
-		return fail("ls %s '%s': %s", argv[1], prefix, rc_strerror(r));
+		return fail("ls %s '%s': %s", argv[1], prefix, why);
 	return 0;
 }
 
@@ -617,11 +619,12 @@ static int cmd_cat(int argc, char **argv)
 		return EXIT_FAIL;
 	int h = rc_open(&s.c, s.ds, argv[2], &st);
 	int r = h < 0 ? h : cat_object(&s.c, (uint32_t)h, st.size);
+	const char *why = r < 0 ? rc_last_error(&s.c, r) : NULL;
 	if (h >= 0)
 		rc_close(&s.c, (uint32_t)h);
 	rc_detach(&s.c);
 	if (r < 0)
-		return fail("cat %s '%s': %s", argv[1], argv[2], rc_strerror(r));
+		return fail("cat %s '%s': %s", argv[1], argv[2], why);
 	return 0;
 }
 
@@ -887,10 +890,10 @@ static int cmd_prefetch(int argc, char **argv)
 	int r = rb < 0 ? rb :
 		collect(&s, (uint32_t)lb, list_mem, argv[2], &ol);
 	if (r < 0) {
+		const char *why = rc_last_error(&s.c, r);
 		rc_detach(&s.c);
 		free_object_list(&ol);
-		return fail("prefetch %s '%s': %s", argv[1], argv[2],
-			    rc_strerror(r));
+		return fail("prefetch %s '%s': %s", argv[1], argv[2], why);
 	}
 	if (ol.n == 0) {
 		rc_detach(&s.c);
@@ -938,9 +941,9 @@ static int sync_shard_of_node(int node, uint64_t *synced)
 	if (c.shard < 64 && !(*synced & (1ull << c.shard))) {
 		r = rc_sync(&c, RC_SYNC_ALL);
 		if (r < 0) {
+			const char *why = rc_last_error(&c, r);
 			rc_detach(&c);
-			return fail("sync of shard %u: %s", c.shard,
-				    rc_strerror(r));
+			return fail("sync of shard %u: %s", c.shard, why);
 		}
 		*synced |= 1ull << c.shard;
 	}

@@ -1115,10 +1115,22 @@ const char *rc_strerror(int err)
 	case ECONNREFUSED:
 		return "no daemon is listening on the socket (is ringcached "
 		       "running?)";
+	case ENODEV:
+		return "the dataset's bucket does not exist (NoSuchBucket)";
+	case ENXIO:
+		return "the S3 endpoint's host name does not resolve (DNS)";
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		return "the S3 endpoint is unreachable";
+	case ETIMEDOUT:
+		return "connecting to the S3 endpoint timed out";
+	case EKEYEXPIRED:
+		return "S3 says the daemon's credentials expired";
 	case ESTALE:
 		return "object changed in S3 since it was opened";
 	case EKEYREJECTED:
-		return "S3 rejected the daemon's credentials";
+		return "S3 rejected the daemon's credentials (access or secret "
+		       "key)";
 	case EIO:
 		return "S3 request failed after retries";
 	case EPROTO:
@@ -1147,4 +1159,31 @@ const char *rc_strerror(int err)
 	default:
 		return strerror(-err);
 	}
+}
+
+/* One round trip, only after a failure: the cause never rides in the
+ * 32-byte CQE. Thread-local, as the client is one thread's. */
+const char *rc_last_error(struct rc_client *c, int err)
+{
+	static _Thread_local char text[RC_LAST_ERROR_MAX + 256];
+	struct {
+		struct rc_msg_hdr hdr;
+		char text[RC_LAST_ERROR_MAX];
+	} r;
+	struct rc_msg_hdr req = {RC_MSG_MAGIC, RC_ABI_VERSION,
+				 RC_MSG_LAST_ERROR, sizeof(req), 0};
+	ssize_t n = -EINVAL;
+	if (c && c->sock >= 0 && err < 0 &&
+	    (n = send_msg(c->sock, &req, sizeof(req), -1)) == 0)
+		n = recv_msg(c->sock, &r, sizeof(r), NULL, 0, NULL);
+	/* An older daemon answers -EINVAL with no text: the generic one. */
+	if (n <= (ssize_t)sizeof(r.hdr) || r.hdr.type !=
+	    (RC_MSG_LAST_ERROR | RC_MSG_REPLY) || r.hdr.status != err)
+		return rc_strerror(err);
+	r.text[(size_t)n - sizeof(r.hdr) < sizeof(r.text) ?
+	       (size_t)n - sizeof(r.hdr) : sizeof(r.text) - 1] = '\0';
+	if (!r.text[0])
+		return rc_strerror(err);
+	snprintf(text, sizeof(text), "%s", r.text);
+	return text;
 }

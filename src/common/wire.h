@@ -1,8 +1,10 @@
 /* wire.h - the socket protocol between libringcache and ringcached: one
  * SOCK_SEQPACKET message per request, fds by SCM_RIGHTS. Private to the
  * two sides (src/client/client.c, src/server/session.c): applications use the calls in
- * include/ringcache.h and never build these messages. Any change here
- * bumps RC_ABI_VERSION, which both sides check in every message header.
+ * include/ringcache.h and never build these messages. Any change to a
+ * message bumps RC_ABI_VERSION, which both sides check in every message
+ * header. A new message type does not: a daemon that predates it answers
+ * -EINVAL, and the client falls back (rc_last_error: rc_strerror).
  *
  * ABI: little-endian, natural alignment, fixed-size fields; a reply's
  * status is 0 or a negated errno. */
@@ -21,6 +23,9 @@ enum rc_msg_type {
 	RC_MSG_REGISTER_BUF = 2,   /* + 1 fd (memfd), reply: index */
 	RC_MSG_UNREGISTER_BUF = 3,
 	RC_MSG_STATS = 4,          /* reply: Prometheus text */
+	RC_MSG_LAST_ERROR = 5,     /* reply: status = the session's last
+				      failed CQE res (0: none), then its
+				      cause, NUL-terminated ("" if none) */
 	RC_MSG_REPLY = 0x80,
 };
 
@@ -54,6 +59,8 @@ struct rc_attach_reply {
 	uint32_t lease_gen; /* the request's, as this session applies it */
 	struct rc_dataset_info datasets[];
 };
+
+#define RC_LAST_ERROR_MAX 1024u /* bytes of a LAST_ERROR reply's text */
 
 struct rc_regbuf_req {
 	struct rc_msg_hdr hdr;

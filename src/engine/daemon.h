@@ -88,6 +88,7 @@ struct op {
 	bool has_open_at;
 	uint64_t charged;         /* READ bytes in flight (quota) */
 	uint64_t start_ns;        /* taken from the ring (read-wait metric) */
+	char *cause;              /* err's cause in words (cause.h), owned */
 };
 
 struct waiter {
@@ -151,6 +152,8 @@ struct session {
 	struct pqueue *pq;         /* this session's GPU prefetch queue */
 	struct wobject **whandles; /* write handles (RC_WRITE_HANDLE | index) */
 	uint32_t cap_whandles;
+	int32_t last_err;          /* the last failed CQE's res (not lazy ones) */
+	char *last_cause;          /* and its cause in words, or NULL */
 	struct session *next, *prev;
 };
 

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "budget.h"
+#include "cause.h"
 #include "log.h"
 #include "tiering.h"
 
@@ -44,7 +45,15 @@ struct fetch {
 	uint64_t received;
 	struct fetch *all_next, *all_prev; /* shard's list of fetches */
 	bool in_curl;
+	char *cause;               /* why it failed (cause.h), for its ops */
 };
+
+/* An op that failed keeps the first cause it is given. */
+static void op_take_cause(struct op *op, const char *cause)
+{
+	if (!op->cause && cause)
+		op->cause = strdup(cause);
+}
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -448,6 +457,7 @@ static void fetch_free(struct fetch *f)
 		object_put(f->sh->d, f->obj);
 	free(f->list_prefix);
 	listing_free(f->lst);
+	free(f->cause);
 	free(f);
 }
 
@@ -592,6 +602,8 @@ static void head_finish(struct fetch *f, int err, const struct s3_result *r)
 		if (err == 0) {
 			object_get(cur);
 			op->obj = cur;
+		} else {
+			op_take_cause(op, f->cause);
 		}
 		sh->fops->op_done(op);
 		free(w);
@@ -612,10 +624,12 @@ static void block_finish(struct fetch *f, int err)
 	}
 	while (w) {
 		struct waiter *next = w->next;
-		if (err == 0)
+		if (err == 0) {
 			sh->fops->block_ready(w->op, e);
-		else
+		} else {
+			op_take_cause(w->op, f->cause);
 			sh->fops->block_failed(w->op, err);
+		}
 		free(w);
 		w = next;
 	}
@@ -697,6 +711,8 @@ static bool list_continue(struct fetch *f, int *err)
  * from unless it failed. */
 static void list_finish(struct fetch *f, int err)
 {
+	if (err)
+		op_take_cause(f->op, f->cause);
 	f->sh->fops->list_ready(f->op, f->lst, err);
 	if (err == 0) {
 		listing_keep(&f->sh->listings, f->lst);
@@ -744,6 +760,20 @@ static void log_fetch_failure(const struct fetch *f, int err,
 	       what[f->kind], ds->cfg->bucket,
 	       rc_esc(key ? key : f->list_prefix ? f->list_prefix : "?"),
 	       reason, why);
+	free(key);
+}
+
+/* Why f failed, for the ops waiting on it (and through their sessions
+ * the client): kept until f is freed. */
+static void note_cause(struct fetch *f, int err, const struct s3_result *r)
+{
+	const struct dataset *ds = fetch_dataset(f);
+	char *key = f->kind == FETCH_LIST ? NULL
+					  : dataset_bucket_key(ds, f->obj->key);
+	free(f->cause);
+	f->cause = fetch_cause(ds->cfg->name, ds->cfg->bucket,
+			       key ? key : f->list_prefix,
+			       s3_client_endpoint(f->sh->d->s3), err, r);
 	free(key);
 }
 
@@ -822,8 +852,9 @@ static void fetch_done(struct fetch *f, CURLcode code)
 		}
 	}
 	if (f->kind == FETCH_HEAD && !f->open_get && !f->force_get &&
-	    err == -EPERM && !r.code[0]) {
-		/* A HEAD's 403 has no body to say why: a GET does. */
+	    (err == -EPERM || err == -ENOENT) && !r.code[0]) {
+		/* A HEAD's 403 or 404 has no body to say why (which
+		 * refusal; no key or no bucket): a GET does. */
 		f->force_get = true;
 		if (fetch_again(f, &err))
 			return;
@@ -838,6 +869,8 @@ static void fetch_done(struct fetch *f, CURLcode code)
 		log_protocol_error(f, r.message);
 	else if (err)
 		log_fetch_failure(f, err, &r);
+	if (err)
+		note_cause(f, err, &r);
 	if (f->kind == FETCH_HEAD) {
 		head_finish(f, err, &r);
 		fetch_free(f);

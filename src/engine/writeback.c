@@ -459,7 +459,8 @@ static bool failed_for_good(const struct upload_outcome *out)
 	if (out->err == -EEXIST || out->err == -EINVAL)
 		return true;
 	return out->http_status >= 400 && out->http_status < 500 &&
-	       out->err != -EKEYREJECTED && out->err != -EBADMSG;
+	       out->err != -EKEYREJECTED && out->err != -EKEYEXPIRED &&
+	       out->err != -EBADMSG;
 }
 
 /* Why an upload or copy failed, in one phrase (s3_result_reason). */

@@ -30,5 +30,8 @@ struct s3_client *s3_client_new(const struct s3_config *cfg, char *err,
 				size_t errlen);
 void s3_client_free(struct s3_client *c);
 const struct s3_config *s3_client_config(const struct s3_client *c);
+/* The endpoint requests go to: the config's, or AWS's regional one
+ * (https://s3.REGION.amazonaws.com) when it names none. */
+const char *s3_client_endpoint(const struct s3_client *c);
 
 #endif

@@ -156,6 +156,11 @@ void s3_client_free(struct s3_client *c)
 	free(c);
 }
 
+const char *s3_client_endpoint(const struct s3_client *c)
+{
+	return c->endpoint;
+}
+
 const struct s3_config *s3_client_config(const struct s3_client *c)
 {
 	return &c->cfg;

@@ -37,6 +37,10 @@ static const char *const auth_codes[] = {
 	"InvalidToken", "TokenRefreshRequired", "RequestTimeTooSkewed",
 	"AuthorizationHeaderMalformed", "InvalidSecurity", NULL,
 };
+/* Credentials that were good and ran out: a refresh, not a new key. */
+static const char *const expired_codes[] = {
+	"ExpiredToken", "TokenRefreshRequired", NULL,
+};
 static const char *const retry_codes[] = {
 	"SlowDown", "InternalError", "RequestTimeout", "ServiceUnavailable",
 	"Throttling", "ThrottlingException", NULL,
@@ -69,6 +73,27 @@ static bool curl_code_retryable(CURLcode code)
 		return true;
 	default:
 		return false;
+	}
+}
+
+/* Why no answer came, as the errno a user recognises: a name that does
+ * not resolve (-ENXIO), a connection refused or unreachable (the
+ * socket's own errno), else -EIO. */
+static int curl_code_errno(const struct s3_req *r, CURLcode code)
+{
+	long os_errno = 0;
+	switch (code) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return -ENXIO;
+	case CURLE_COULDNT_CONNECT:
+		curl_easy_getinfo(r->easy, CURLINFO_OS_ERRNO, &os_errno);
+		if (os_errno == EHOSTUNREACH || os_errno == ENETUNREACH ||
+		    os_errno == ETIMEDOUT)
+			return -(int)os_errno;
+		return -ECONNREFUSED;
+	default:
+		return -EIO;
 	}
 }
 
@@ -108,6 +133,7 @@ static void classify_curl_error(const struct s3_req *r, CURLcode code,
 		break;
 	}
 	out->retryable = curl_code_retryable(code);
+	out->err = curl_code_errno(r, code);
 	snprintf(out->message, sizeof(out->message), "%s",
 		 r->errbuf[0] ? r->errbuf : curl_easy_strerror(code));
 }
@@ -225,8 +251,14 @@ static void classify_status(enum s3_op op, long status, struct s3_result *out)
 		out->err = -EBADMSG;
 	} else if (s3_op_writes(op) && code_is(code, bad_request_codes)) {
 		out->err = -EINVAL;
+	} else if (status == 404 && (op == S3_HEAD_BUCKET ||
+				     !strcmp(code, "NoSuchBucket"))) {
+		out->err = -ENODEV;
 	} else if (status == 404) {
 		out->err = -ENOENT;
+	} else if ((status == 403 || status == 400) &&
+		   code_is(code, expired_codes)) {
+		out->err = -EKEYEXPIRED;
 	} else if ((status == 403 || status == 400) && code_is(code, auth_codes)) {
 		out->err = -EKEYREJECTED;
 	} else if (status == 403) {

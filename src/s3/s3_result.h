@@ -10,14 +10,19 @@
 #include "s3_request.h"
 
 /* Outcome of a finished request. err is 0 or a negated errno:
- *   -ENOENT (404 NoSuchKey/NoSuchBucket), -EKEYREJECTED (403
- *   SignatureDoesNotMatch, InvalidAccessKeyId, ExpiredToken), -EPERM (other
+ *   -ENOENT (404 NoSuchKey, NoSuchUpload), -ENODEV (404 NoSuchBucket, or
+ *   any 404 to HeadBucket), -EKEYEXPIRED (ExpiredToken,
+ *   TokenRefreshRequired), -EKEYREJECTED (403 SignatureDoesNotMatch,
+ *   InvalidAccessKeyId, other credential refusals), -EPERM (other
  *   403: S3 denies the daemon's credentials this bucket or key; distinct
  *   from the local ACL's -EACCES), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
  *   (malformed response), -EBADMSG (BadDigest, InvalidDigest: the body
  *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
  *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
- *   request is wrong, never retried), -EIO (anything else).
+ *   request is wrong, never retried); without a response: -ENXIO (the
+ *   endpoint's host name does not resolve), -ECONNREFUSED,
+ *   -EHOSTUNREACH, -ENETUNREACH, -ETIMEDOUT (connecting failed so);
+ *   -EIO (anything else).
  * CompleteMultipartUpload, CopyObject and UploadPartCopy can answer 200
  * with an <Error> body: that is a failure, classified by its <Code>
  * (InternalError and SlowDown retryable). */

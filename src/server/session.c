@@ -89,6 +89,7 @@ static void session_free(struct session *s)
 	free(s->leases.e);
 	free(s->leases.free);
 	free(s->backlog);
+	free(s->last_cause);
 	free(s);
 }
 
@@ -521,6 +522,21 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 	reply_status(s, RC_MSG_UNREGISTER_BUF, status);
 }
 
+/* The last failure's errno (0: none) and cause, NUL-terminated. */
+static void handle_last_error(struct session *s)
+{
+	struct {
+		struct rc_msg_hdr hdr;
+		char text[RC_LAST_ERROR_MAX];
+	} r = {.hdr = {RC_MSG_MAGIC, RC_ABI_VERSION,
+		       RC_MSG_LAST_ERROR | RC_MSG_REPLY, 0, s->last_err}};
+	snprintf(r.text, sizeof(r.text), "%s",
+		 s->last_cause ? s->last_cause : "");
+	size_t len = sizeof(r.hdr) + strlen(r.text) + 1;
+	r.hdr.len = (uint32_t)len;
+	send_reply(s, &r, len, NULL, 0);
+}
+
 static void handle_stats(struct session *s)
 {
 	char *buf = malloc(MSG_MAX);
@@ -632,6 +648,9 @@ static int read_message(struct session *s)
 	case RC_MSG_STATS:
 		handle_stats(s);
 		break;
+	case RC_MSG_LAST_ERROR:
+		handle_last_error(s);
+		break;
 	default:
 		reply_status(s, h->type, -EINVAL);
 	}
@@ -677,8 +696,23 @@ void session_on_doorbell(struct session *s, int res)
 
 /* ---- completions -------------------------------------------------------- */
 
+/* The session's last failure, for RC_MSG_LAST_ERROR; cause is taken
+ * (NULL: none known). Lazy RELEASE/CLOSE failures are the library's. */
+static void note_failure(struct session *s, const struct rc_cqe *cqe,
+			 char *cause)
+{
+	if (cqe->res >= 0 || cqe->user_data == RC_USER_DATA_LAZY) {
+		free(cause);
+		return;
+	}
+	free(s->last_cause);
+	s->last_cause = cause;
+	s->last_err = cqe->res;
+}
+
 static void post_cqe(struct session *s, const struct rc_cqe *cqe)
 {
+	note_failure(s, cqe, NULL);
 	uint32_t head = atomic_load_explicit(&s->hdr->cq_head,
 					     memory_order_acquire);
 	if (s->n_backlog == 0 && validate_cq_room(s->cq_tail, head,
@@ -971,7 +1005,10 @@ void op_complete(struct op *op)
 			op->cqe.addr = 0;
 		}
 		post_cqe(s, &op->cqe);
+		note_failure(s, &op->cqe, op->cause);
+		op->cause = NULL;
 	}
+	free(op->cause);
 	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_INTO ||
 	    op->opcode == RC_OP_READ_KEY)
 		metrics_read_wait(&sh->m, s->pq ? s->pq->gpu : -1,

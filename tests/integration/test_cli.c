@@ -398,8 +398,12 @@ Test(cli, s3_access_denied_and_the_local_acl_read_differently,
 	rc_detach(&c);
 	int rc = cli("cat", "denied", "denied/x");
 	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
-	cr_assert(strstr(out, "S3 denied the daemon access (AccessDenied"),
-		  "%s", out);
+	/* The daemon's words: dataset, bucket and key, the cause, S3's code. */
+	char where[300];
+	snprintf(where, sizeof(where), "dataset denied, s3://%s/denied/x: S3 "
+		 "denied the daemon access", denied_bucket);
+	cr_assert(strstr(out, where), "want '%s' in: %s", where, out);
+	cr_assert(strstr(out, "AccessDenied"), "%s", out);
 	cr_assert_null(strstr(out, "ACL"), "sends the user to allow_uids: %s",
 		       out);
 	/* The local ACL: a user not in allow_uids. */
@@ -423,8 +427,10 @@ Test(cli, a_missing_key_is_one_info_line)
 	int rc = cli("cat", "ds", "edge/no-such-object");
 	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
 	fx_daemon_stop(&D);
+	/* A HEAD's 404 says no more: the GET that follows tells NoSuchKey
+	 * from NoSuchBucket. */
 	cr_assert_eq(fx_daemon_log_count(&D, "ds/edge/no-such-object failed: "
-					 "HTTP 404"), 1);
+					 "NoSuchKey (HTTP 404)"), 1);
 	cr_assert_eq(fx_daemon_log_count(&D, " info dataset ds: OPEN bucket "),
 		     1);
 	cr_assert_eq(fx_daemon_log_count(&D, " warn dataset ds"), 0);

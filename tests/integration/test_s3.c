@@ -483,7 +483,7 @@ Test(s3, unreachable_endpoint_is_retryable_eio)
 				   .key = key };
 	t0 = rc_now_s();
 	rc = s3_perform(tc.s3, &p, &res, NULL, NULL);
-	cr_expect_eq(rc, -EIO, "got %d", rc);
+	cr_expect_eq(rc, -ECONNREFUSED, "got %d", rc);
 	cr_expect(res.retryable);
 	cr_expect_eq(res.http_status, 0);
 	cr_expect_eq(res.curl_code, CURLE_COULDNT_CONNECT, "curl code %d",
@@ -825,7 +825,8 @@ Test(s3, delimiter_gives_common_prefixes)
 	client_close(&tc);
 }
 
-Test(s3, missing_bucket_is_enoent)
+/* A bucket that is not there is not a key that is not there: ENODEV. */
+Test(s3, missing_bucket_is_enodev)
 {
 	struct test_client tc;
 	struct s3_result res;
@@ -837,7 +838,13 @@ Test(s3, missing_bucket_is_enoent)
 		 (long)time(NULL));
 	struct s3_req_params p = { .op = S3_HEAD_BUCKET, .bucket = name };
 	rc = s3_perform(tc.s3, &p, &res, NULL, NULL);
-	cr_expect_eq(rc, -ENOENT, "got %d http %ld", rc, res.http_status);
+	cr_expect_eq(rc, -ENODEV, "got %d http %ld", rc, res.http_status);
 	cr_expect_eq(res.http_status, 404);
+	/* A GET names it too (NoSuchBucket), a key or not. */
+	p = (struct s3_req_params){ .op = S3_GET_OBJECT, .bucket = name,
+				    .key = "k" };
+	rc = s3_perform(tc.s3, &p, &res, NULL, NULL);
+	cr_expect_eq(rc, -ENODEV, "got %d http %ld", rc, res.http_status);
+	cr_expect_str_eq(res.code, "NoSuchBucket");
 	client_close(&tc);
 }

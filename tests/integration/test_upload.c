@@ -384,7 +384,7 @@ Test(upload, failure_aborts_and_reports)
 	int err = 0;
 	cr_assert_not_null(upload_start(t.e, &p, &err));
 	env_drain(&t);
-	cr_assert_eq(nb.out.err, -ENOENT, "err %d %s", nb.out.err, nb.out.code);
+	cr_assert_eq(nb.out.err, -ENODEV, "err %d %s", nb.out.err, nb.out.code);
 	cr_assert_str_eq(nb.out.code, "NoSuchBucket");
 
 	/* Parameters the engine refuses up front. */

@@ -478,7 +478,7 @@ Test(writepath, a_4xx_upload_is_dropped_from_the_journal_and_reported,
 			     MiB, "attempt %d", i);
 		cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
 		int r = rc_sync(&c, (uint32_t)h);
-		cr_assert_eq(r, -ENOENT, "attempt %d: sync: %s", i,
+		cr_assert_eq(r, -ENODEV, "attempt %d: sync: %s", i,
 			     rc_strerror(r));
 		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
 	}

@@ -127,6 +127,7 @@ def start_rgw():
 
 def write_config(path):
     e = os.environ
+    Env.no_bucket = f"ringcache-no-such-bucket-{os.getpid()}"
     endpoint = e["RINGCACHE_TEST_S3_ENDPOINT"]
     text = f"""# written by tests/python/test_binding.py
 [daemon]
@@ -152,6 +153,11 @@ max_retries = 3
 
 [dataset ds]
 uri = s3://{e["RINGCACHE_TEST_S3_BUCKET"]}/{e["RINGCACHE_TEST_PREFIX"]}ds/
+allow_uids = *
+
+# A bucket that does not exist (test_errors_name_their_cause).
+[dataset nobucket]
+uri = s3://{Env.no_bucket}/x/
 allow_uids = *
 
 # Root's alone: the ACL refuses nobody (test_acl_and_s3_refusals_...).
@@ -471,6 +477,25 @@ class TestRead(unittest.TestCase):
         f.close()
         with self.assertRaises(OSError):
             f.read()
+
+    def test_errors_name_their_cause(self):
+        """The exception's text is the daemon's: the dataset, the bucket
+        and key, the cause and S3's code."""
+        with self.assertRaises(OSError) as cm:
+            self.c.open("nobucket", "k")
+        self.assertEqual(cm.exception.errno, errno.ENODEV)
+        text = str(cm.exception)
+        self.assertIn(f"dataset nobucket, s3://{Env.no_bucket}/x/k: the "
+                      "bucket does not exist", text)
+        self.assertIn("NoSuchBucket", text)
+        with self.assertRaises(OSError) as cm:
+            list(self.c.list("nobucket", ""))
+        self.assertEqual(cm.exception.errno, errno.ENODEV)
+        self.assertIn(f"s3://{Env.no_bucket}/x/", str(cm.exception))
+        with self.assertRaises(FileNotFoundError) as cm:
+            self.c.open("ds", "small/missing.bin")
+        self.assertIn("ds/small/missing.bin: no such object: NoSuchKey",
+                      str(cm.exception))
 
     def test_acl_and_s3_refusals_are_distinct(self):
         """The local ACL and S3's AccessDenied: distinct classes, errnos

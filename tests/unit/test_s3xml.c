@@ -431,7 +431,7 @@ Test(s3client, connection_refused_is_retryable_eio)
 	cr_assert_not_null(c, "%s", err);
 	struct s3_req_params p = { .op = S3_HEAD_OBJECT, .bucket = "bk", .key = "k" };
 	struct s3_result res;
-	cr_assert_eq(s3_perform(c, &p, &res, NULL, NULL), -EIO);
+	cr_assert_eq(s3_perform(c, &p, &res, NULL, NULL), -ECONNREFUSED);
 	cr_assert(res.retryable);
 	cr_assert_eq(res.curl_code, CURLE_COULDNT_CONNECT);
 	cr_assert_eq(res.http_status, 0);

@@ -39,6 +39,7 @@ import importlib
 import io
 import mmap
 import os
+import threading
 import weakref
 from collections import namedtuple
 
@@ -138,12 +139,26 @@ def _library():
     return _lib
 
 
+# The daemon's words for the failure a Client._call just returned (the
+# dataset, the bucket and S3's cause), per thread as clients are.
+_cause = threading.local()
+
+
+def _take_cause(res):
+    got = getattr(_cause, "value", None)
+    _cause.value = None
+    if got is not None and got[0] == res:
+        return got[1]
+    return _library().rc_strerror(res).decode(errors="replace")
+
+
 def _error(res, what, filename=None):
     """OSError for a negated errno: OSError picks the subclass
     (FileNotFoundError for ENOENT, ConnectionRefusedError when no daemon
-    listens, ...), _ERRORS the ACL's and S3's refusals."""
+    listens, ...), _ERRORS the ACL's and S3's refusals. The text is the
+    daemon's cause when the failing call was a Client's."""
     err = -res
-    text = _library().rc_strerror(res).decode(errors="replace")
+    text = _take_cause(res)
     cls = _ERRORS.get(err, OSError)
     if filename is not None:
         return cls(err, f"{what}: {text}", filename)
@@ -385,7 +400,11 @@ class Client:
         if session is not None:
             session.busy = 1  # views dropped meanwhile queue their release
         try:
-            return fn(ptr, *args)
+            res = fn(ptr, *args)
+            if isinstance(res, int) and res < 0 and res != -_errno.EPIPE:
+                text = _library().rc_last_error(ptr, res)
+                _cause.value = (res, text.decode(errors="replace"))
+            return res
         finally:
             self._busy = False
             if session is not None:

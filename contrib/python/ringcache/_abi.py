@@ -157,6 +157,7 @@ _PROTOTYPES = {
                                  ctypes.c_char_p]),
     "rc_sync": (ctypes.c_int, [_CLIENT_P, ctypes.c_uint32]),
     "rc_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "rc_last_error": (ctypes.c_char_p, [_CLIENT_P, ctypes.c_int]),
     "rc_cuda_pin_arenas": (ctypes.c_int, [_CLIENT_P]),
     "rc_cuda_error": (ctypes.c_char_p, []),
 }

@@ -108,8 +108,10 @@ static int session_live(const Session *s)
 }
 
 /* OSError(errno, "what: text"[, filename]): OSError's constructor picks
- * the subclass (FileNotFoundError, ...), error_classes ringcache's own. */
-static PyObject *make_error(int res, const char *what, PyObject *filename)
+ * the subclass (FileNotFoundError, ...), error_classes ringcache's own.
+ * text is rc_strerror's unless the caller has the daemon's. */
+static PyObject *make_error_text(int res, const char *what,
+				 PyObject *filename, const char *text)
 {
 	PyObject *cls = PyExc_OSError;
 	if (error_classes) {
@@ -121,7 +123,7 @@ static PyObject *make_error(int res, const char *what, PyObject *filename)
 		else if (PyErr_Occurred())
 			return NULL;
 	}
-	PyObject *msg = PyUnicode_FromFormat("%s: %s", what, rc_strerror(res));
+	PyObject *msg = PyUnicode_FromFormat("%s: %s", what, text);
 	if (!msg)
 		return NULL;
 	PyObject *e = filename ?
@@ -129,6 +131,22 @@ static PyObject *make_error(int res, const char *what, PyObject *filename)
 		PyObject_CallFunction(cls, "iO", -res, msg);
 	Py_DECREF(msg);
 	return e;
+}
+
+static PyObject *make_error(int res, const char *what, PyObject *filename)
+{
+	return make_error_text(res, what, filename, rc_strerror(res));
+}
+
+static PyObject *raise_text(int res, const char *what, PyObject *filename,
+			    const char *text)
+{
+	PyObject *e = make_error_text(res, what, filename, text);
+	if (e) {
+		PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+		Py_DECREF(e);
+	}
+	return NULL;
 }
 
 static PyObject *raise_error(int res, const char *what, PyObject *filename)
@@ -523,7 +541,9 @@ static PyObject *Session_read(Session *s, PyObject *args)
 	if (err) {
 		for (size_t i = 0; r == 0 && i < n; i++)
 			release_now(s, p[i].lease);
-		raise_error(err, "read", NULL);
+		/* The daemon's words (dataset, bucket, cause) for this
+		 * single call's failure. */
+		raise_text(err, "read", NULL, rc_last_error(s->c, err));
 	} else {
 		ret = view_of(s, e, extents_of(s, p, n, e));
 	}
@@ -585,8 +605,8 @@ static PyObject *Session_open(Session *s, PyObject *args)
 	if (r >= 0)
 		ret = Py_BuildValue("iKs", r, (unsigned long long)st.size,
 				    st.etag);
-	else
-		raise_error(r, "open", key);
+	else /* the daemon's words: dataset, bucket, cause */
+		raise_text(r, "open", key, rc_last_error(s->c, r));
 	leave(s);
 	return ret;
 }
