@@ -259,6 +259,7 @@ struct daemon {
 	pthread_mutex_t config_lock;  /* config_status: a reload writes it,
 					 STATS and the endpoint read it */
 	struct config_status config_status;
+	struct preflight *preflight; /* the buckets' check (server/preflight.h) */
 };
 
 /* An enabled dataset by its config name, or NULL. A lookup, not the

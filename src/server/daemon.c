@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "prefetch.h"
+#include "preflight.h"
 #include "tiering.h"
 #include "writeback.h"
 
@@ -214,7 +215,7 @@ static const char *reload_refusal(struct daemon *d, const struct rc_config *nc,
 	return NULL;
 }
 
-static struct creds_provider *creds_for(const struct rc_config *c, char *err,
+struct creds_provider *daemon_creds_for(const struct rc_config *c, char *err,
 					size_t errlen)
 {
 	struct creds_config cc = {
@@ -364,7 +365,7 @@ int daemon_reload(struct daemon *d)
 	const char *no = reload_refusal(d, &nc, why, sizeof(why));
 	if (!no && r.creds_changed) {
 		char cerr[400];
-		if (!(fresh = creds_for(&nc, cerr, sizeof(cerr)))) {
+		if (!(fresh = daemon_creds_for(&nc, cerr, sizeof(cerr)))) {
 			snprintf(why, sizeof(why), "[s3] credentials: %s", cerr);
 			no = why;
 		}
@@ -388,6 +389,8 @@ int daemon_reload(struct daemon *d)
 	note_reload(d, NULL, r.restart_keys);
 	if (have_stat)
 		note_config_file(d, &before);
+	/* Off the reactor: a dead endpoint costs the check seconds. */
+	d->preflight = preflight_start(d->preflight, &nc, d->creds);
 	config_free(&nc);
 	daemon_shard_sync_datasets(&d->shards[0]);
 	for (uint32_t i = 1; i < d->n_shards; i++)
@@ -438,7 +441,7 @@ static int signals_init(struct daemon *d)
 static int s3_init(struct daemon *d, char *err, size_t errlen)
 {
 	const struct rc_config *c = &d->cfg;
-	d->creds = creds_for(c, err, errlen);
+	d->creds = daemon_creds_for(c, err, errlen);
 	if (!d->creds)
 		return -1;
 	log_info("credentials from %s", creds_source_name(d->creds));
@@ -599,6 +602,7 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),
 		 (unsigned long long)sh->budget.sb_total,
 		 d->cfg.block_bytes >> 10, d->cfg.socket_path);
+	d->preflight = preflight_start(NULL, &d->cfg, d->creds);
 	return 0;
 }
 
@@ -639,6 +643,7 @@ void daemon_destroy(struct daemon *d)
 		pthread_mutex_destroy(&sh->lock);
 	}
 	free(d->shards);
+	preflight_join(d->preflight); /* it borrows d->creds */
 	if (d->s3)
 		s3_client_free(d->s3);
 	if (d->creds)

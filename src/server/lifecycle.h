@@ -14,6 +14,8 @@
 
 struct daemon;
 struct shard;
+struct rc_config;
+struct creds_provider;
 
 /* daemon.c (src/server): lifecycle, datasets, reload. */
 int daemon_init(struct daemon *d, const char *config_path, char *err,
@@ -24,6 +26,10 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
  * credentials; logs each other changed key as needing a restart. */
 int daemon_reload(struct daemon *d);
 void daemon_destroy(struct daemon *d);
+/* The credentials provider c's [s3] keys name (blocking for IMDS and
+ * container sources); NULL with the reason in err. */
+struct creds_provider *daemon_creds_for(const struct rc_config *c, char *err,
+					size_t errlen);
 /* Attaches datasets added since the shard last looked (reload). */
 void daemon_shard_sync_datasets(struct shard *sh);
 

@@ -14,6 +14,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics_http.h"
+#include "preflight.h"
 #include "version.h"
 
 #define DEFAULT_CONFIG "/etc/ringcache/ringcache.conf"
@@ -50,6 +51,19 @@ static void notify_ready(void)
 	close(fd);
 }
 
+static void print_preflight(void *ctx, const char *dataset, int err,
+			    const char *text)
+{
+	(void)ctx;
+	(void)dataset;
+	if (err)
+		printf("warning: %s (not a refusal: the daemon starts, and "
+		       "reads of this dataset fail so until it is fixed)\n",
+		       text);
+	else
+		printf("%s\n", text);
+}
+
 static int check_config(const char *path)
 {
 	struct rc_config cfg;
@@ -65,6 +79,19 @@ static int check_config(const char *path)
 		printf("endpoint: https://s3.%s.amazonaws.com (AWS S3 in "
 		       "region %s: [s3] endpoint is not set)\n", cfg.region,
 		       cfg.region);
+	/* What the file cannot say: are the buckets there, and readable
+	 * with these credentials? Warnings: S3 may be away for a moment. */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	char cerr[400];
+	struct creds_provider *creds = daemon_creds_for(&cfg, cerr,
+							 sizeof(cerr));
+	if (!creds) {
+		printf("warning: credentials: %s (the daemon would not start "
+		       "so)\n", cerr);
+	} else {
+		preflight_run(&cfg, creds, print_preflight, NULL);
+		creds_provider_free(creds);
+	}
 	config_free(&cfg);
 	return 0;
 }

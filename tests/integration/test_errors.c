@@ -112,6 +112,15 @@ Test(errors, a_missing_bucket_is_enodev_naming_dataset_and_bucket)
 	/* The default dataset, in a bucket that exists, still reads. */
 	int rc = cli("ls", "ds", NULL);
 	cr_assert_eq(rc, 0, "ls ds: %s", out);
+	/* The start checked the buckets, off the reactor, and said so. */
+	char warn[300];
+	snprintf(warn, sizeof(warn), "warn preflight: %s: the bucket does "
+		 "not exist", where);
+	for (int i = 0; i < 1000 && !fx_daemon_log_contains(&D, warn); i++)
+		usleep(10000);
+	cr_assert(fx_daemon_log_contains(&D, warn), "no '%s' in the log", warn);
+	cr_assert(fx_daemon_log_contains(&D, "info preflight: dataset ds, "),
+		  "the good bucket is not reported");
 	fx_daemon_stop(&D);
 	cr_assert(fx_daemon_log_contains(&D, " warn dataset nobucket: "),
 		  "a missing bucket is a warning in the log");
@@ -197,6 +206,50 @@ Test(errors, check_config_prints_the_aws_endpoint_when_none_is_set)
 			  sizeof(path));
 	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
 	cr_assert(strstr(out, "endpoint: http://127.0.0.1:1\n"), "%s", out);
+}
+
+/* The buckets, checked with the file's credentials: a warning naming the
+ * cause, exit 0 (S3 may be away for a moment). */
+Test(errors, check_config_checks_each_bucket)
+{
+	const struct fx_env *e = fx_env();
+	char path[300], text[2048], bucket[96];
+	fx_unique(bucket, sizeof(bucket), "no-such-bucket");
+	for (char *p = bucket; *p; p++)
+		*p = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+	const char *s3 = "[s3]\nendpoint = %s\nregion = %s\naddressing = path\n"
+			 "tls_verify = false\ncredentials = config\n"
+			 "access_key = %s\nsecret_key = %s\n"
+			 "[dataset ds]\nuri = s3://%s/%sds/\n"
+			 "[dataset nobucket]\nuri = s3://%s/x/\n";
+	snprintf(text, sizeof(text), s3, e->endpoint, e->region, e->access_key,
+		 e->secret_key, e->bucket, e->prefix, bucket);
+	int rc = check_config(text, path, sizeof(path));
+	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+	char want[400];
+	snprintf(want, sizeof(want), "dataset ds, s3://%s/%sds/: the bucket is "
+		 "there and readable at %s", e->bucket, e->prefix, e->endpoint);
+	cr_assert(strstr(out, want), "want '%s' in: %s", want, out);
+	snprintf(want, sizeof(want), "warning: dataset nobucket, s3://%s/x/: "
+		 "the bucket does not exist", bucket);
+	cr_assert(strstr(out, want), "want '%s' in: %s", want, out);
+	/* A wrong secret: named, for both. */
+	snprintf(text, sizeof(text), s3, e->endpoint, e->region, e->access_key,
+		 "not-the-secret", e->bucket, e->prefix, bucket);
+	rc = check_config(text, path, sizeof(path));
+	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "warning: dataset ds, "), "%s", out);
+	cr_assert(strstr(out, "S3 rejected the daemon's credentials"), "%s",
+		  out);
+	cr_assert_null(strstr(out, "not-the-secret"), "%s", out);
+	/* Nobody listening: named, and still exit 0. */
+	snprintf(text, sizeof(text), s3, "http://127.0.0.1:1", e->region,
+		 e->access_key, e->secret_key, e->bucket, e->prefix, bucket);
+	rc = check_config(text, path, sizeof(path));
+	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+	cr_assert(strstr(out, "warning: dataset ds, "), "%s", out);
+	cr_assert(strstr(out, "S3's endpoint http://127.0.0.1:1 refused the "
+			 "connection"), "%s", out);
 }
 
 /* A directory passed the check and failed the start with "cannot read:
