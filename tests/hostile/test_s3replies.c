@@ -614,8 +614,15 @@ Test(s3replies, listed_metadata_stays_in_its_budget)
 	cr_assert_geq(evicted, (int64_t)WALK_ENTRIES / 2,
 		      "only %lld entries evicted", (long long)evicted);
 	/* Unbounded, 100000 entries are ~28 MB; the listing's own window is
-	 * 4 MiB. */
-	cr_assert_lt(during, before + 16 * 1024, "RSS grew from %llu to %llu KiB",
+	 * 4 MiB. ThreadSanitizer's shadow memory makes 6 MB of heap cost
+	 * 26 MB of RSS (measured): its bound is wider, the table's is the
+	 * same. */
+#ifdef __SANITIZE_THREAD__
+	const uint64_t slack_kib = 48 * 1024;
+#else
+	const uint64_t slack_kib = 16 * 1024;
+#endif
+	cr_assert_lt(during, before + slack_kib, "RSS grew from %llu to %llu KiB",
 		     (unsigned long long)before, (unsigned long long)during);
 	/* Root reads the same again: from the cache, with the metadata it
 	 * had (no GET, no HEAD). */
