@@ -68,6 +68,7 @@ struct wfile {
 	enum wstate state;
 	int err;            /* W_FAILED: why */
 	unsigned opens;
+	uid_t uid;          /* who created it (fuse_req_ctx): its fsyncs */
 	struct wfile *next; /* newest first */
 };
 
@@ -693,7 +694,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* A new object at key (WRITE_OPEN), replacing what this mount wrote
  * there before. */
-static int start_write(struct mnt *m, const char *key, struct ofile **out)
+static int start_write(struct mnt *m, const char *key, uid_t uid,
+		       struct ofile **out)
 {
 	struct wfile *old = wfile_find(m, key);
 	if (old && old->state == W_OPEN)
@@ -711,7 +713,7 @@ static int start_write(struct mnt *m, const char *key, struct ofile **out)
 	if (old)
 		wfile_detach(old);
 	*w = (struct wfile){.key = k, .handle = (uint32_t)h, .opens = 1,
-			    .next = m->wfiles};
+			    .uid = uid, .next = m->wfiles};
 	m->wfiles = w;
 	m->n_wfiles++;
 	of->w = w;
@@ -791,7 +793,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		    (r = stat_key(m, n->key, ino, &st)) == 0 && st.st_size)
 			r = -ENOTSUP; /* rewriting part of an object */
 		if (r == 0)
-			r = start_write(m, n->key, &of);
+			r = start_write(m, n->key, fuse_req_ctx(req)->uid,
+					&of);
 		n->etag[0] = 0; /* whatever the kernel held is not this */
 	}
 	if (r < 0) {
@@ -815,7 +818,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (r == 0)
 		r = child_key(m, parent, name, &key);
 	if (r == 0)
-		r = start_write(m, key, &of);
+		r = start_write(m, key, fuse_req_ctx(req)->uid, &of);
 	struct fuse_entry_param e = {0};
 	struct node *n = r == 0 ? node_get(m, key) : NULL;
 	if (r == 0 && !n)
@@ -886,33 +889,45 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, of->w ? -seal(m, of->w) : 0);
 }
 
-/* fsync of any descriptor of a file written here waits until S3 has it;
- * a file still being written is committed first (later writes fail). */
+/* fsync of the descriptor that writes a file commits it (later writes
+ * fail) and waits until S3 has it. Only that descriptor: through
+ * allow_other another user's descriptor of the same name (a reader) used
+ * to commit the owner's half-written file. Another descriptor of its
+ * writer's uid (closed, reopened, fsync) waits for a file already
+ * committed; any other fsync has nothing of its own to sync: 0. */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	struct node *n = node_by_ino(m, ino);
-	struct wfile *w = of->w ? of->w : n ? wfile_find(m, n->key) : NULL;
+	struct wfile *w = of->w;
 	(void)datasync;
+	if (!w && n) {
+		w = wfile_find(m, n->key);
+		if (w && (w->state != W_SEALED ||
+			  w->uid != fuse_req_ctx(req)->uid))
+			w = NULL;
+	}
 	int r = w ? seal(m, w) : 0;
 	if (r == 0 && w && w->state == W_SEALED)
 		r = fs_err(rc_sync(&m->c, w->handle));
 	fuse_reply_err(req, -r);
 }
 
-/* fsync of a directory: every file written under it is in S3. */
+/* fsync of a directory: every file its caller's uid wrote under it is in
+ * S3 (it commits nothing: files still open wait for their own close). */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 			struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct node *n = node_by_ino(m, ino);
+	uid_t uid = fuse_req_ctx(req)->uid;
 	int r = n ? 0 : -ESTALE;
 	(void)datasync, (void)fi;
 	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
 		if (w->key && w->state != W_OPEN && w->state != W_DROPPED &&
-		    under(w->key, n->key))
+		    w->uid == uid && under(w->key, n->key))
 			r = w->state == W_FAILED ? w->err
 						 : fs_err(rc_sync(&m->c, w->handle));
 	fuse_reply_err(req, -r);

@@ -155,8 +155,17 @@ static void start_rw(void)
 	mount_start(&M, "ck", NULL);
 }
 
+/* -o allow_other: other local users read through it (docs/MOUNT.md). */
+static void start_shared(void)
+{
+	start();
+	mount_start(&M, "ck", "allow_other");
+}
+
 TestSuite(mount, .init = start_ro, .fini = teardown, .timeout = 300);
 TestSuite(mount_rw, .init = start_rw, .fini = teardown, .timeout = 300);
+TestSuite(mount_shared, .init = start_shared, .fini = teardown,
+	  .timeout = 300);
 
 static void md5_of_object(size_t i, char hex[33])
 {
@@ -598,5 +607,67 @@ Test(mount_rw, imagefolder_over_pillow_images)
 	cr_assert_eq(sh("/usr/bin/python3 %s check %s/images", script, M.dir), 0,
 		     "%s", out);
 	cr_assert_str_eq(out, "ok 21\n");
+	mount_stop(&M);
+}
+
+/* ---- allow_other: another user's descriptor ------------------------------ */
+
+struct fsyncer {
+	const char *path;
+	int ready[2], stop[2];
+};
+
+/* As nobody: open the owner's checkpoint read-only and fsync it in a
+ * loop until told to stop. Every fsync must succeed (it syncs nothing of
+ * its own); 0, or which step failed. */
+static int fsync_loop(void *arg)
+{
+	struct fsyncer *f = arg;
+	int fd = open(f->path, O_RDONLY);
+	if (fd < 0)
+		return 2;
+	if (write(f->ready[1], "r", 1) != 1)
+		return 3;
+	unsigned n = 0;
+	for (;;) {
+		if (fsync(fd) != 0)
+			return 4;
+		n++;
+		char c;
+		if (read(f->stop[0], &c, 1) == 1)
+			break;
+	}
+	close(fd);
+	return n ? 0 : 5;
+}
+
+/* Issue 20, hole 3: through allow_other, another uid's fsync loop on a
+ * read-only descriptor committed the owner's rewrite half-written (0
+ * bytes in S3, the owner's writes then ENOTSUP). Only the descriptor that
+ * writes a file commits it: the owner's rewrite lands whole. */
+Test(mount_shared, another_users_fsync_commits_nothing)
+{
+	size_t l1 = 3 * MiB + 1, l2 = 7 * MiB + 123;
+	uint8_t *v1 = fx_pattern(l1, 11), *v2 = fx_pattern(l2, 12);
+	char p[400], key[400];
+	snprintf(p, sizeof(p), "%s/ckpt.pt", M.dir);
+	write_file(p, v1, l1, true);
+	struct fsyncer f = {.path = p};
+	cr_assert_eq(pipe(f.ready), 0);
+	cr_assert_eq(pipe2(f.stop, O_NONBLOCK), 0);
+	pid_t pid = fx_as_nobody_start(fsync_loop, &f);
+	char c;
+	cr_assert_eq(read(f.ready[0], &c, 1), 1, "nobody could not open %s",
+		     p);
+	write_file(p, v2, l2, true); /* the owner's rewrite, fsync, close */
+	cr_assert_eq(write(f.stop[1], "s", 1), 1);
+	int st = fx_as_nobody_wait(pid);
+	cr_assert_eq(st, 0, "nobody's fsync loop failed at step %d", st);
+	snprintf(key, sizeof(key), "%sckpt.pt", ck_prefix);
+	struct fx_s3_object objs[] = {{key, v2, l2}};
+	fx_aws_assert_objects(ck_prefix, objs, 1, 5 * MiB);
+	assert_file(p, v2, l2);
+	free(v1);
+	free(v2);
 	mount_stop(&M);
 }
