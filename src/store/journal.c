@@ -18,6 +18,7 @@
 #include "journal.h"
 #include "list.h"
 #include "log.h"
+#include "privfile.h"
 #include "uring.h"
 #include "vec.h"
 
@@ -1132,7 +1133,8 @@ static int open_files(struct journal *j, char *err, size_t errlen)
 			strerror(errno));
 		return -1;
 	}
-	return 0;
+	/* Before replay reads it: a pre-created file keeps its mode. */
+	return privfile_secure(j->fd, "journal", j->path, err, errlen);
 }
 
 /* A new journal is written once in full: O_DIRECT writes into allocated

@@ -17,6 +17,7 @@
 
 #include "crc32c.h"
 #include "log.h"
+#include "privfile.h"
 #include "uring.h"
 #include "tier.h"
 
@@ -560,7 +561,8 @@ static int open_file(struct tier *t, char *err, size_t errlen)
 			strerror(errno));
 		return -1;
 	}
-	return 0;
+	/* Before a byte is read or written: a pre-created file keeps its mode. */
+	return privfile_secure(t->fd, "tier", t->path, err, errlen);
 }
 
 /* Makes the file (or device) hold offset + size_bytes; a device caps the

@@ -5,9 +5,11 @@
  * sparse WRITE far out is refused (-EFBIG) instead of uploading that many
  * zeros; and after a journal's worth of such attempts the journal still
  * rewinds: another writer commits and its bytes reach S3 (read back with
- * awscli). */
+ * awscli). The tier and journal files are owner-only even when they
+ * existed before. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,4 +463,72 @@ Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
 	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
 	free(bytes);
 	fx_daemon_stop(&D);
+}
+
+/* ---- the tier and journal files are owner-only --------------------------- */
+
+static int read_as_other(void *arg)
+{
+	const char *const *paths = arg;
+	for (int i = 0; paths[i]; i++) {
+		int fd = open(paths[i], O_RDONLY);
+		if (fd >= 0)
+			return 10 + i; /* it could read cached bytes */
+		if (errno != EACCES)
+			return 20 + i;
+	}
+	return 0;
+}
+
+static void precreate(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+	cr_assert(fd >= 0, "create %s: %s", path, strerror(errno));
+	cr_assert_eq(fchmod(fd, mode), 0); /* past the umask */
+	close(fd);
+}
+
+/* Pre-created 0644 (an installer, a drop-in's ExecStartPre): the daemon
+ * makes them 0600 and says so; another uid's journal is refused. */
+Test(writepath, precreated_tier_and_journal_are_made_owner_only,
+     .fini = teardown, .timeout = 300)
+{
+	static char extra[1024];
+	char dir[300], journal[320], tier[320];
+	snprintf(dir, sizeof(dir), "%s", fx_tmpdir());
+	snprintf(journal, sizeof(journal), "%s/journal", dir);
+	snprintf(tier, sizeof(tier), "%s/tier", dir);
+	precreate(journal, 0644);
+	precreate(tier, 0644);
+	snprintf(extra, sizeof(extra), "journal = %s\njournal_size = 16M\n"
+		 "tier_path = %s\ntier_size = 64M\n", journal, tier);
+	fx_daemon_init(&D);
+	D.daemon_extra = extra;
+	fx_daemon_start(&D, NULL);
+	struct stat sb;
+	cr_assert_eq(stat(journal, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0600, "journal mode %o",
+		     sb.st_mode & 07777);
+	cr_assert_eq(stat(tier, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0600, "tier mode %o",
+		     sb.st_mode & 07777);
+	cr_assert(fx_daemon_log_contains(&D, "had mode 0644 (readable by "
+					 "others): changed to 0600"));
+	cr_assert_eq(fx_daemon_log_count(&D, "changed to 0600, owner only"),
+		     2);
+	const char *paths[] = {journal, tier, NULL};
+	cr_assert_eq(fx_as_nobody(read_as_other, paths), 0,
+		     "another uid opened a file of cached bytes");
+	fx_daemon_stop(&D);
+
+	/* Owned by another uid: it could chmod it back; refused at start,
+	 * with the reason. */
+	cr_assert_eq(chown(journal, 65534, 65534), 0);
+	char out[8192];
+	char *argv[] = {RC_BUILD_DIR "/ringcached", "-c", D.config_path, NULL};
+	int rc = fx_run(argv, out, sizeof(out), 60000);
+	cr_assert(rc > 0 && rc < 128, "ringcached exit %d:\n%s", rc, out);
+	cr_assert(strstr(out, "is owned by uid 65534, not by the daemon's"),
+		  "%s", out);
+	cr_assert(strstr(out, journal), "%s", out);
 }
