@@ -1226,9 +1226,15 @@ void writeback_session_closed(struct session *s)
 
 /* ---- read your writes ----------------------------------------------------- */
 
+/* Staged bytes are served only when S3 cannot refuse them any more: with
+ * overwrite = false the upload may still fail (-EEXIST, the key was
+ * taken), and every session reading the key meanwhile was served bytes S3
+ * never held. Such a dataset reads what S3 has until the upload lands. */
 struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
 				  const char *key)
 {
+	if (ds->cfg->no_overwrite)
+		return NULL;
 	for (struct wobject *w = sh->wobjects; w; w = w->next) {
 		if (w->ds == ds && w->state == W_COMMITTED &&
 		    strcmp(w->key, key) == 0) {

@@ -79,7 +79,8 @@ int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
 int writeback_close(struct session *s, uint32_t handle);
 /* Read your writes: the newest committed object for (ds, key) whose bytes
  * are still here (staged or journaled) and not yet in S3, with a
- * reference for the caller; NULL if none. */
+ * reference for the caller; NULL if none, and always NULL on an
+ * overwrite = false dataset (S3 may still refuse those bytes). */
 struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
 				  const char *key);
 /* Its bytes; 0 or -errno. -ESTALE once they have gone to S3. */

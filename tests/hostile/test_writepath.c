@@ -5,8 +5,9 @@
  * sparse WRITE far out is refused (-EFBIG) instead of uploading that many
  * zeros; and after a journal's worth of such attempts the journal still
  * rewinds: another writer commits and its bytes reach S3 (read back with
- * awscli). The tier and journal files are owner-only even when they
- * existed before. */
+ * awscli). On an overwrite = false dataset the bytes of a write S3 will
+ * refuse are never served meanwhile. The tier and journal files are
+ * owner-only even when they existed before. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,21 +45,27 @@ static const char *bucket_prefix(const char *sub)
 }
 
 /* "ck": writable by everyone, durability local, 5 MiB parts (so at most
- * 50 GB per object); "tiny": the same with max_object_size = 1M. */
+ * 50 GB per object); "tiny": the same with max_object_size = 1M; "keep":
+ * the same with overwrite = false, copies above 5 MiB multipart. */
 static void start(void)
 {
-	static char sections[2048], extra[512], sockdir[64];
-	char sub[200], ck[600], tiny[600];
+	static char sections[3072], extra[512], sockdir[64];
+	char sub[200], ck[600], tiny[600], keep[600];
 	fx_unique(scratch, sizeof(scratch), "hwp");
 	snprintf(sub, sizeof(sub), "%s/ck/", scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
 	snprintf(sub, sizeof(sub), "%s/tiny/", scratch);
 	fx_dataset_section(tiny, sizeof(tiny), "tiny", sub, "allow_uids = *");
+	snprintf(sub, sizeof(sub), "%s/keep/", scratch);
+	fx_dataset_section(keep, sizeof(keep), "keep", sub, "allow_uids = *");
 	snprintf(sections, sizeof(sections),
 		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
 		 "part_size = 5M\n"
 		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
-		 "part_size = 5M\nmax_object_size = 1M\n", ck, tiny);
+		 "part_size = 5M\nmax_object_size = 1M\n"
+		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
+		 "part_size = 5M\ncopy_threshold = 5M\noverwrite = false\n",
+		 ck, tiny, keep);
 	snprintf(extra, sizeof(extra), "journal = %s/journal\n"
 		 "journal_size = %uM\n%s", fx_tmpdir(), JOURNAL_MIB,
 		 more_extra);
@@ -462,6 +469,118 @@ Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
 	/* Only the last name: no earlier one, no multipart upload left. */
 	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
 	free(bytes);
+	fx_daemon_stop(&D);
+}
+
+/* ---- overwrite = false ---------------------------------------------------- */
+
+
+/* Root's object at key of "keep", in S3 when this returns. */
+static void root_writes(const char *key, size_t len, unsigned seed)
+{
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "keep");
+	int buf = rc_alloc_buffer(&c, len, &mem);
+	cr_assert(ds >= 0 && buf >= 0);
+	fx_fill_pattern(mem, len, seed);
+	int h = rc_write_open(&c, ds, key);
+	cr_assert_geq(h, 0, "write_open %s: %s", key, rc_strerror(h));
+	cr_assert_eq(rc_write(&c, (uint32_t)h, 0, len, (uint32_t)buf, 0),
+		     (ssize_t)len);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	int r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "sync %s: %s", key, rc_strerror(r));
+	rc_close(&c, (uint32_t)h);
+	rc_detach(&c);
+}
+
+/* An object of nobody's at key of "keep": WRITE_OPEN, one WRITE of len
+ * bytes from buf; committed unless rename_first is set, in which case it
+ * is renamed to rename_first before COMMIT. The handle, or -step. */
+static int nobody_object(struct rc_client *c, int ds, int buf,
+			 const char *key, size_t len, const char *rename_first,
+			 int step)
+{
+	int h = rc_write_open(c, ds, key);
+	if (h < 0 || rc_write(c, (uint32_t)h, 0, len, (uint32_t)buf, 0) !=
+	    (ssize_t)len)
+		return -step;
+	if (rename_first && rc_rename(c, (uint32_t)h, rename_first) != 0)
+		return -step - 1;
+	if (rc_commit(c, (uint32_t)h) != 0)
+		return -step - 2;
+	return h;
+}
+
+/* Through the daemon, the bytes of key: len of them, equal to seed's
+ * pattern, and never a staged version ("ringcache-pending-N"). 0 if so. */
+static int reads_exactly(struct rc_client *c, int ds, int buf, void *mem,
+			 const char *key, size_t len, unsigned seed)
+{
+	struct rc_stat st;
+	int h = rc_open(c, ds, key, &st);
+	if (h < 0 || st.size != len || strstr(st.etag, "ringcache-pending"))
+		return 1;
+	ssize_t n = rc_read_into(c, (uint32_t)h, 0, len, (uint32_t)buf, 0);
+	rc_close(c, (uint32_t)h);
+	unsigned char *want = fx_pattern(len, seed);
+	int bad = n != (ssize_t)len || !want || memcmp(mem, want, len) != 0;
+	free(want);
+	return bad;
+}
+
+/* ---- a write S3 may still refuse is not served --------------------------- */
+
+#define SERVED (2 * MiB)
+#define REFUSED (12 * MiB) /* multipart (3 parts): its upload takes a while */
+
+/* Nobody commits 12 MiB onto root's key; until its SYNC says -EEXIST,
+ * another session of its own and the writing session read S3's object. */
+static int attack_pending(void *arg)
+{
+	(void)arg;
+	struct rc_client w, r;
+	void *wmem, *rmem;
+	if (rc_attach(&w, D.socket_path, NULL) ||
+	    rc_attach(&r, D.socket_path, NULL))
+		return 2;
+	int wds = rc_dataset(&w, "keep"), rds = rc_dataset(&r, "keep");
+	int wbuf = rc_alloc_buffer(&w, REFUSED, &wmem);
+	int rbuf = rc_alloc_buffer(&r, SERVED, &rmem);
+	if (wds < 0 || rds < 0 || wbuf < 0 || rbuf < 0)
+		return 3;
+	fx_fill_pattern(wmem, REFUSED, 302);
+	int h = nobody_object(&w, wds, wbuf, "served", REFUSED, NULL, 4);
+	if (h < 0)
+		return -h;
+	if (reads_exactly(&r, rds, rbuf, rmem, "served", SERVED, 301))
+		return 10; /* another session was served the staged bytes */
+	if (reads_exactly(&w, wds, wbuf, wmem, "served", SERVED, 301))
+		return 11; /* so was the writer's */
+	if (rc_sync(&w, (uint32_t)h) != -EEXIST)
+		return 12;
+	if (reads_exactly(&r, rds, rbuf, rmem, "served", SERVED, 301))
+		return 13;
+	rc_detach(&r);
+	rc_detach(&w);
+	return 0;
+}
+
+Test(writepath, bytes_s3_may_refuse_are_not_served, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	root_writes("served", SERVED, 301);
+	int st = fx_as_nobody(attack_pending, NULL);
+	cr_assert_eq(st, 0, "pending bytes were served at step %d", st);
+	char k[400];
+	unsigned char *served = fx_pattern(SERVED, 301);
+	snprintf(k, sizeof(k), "%sserved", bucket_prefix("keep/"));
+	struct fx_s3_object objs[] = {{k, served, SERVED}};
+	fx_aws_assert_objects(bucket_prefix("keep/"), objs, 1, 5 * MiB);
+	free(served);
 	fx_daemon_stop(&D);
 }
 
