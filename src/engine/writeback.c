@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "budget.h"
@@ -318,11 +319,29 @@ static void wobject_put(struct shard *sh, struct wobject *w)
 	free(w);
 }
 
+static void token_set(struct wobject *w, const uint8_t token[16])
+{
+	memcpy(w->token, token, 16);
+	for (int i = 0; i < 16; i++)
+		snprintf(w->token_hex + 2 * i, 3, "%02x", w->token[i]);
+}
+
+/* 128 random bits no client chooses or sees: an attacker writing the same
+ * bytes to the key cannot make its upload pass for ours. */
+static int token_new(struct wobject *w)
+{
+	uint8_t t[16];
+	if (getrandom(t, sizeof(t), 0) != (ssize_t)sizeof(t))
+		return -EIO;
+	token_set(w, t);
+	return 0;
+}
+
 static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 				   const char *key)
 {
 	struct wobject *w = calloc(1, sizeof(*w));
-	if (!w || !(w->key = strdup(key))) {
+	if (!w || token_new(w) < 0 || !(w->key = strdup(key))) {
 		free(w);
 		return NULL;
 	}
@@ -566,6 +585,7 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.done = upload_done,
 		.done_ctx = w,
 		.no_overwrite = w->ds->cfg->no_overwrite,
+		.token = w->token_hex,
 		.tag = w->ds->budget,
 	};
 	int err = key ? 0 : -ENOMEM;
@@ -599,6 +619,8 @@ static int write_revoked(const struct session *s, const struct wobject *w)
 {
 	if (!w->ds->enabled)
 		return -ENOENT;
+	if (!w->ds->cfg->writable)
+		return -EROFS;
 	return s->access[w->ds->id] & RC_ACCESS_WRITE ? 0 : -EACCES;
 }
 
@@ -831,7 +853,8 @@ static void commit_flushed(void *ctx, int res)
 static int commit_journal(struct shard *sh, struct wobject *w)
 {
 	w->refs++;
-	int err = journal_append_commit(sh->journal, w->id, w->size, NULL);
+	int err = journal_append_commit(sh->journal, w->id, w->size, NULL,
+					w->token);
 	if (!err)
 		err = journal_flush(sh->journal, commit_flushed, w);
 	if (err)
@@ -1080,6 +1103,7 @@ static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
 		.size = w->size, .threshold = c->copy_threshold,
 		.part_size = c->part_size, .concurrency = c->upload_concurrency,
 		.done = copy_done, .done_ctx = w, .tag = w->ds->budget,
+		.no_overwrite = c->no_overwrite, .token = w->token_hex,
 	};
 	int err = -ENOMEM;
 	if (from && to && w->rename_key)
@@ -1101,6 +1125,8 @@ static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
 static int rename_pending(struct shard *sh, struct wobject *w,
 			  const char *key)
 {
+	if (strcmp(key, w->key) == 0)
+		return 0; /* its name already: the upload goes on */
 	/* Each RENAME restarts a running upload and costs a journal record:
 	 * renamed in a loop, an object would never reach S3, and being
 	 * committed it would keep the journal from rewinding for every
@@ -1133,7 +1159,14 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 /* Journaled: acknowledged once the RENAME record (or, for an object in S3
  * already, its DONE record) is on disk, so a restart never uploads it under
  * an older name. One in S3 completes when its copy has ended (-EBUSY while
- * one runs). */
+ * one runs).
+ *
+ * A RENAME onto a key is a write to that key, under the same rules: the
+ * writer must still be allowed to write the dataset (a reload may have
+ * revoked it), and with overwrite = false an object already there is
+ * never replaced: before the upload, the new key is the upload's (its
+ * If-None-Match and HEAD); after, the copy is conditional the same way
+ * (-EEXIST, the object keeps its old name). */
 int writeback_rename(struct session *s, uint32_t handle, const char *key,
 		     struct op *op)
 {
@@ -1143,6 +1176,9 @@ int writeback_rename(struct session *s, uint32_t handle, const char *key,
 		return -EBADF;
 	if (w->state == W_ABORTED || w->state == W_FAILED)
 		return -EINVAL;
+	int revoked = write_revoked(s, w);
+	if (revoked)
+		return revoked;
 	if (!key_fits(w->ds, key))
 		return -ENAMETOOLONG;
 	if (w->copy)
@@ -1290,11 +1326,12 @@ static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
 
 /* An upload under a name the object had before an acknowledged RENAME may
  * have reached S3 before the crash (a PUT or Complete in flight). It goes
- * if it has the object's size: the name was this object's (a writer that
- * put other bytes of that same size under that temporary name between the
- * crash and this start would lose them; see docs/SECURITY.md). */
+ * only if it carries the object's token (journaled with its COMMIT): the
+ * object there is this one's upload, not another writer's that merely has
+ * the same size. A journal written before tokens has none: such a copy
+ * stays (a leftover, never another writer's loss). */
 static void delete_if_ours(struct shard *sh, const struct dataset *ds,
-			   const char *rel_key, uint64_t size)
+			   const char *rel_key, const struct wobject *w)
 {
 	char *key = dataset_bucket_key(ds, rel_key);
 	if (!key)
@@ -1303,7 +1340,7 @@ static void delete_if_ours(struct shard *sh, const struct dataset *ds,
 				  .bucket = ds->cfg->bucket, .key = key};
 	struct s3_result r;
 	if (s3_perform(sh->d->s3, &p, &r, NULL, NULL) == 0 &&
-	    r.object_size == size) {
+	    strcmp(r.upload_token, w->token_hex) == 0) {
 		log_info("journal: %s/%s: removing the copy under its old name "
 			 "s3://%s/%s", ds->cfg->name, rel_key, ds->cfg->bucket,
 			 key);
@@ -1315,13 +1352,15 @@ static void delete_if_ours(struct shard *sh, const struct dataset *ds,
 /* Every name the object had: no multipart upload stays under any, and no
  * copy under an old one. */
 static void clean_old_names(struct shard *sh, const struct dataset *ds,
-			    const struct journal_object *o)
+			    const struct journal_object *o,
+			    const struct wobject *w)
 {
 	for (size_t i = 0; i < o->n_old_keys; i++) {
 		if (strcmp(o->old_keys[i], o->key) == 0)
 			continue;
 		abort_stale_uploads(sh, ds, o->old_keys[i]);
-		delete_if_ours(sh, ds, o->old_keys[i], o->size);
+		if (o->has_token)
+			delete_if_ours(sh, ds, o->old_keys[i], w);
 	}
 	abort_stale_uploads(sh, ds, o->key);
 }
@@ -1363,6 +1402,14 @@ static void replay(struct shard *sh)
 		w->id = o->id;
 		w->ds = ds;
 		w->size = o->size;
+		/* The token its uploads before the restart carried; a journal
+		 * from before tokens: a new one (an upload that landed before
+		 * the crash is then not recognised: -EEXIST if overwrite =
+		 * false, the bytes in S3 being this object's all the same). */
+		if (o->has_token)
+			token_set(w, o->token);
+		else if (token_new(w) < 0)
+			memset(w->token_hex, 0, sizeof(w->token_hex));
 		w->state = W_COMMITTED;
 		w->journaled = w->replayed = true;
 		w->replay_index = i;
@@ -1376,7 +1423,7 @@ static void replay(struct shard *sh)
 			 (unsigned long long)o->size);
 		sh->m.wb_replayed++;
 		backlog_enter(sh, w);
-		clean_old_names(sh, ds, o);
+		clean_old_names(sh, ds, o, w);
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
 	}

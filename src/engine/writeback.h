@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ringcache.h"
+#include "s3_types.h"
 
 struct shard;
 struct session;
@@ -41,6 +42,11 @@ struct wobject {
 	struct waiter *syncs;     /* SYNCs waiting for S3 */
 	int err;                  /* final upload error, or 0 */
 	char etag[128];
+	/* Random, made at WRITE_OPEN (or read back from the journal's
+	 * COMMIT): sent with every upload as S3_META_UPLOAD, and the only
+	 * proof that an object found at the key is this one's (upload.h). */
+	uint8_t token[16];
+	char token_hex[S3_UPLOAD_TOKEN_LEN + 1];
 	struct upload *copy;      /* RENAME of a W_DONE object: its copy job */
 	char *rename_key;         /* the copy's new key (relative) */
 	struct op *rename_op;     /* the RENAME waiting for the copy */

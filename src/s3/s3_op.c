@@ -130,7 +130,8 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 	}
 	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
 	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c)) ||
-	    (p->meta_daemon && !valid_header_value(p->meta_daemon))) {
+	    (p->meta_daemon && !valid_header_value(p->meta_daemon)) ||
+	    (p->meta_upload && !valid_header_value(p->meta_upload))) {
 		rc_set_err(err, errlen, "checksum value has control characters");
 		return -1;
 	}

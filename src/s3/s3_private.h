@@ -67,6 +67,7 @@ struct s3_req {
 	/* Response, reset at every status line (1xx, redirects). */
 	long status;
 	char etag[128];
+	char upload_token[S3_UPLOAD_TOKEN_LEN + 1]; /* x-amz-meta-ringcache-upload */
 	bool etag_too_long;    /* the header did not fit etag[]: a protocol error */
 	bool have_length, have_range;
 	uint64_t content_length;

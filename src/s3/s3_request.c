@@ -64,8 +64,13 @@ static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 	    (p->op == S3_PUT_OBJECT || p->op == S3_CREATE_MULTIPART))
 		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-meta-ringcache-daemon",
 							p->meta_daemon };
+	if (p->meta_upload &&
+	    (p->op == S3_PUT_OBJECT || p->op == S3_CREATE_MULTIPART))
+		sh->h[sh->n++] = (struct sigv4_header){ S3_META_UPLOAD,
+							p->meta_upload };
 	if (p->if_none_match &&
-	    (p->op == S3_PUT_OBJECT || p->op == S3_COMPLETE_MULTIPART))
+	    (p->op == S3_PUT_OBJECT || p->op == S3_COMPLETE_MULTIPART ||
+	     p->op == S3_COPY_OBJECT))
 		sh->h[sh->n++] = (struct sigv4_header){ "If-None-Match", "*" };
 	if (p->op == S3_COPY_OBJECT || p->op == S3_UPLOAD_PART_COPY) {
 		r->copy_source = s3_uri_encode(p->copy_source, 1);

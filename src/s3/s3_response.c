@@ -21,6 +21,7 @@ static void reset_response(struct s3_req *r)
 {
 	r->status = 0;
 	r->etag[0] = '\0';
+	r->upload_token[0] = '\0';
 	r->etag_too_long = false;
 	r->have_length = r->have_range = r->range_total_known = false;
 	r->content_length = 0;
@@ -100,6 +101,11 @@ size_t s3_resp_on_header(char *data, size_t size, size_t nitems, void *userp)
 		r->have_length = rc_parse_dec_u64(v, vlen, &r->content_length);
 	else if (nlen == 13 && strncasecmp(data, "content-range", 13) == 0)
 		parse_content_range(r, v, vlen);
+	else if (nlen == sizeof(S3_META_UPLOAD) - 1 &&
+		 strncasecmp(data, S3_META_UPLOAD, nlen) == 0 &&
+		 vlen == S3_UPLOAD_TOKEN_LEN)
+		snprintf(r->upload_token, sizeof(r->upload_token), "%.*s",
+			 (int)vlen, v);
 	return n;
 }
 

@@ -343,6 +343,8 @@ static void classify(struct s3_req *r, CURLcode code, struct s3_result *out)
 	out->body_bytes = r->body_bytes;
 	out->content_length = r->content_length;
 	snprintf(out->etag, sizeof(out->etag), "%s", r->etag);
+	snprintf(out->upload_token, sizeof(out->upload_token), "%s",
+		 r->upload_token);
 	if (curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE,
 			      &out->http_status) != CURLE_OK)
 		out->http_status = r->status;

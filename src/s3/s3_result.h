@@ -34,6 +34,9 @@ struct s3_result {
 	char code[64];        /* S3 error <Code>, or "" */
 	char message[256];    /* <Message> or curl's error text; never secrets */
 	char etag[128];       /* ETag header, quotes included */
+	/* x-amz-meta-ringcache-upload (HEAD, GET): the writer's token, "" if
+	 * absent or not S3_UPLOAD_TOKEN_LEN characters */
+	char upload_token[S3_UPLOAD_TOKEN_LEN + 1];
 	uint64_t content_length;
 	uint64_t object_size; /* HEAD: Content-Length; GET: total from Content-Range */
 	uint64_t body_bytes;  /* bytes the sink or buffer received */

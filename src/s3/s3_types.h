@@ -19,6 +19,12 @@ struct creds_provider;
 
 #define S3_RETRIES_UNBOUNDED (~0u) /* max_retries: the budget decides */
 
+/* The object metadata a write-back writer puts on each object and
+ * multipart upload it creates: a random token (hex) only that writer
+ * knows, the proof that an object found at its key is its own (upload.h).
+ * S3 answers it in HEAD and GET as this header. */
+#define S3_META_UPLOAD "x-amz-meta-ringcache-upload"
+#define S3_UPLOAD_TOKEN_LEN 32
 
 struct s3_config {
 	const char *endpoint;    /* "http://127.0.0.1:9080", "https://s3.us-east-1.amazonaws.com";
@@ -114,9 +120,13 @@ struct s3_req_params {
 	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
 	 * says which daemon wrote it. NULL: not sent. */
 	const char *meta_daemon;
-	/* PUT and CompleteMultipartUpload: sends If-None-Match: *, so the
-	 * server refuses (412, -ESTALE) to replace an existing object. Not
-	 * every server honours it on Complete (Ceph RGW 16 ignores it). */
+	/* PUT and CreateMultipartUpload: sent as S3_META_UPLOAD, the token
+	 * only this object's writer knows (upload.h); NULL: not sent. */
+	const char *meta_upload;
+	/* PUT, CompleteMultipartUpload and CopyObject: sends If-None-Match: *,
+	 * so the server refuses (412, -ESTALE) to replace an existing object.
+	 * Not every server honours it on Complete and CopyObject (Ceph RGW 16
+	 * ignores it on both: tested with awscli and boto3). */
 	bool if_none_match;
 	/* ListMultipartUploads (prefix above): pagination markers */
 	const char *key_marker, *upload_id_marker;

@@ -46,6 +46,7 @@ enum rec_type {
 	REC_RENAME,
 };
 #define REC_F_MD5 1u
+#define REC_F_TOKEN 2u /* after the MD5 when both are there */
 
 /* On disk, little-endian; hdr_crc covers the bytes before it, data_crc the
  * payload, so together they check the whole record. */
@@ -365,6 +366,10 @@ static void replay_apply(struct journal *j, const struct rec_hdr *h,
 		ob->o.has_md5 = (h->flags & REC_F_MD5) && h->len >= 16;
 		if (ob->o.has_md5)
 			memcpy(ob->o.md5, pl, 16);
+		uint32_t at = ob->o.has_md5 ? 16 : 0;
+		ob->o.has_token = (h->flags & REC_F_TOKEN) && h->len >= at + 16;
+		if (ob->o.has_token)
+			memcpy(ob->o.token, pl + at, 16);
 	} else if (ok && h->type == REC_RENAME) {
 		char *k = strndup((const char *)pl, h->len);
 		ok = k != NULL && push_old_key(&ob->o, ob->o.key) == 0;
@@ -826,7 +831,7 @@ int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
 }
 
 int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
-			  const uint8_t md5[16])
+			  const uint8_t md5[16], const uint8_t token[16])
 {
 	struct jobj *ob = obj_find(j, id);
 	if (!ob)
@@ -835,11 +840,23 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 		return -EINVAL;
 	if (ob->dropped)
 		return -ESTALE; /* its bytes are not all in the log */
-	int r = room_for(j, worst_case(16), true);
+	uint8_t pl[32];
+	uint32_t len = 0;
+	uint16_t flags = 0;
+	if (md5) {
+		memcpy(pl, md5, 16);
+		len += 16;
+		flags |= REC_F_MD5;
+	}
+	if (token) {
+		memcpy(pl + len, token, 16);
+		len += 16;
+		flags |= REC_F_TOKEN;
+	}
+	int r = room_for(j, worst_case(32), true);
 	if (r < 0)
 		return r;
-	r = rec_append(j, REC_COMMIT, md5 ? REC_F_MD5 : 0, id, size, md5,
-		       md5 ? 16 : 0);
+	r = rec_append(j, REC_COMMIT, flags, id, size, pl, len);
 	if (r < 0)
 		return r;
 	ob->state = OBJ_COMMITTED;
@@ -847,6 +864,9 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 	ob->o.has_md5 = md5 != NULL;
 	if (md5)
 		memcpy(ob->o.md5, md5, 16);
+	ob->o.has_token = token != NULL;
+	if (token)
+		memcpy(ob->o.token, token, 16);
 	return 0;
 }
 

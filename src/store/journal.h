@@ -35,7 +35,10 @@
  * ring either way). Records by type (the argument is the header's):
  *   OPEN    u16 dataset length, u16 key length, dataset, key
  *   DATA    argument = offset in the object; the bytes
- *   COMMIT  argument = size; flag 1: the object's MD5 (16 bytes)
+ *   COMMIT  argument = size; flag 1: the object's MD5 (16 bytes); flag 2:
+ *           then the writer's token (16 bytes: the proof that an object
+ *           found in S3 is this one's upload, see upload.h; a version 1
+ *           reader without it ignores the flag)
  *   RENAME  the new key (replay keeps the old ones: old_keys)
  *   DONE    the ETag S3 gave
  *   ABORT   empty (also for an upload S3 refused for good)
@@ -101,6 +104,8 @@ struct journal_object {
 	uint64_t size;   /* from COMMIT; 0 for a discarded object */
 	bool has_md5;
 	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */
+	bool has_token;
+	uint8_t token[16]; /* the writer's token (COMMIT flag 2) */
 	struct journal_extent *extents;
 	size_t n_extents;
 };
@@ -129,9 +134,9 @@ int journal_append_open(struct journal *j, uint64_t id, const char *dataset,
 			const char *key);
 int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
 			const void *buf, size_t len);
-/* md5 may be NULL. */
+/* md5 and token may be NULL. */
 int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
-			  const uint8_t md5[16]);
+			  const uint8_t md5[16], const uint8_t token[16]);
 int journal_append_done(struct journal *j, uint64_t id, const char *etag);
 int journal_append_abort(struct journal *j, uint64_t id);
 int journal_append_rename(struct journal *j, uint64_t id, const char *key);

@@ -72,6 +72,7 @@ struct upload {
 	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
 	bool deleting;           /* the copy landed: the source's DELETE runs */
 	char upload_id[256];
+	char token[S3_UPLOAD_TOKEN_LEN + 1]; /* "" if none (upload_params) */
 	unsigned n_parts, next_part, parts_done, parts_inflight;
 	unsigned char (*md5s)[16];
 	char (*etags)[128];
@@ -276,10 +277,12 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->content_md5 = true;
 		p->if_none_match = u->p.no_overwrite;
 		p->meta_daemon = u->e->daemon_id;
+		p->meta_upload = u->token[0] ? u->token : NULL;
 		break;
 	case X_CREATE:
 		p->op = S3_CREATE_MULTIPART;
 		p->meta_daemon = u->e->daemon_id;
+		p->meta_upload = u->token[0] ? u->token : NULL;
 		break;
 	case X_PART:
 		p->op = u->from_key ? S3_UPLOAD_PART_COPY : S3_UPLOAD_PART;
@@ -288,6 +291,7 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		break;
 	case X_COPY:
 		p->op = S3_COPY_OBJECT;
+		p->if_none_match = u->p.no_overwrite;
 		break;
 	case X_DELETE:
 		p->op = S3_DELETE_OBJECT;
@@ -668,15 +672,27 @@ static void set_exists(struct upload *u, const struct s3_result *r)
 	snprintf(ex.message, sizeof(ex.message),
 		 "the key holds another object (%s, ETag %.60s) and "
 		 "overwrite = false", u->refused ? "If-None-Match refused"
-						 : "HEAD before Complete",
+						 : "HEAD before writing it",
 		 r->etag);
 	set_failure(u, -EEXIST, &ex);
 }
 
+/* The object a HEAD found is this writer's: it carries the token only
+ * the writer has. Never the bytes (an ETag): anyone may write the same
+ * bytes to the key, and an upload taken for landed makes its writer the
+ * owner of the object there (a RENAME then moves it away). */
+static bool is_ours(const struct upload *u, const struct s3_result *r)
+{
+	return r->err == 0 && u->token[0] &&
+	       strcmp(r->upload_token, u->token) == 0;
+}
+
+static void finish(struct upload *u);
+
 static void on_exists_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
-	bool ours = r->err == 0 && strcmp(r->etag, u->out.etag) == 0;
+	bool ours = is_ours(u, r);
 	xfer_free(x);
 	if (r->err && r->err != -ENOENT) {
 		set_failure(u, r->err, r);
@@ -687,15 +703,17 @@ static void on_exists_done(struct xfer *x, const struct s3_result *r)
 			u->landed = true; /* abort ours, then success */
 			u->state = U_STOPPING;
 		} else {
-			report_done(u);
+			finish(u); /* our PUT or copy landed before */
 			return;
 		}
 	} else if (r->err == 0 && !ours) {
 		set_exists(u, r);
 	} else if (u->state == U_RUNNING) {
-		/* Absent, or these very bytes: complete (a server that
-		 * ignores If-None-Match leaves a race until the Complete). */
-		start_simple(u, X_COMPLETE);
+		/* Absent, or our own earlier attempt: copy or complete (a
+		 * server that ignores If-None-Match there leaves a race
+		 * until that request). */
+		start_simple(u, u->from_key && !u->n_parts ? X_COPY
+							   : X_COMPLETE);
 	}
 	upload_advance(u);
 }
@@ -811,6 +829,8 @@ static void on_copy_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	char etag[128];
+	if (refused_overwrite(x, r))
+		return;
 	if (r->err)
 		set_failure(u, r->err, r);
 	else if (answered_etag(x, r, etag, sizeof(etag)) == 0)
@@ -875,7 +895,9 @@ static void on_complete_done(struct xfer *x, const struct s3_result *r)
 static void on_verify_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
-	if (r->err == 0 && strcmp(r->etag, u->out.etag) == 0) {
+	/* These parts' ETag, and (when it has one) the writer's token. */
+	if (r->err == 0 && strcmp(r->etag, u->out.etag) == 0 &&
+	    (!u->token[0] || is_ours(u, r))) {
 		u->upload_id[0] = '\0';
 		u->out.err = 0; /* as in on_complete_done */
 		u->out.code[0] = u->out.message[0] = '\0';
@@ -905,6 +927,10 @@ static void on_abort_done(struct xfer *x, const struct s3_result *r)
 	}
 	u->upload_id[0] = '\0';
 	xfer_free(x);
+	if (u->landed && u->from_key && !u->deleting) {
+		finish(u); /* our copy is in place: its source goes */
+		return;
+	}
 	report_done(u);
 }
 
@@ -1010,6 +1036,9 @@ static struct upload *upload_alloc(struct upload_engine *e,
 	rc_list_init(&u->xfers);
 	u->bucket = strdup(p->bucket);
 	u->key = strdup(p->key);
+	if (p->token)
+		snprintf(u->token, sizeof(u->token), "%s", p->token);
+	u->p.token = NULL; /* the copy above is the one read */
 	/* A copy job's params say multipart when it is one (size alone
 	 * does not: CopyObject takes up to its threshold). */
 	if ((p->size > p->part_size && (p->data || p->read)) || p->multipart) {
@@ -1038,8 +1067,11 @@ static struct upload *upload_alloc(struct upload_engine *e,
 static int start_first(struct upload *u)
 {
 	struct upload_engine *e = u->e;
+	/* A copy that must not replace looks first (a server may ignore
+	 * If-None-Match on CopyObject). */
 	enum xfer_kind first = u->n_parts ? X_CREATE :
-			       u->from_key ? X_COPY : X_PUT;
+			       !u->from_key ? X_PUT :
+			       u->p.no_overwrite ? X_EXISTS : X_COPY;
 	struct xfer *x = xfer_new(u, first);
 	if (!x)
 		return -ENOMEM;
@@ -1128,6 +1160,7 @@ struct upload *upload_copy_start(struct upload_engine *e,
 		.concurrency = cp->concurrency ? cp->concurrency : 4,
 		.done = cp->done, .done_ctx = cp->done_ctx,
 		.multipart = cp->size > threshold, .tag = cp->tag,
+		.no_overwrite = cp->no_overwrite, .token = cp->token,
 	};
 	struct upload *u = upload_alloc(e, &p);
 	if (!u) {

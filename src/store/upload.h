@@ -95,9 +95,14 @@ struct upload_params {
 	 * PUT and the Complete, and a HEAD before the Complete (a server may
 	 * ignore the header there: Ceph RGW 16 does; a writer that creates
 	 * the key between that HEAD and the Complete is then overwritten).
-	 * A 412 is checked with a HEAD: the same ETag is this upload's own
-	 * earlier attempt (success), another is -EEXIST. */
+	 * A 412 is checked with a HEAD: the object is this writer's own
+	 * earlier attempt (success) only if it carries token; matching bytes
+	 * prove nothing (anyone may write the same bytes). Else -EEXIST. */
 	bool no_overwrite;
+	/* S3_UPLOAD_TOKEN_LEN hex characters (copied), sent as S3_META_UPLOAD
+	 * on the PUT and the Create: what only the writer has. NULL or "":
+	 * none sent, and an existing object is never taken for our own. */
+	const char *token;
 	/* A multipart upload even when size fits one part (rc-s3 mpu-put):
 	 * one part, possibly empty, and a "-1" ETag. */
 	bool multipart;
@@ -143,6 +148,14 @@ struct upload_copy_params {
 	upload_done_fn done;
 	void *done_ctx;
 	void *tag;
+	/* As in upload_params, for the destination: a RENAME onto a key obeys
+	 * the rules of a write to it. A HEAD of to_key first (Ceph RGW 16
+	 * ignores If-None-Match on CopyObject, tested), then If-None-Match: *
+	 * on CopyObject or the Complete; an object there is -EEXIST unless it
+	 * carries token (this job's own earlier attempt: CopyObject keeps the
+	 * source's metadata, a multipart copy's Create sends the token). */
+	bool no_overwrite;
+	const char *token;
 };
 struct upload *upload_copy_start(struct upload_engine *e,
 				 const struct upload_copy_params *p, int *err);

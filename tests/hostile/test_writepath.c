@@ -5,9 +5,11 @@
  * sparse WRITE far out is refused (-EFBIG) instead of uploading that many
  * zeros; and after a journal's worth of such attempts the journal still
  * rewinds: another writer commits and its bytes reach S3 (read back with
- * awscli). On an overwrite = false dataset the bytes of a write S3 will
- * refuse are never served meanwhile. The tier and journal files are
- * owner-only even when they existed before. */
+ * awscli). On an overwrite = false dataset root's objects survive a
+ * RENAME onto them (before and after the upload, CopyObject and multipart
+ * copy) and the same bytes written back (not taken for a retry of ours),
+ * and the bytes of a write S3 will refuse are never served meanwhile. The
+ * tier and journal files are owner-only even when they existed before. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -472,8 +474,12 @@ Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
-/* ---- overwrite = false ---------------------------------------------------- */
+/* ---- overwrite = false: RENAME and "our own retry" ------------------------ */
 
+#define SMALL (MiB + 7)       /* one PUT, renamed by CopyObject */
+#define BIG (6 * MiB + 3)     /* multipart, renamed by UploadPartCopy */
+#define SEED_SMALL 101u
+#define SEED_BIG 102u
 
 /* Root's object at key of "keep", in S3 when this returns. */
 static void root_writes(const char *key, size_t len, unsigned seed)
@@ -529,6 +535,149 @@ static int reads_exactly(struct rc_client *c, int ds, int buf, void *mem,
 	int bad = n != (ssize_t)len || !want || memcmp(mem, want, len) != 0;
 	free(want);
 	return bad;
+}
+
+/* Exit codes say which step got through (0: every attack refused). */
+static int attack_overwrite(void *arg)
+{
+	(void)arg;
+	struct rc_client c;
+	void *mem;
+	if (rc_attach(&c, D.socket_path, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "keep");
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	if (ds < 0 || buf < 0)
+		return 3;
+	/* 1. Its own objects, in S3, renamed onto root's: CopyObject and a
+	 * multipart copy. Refused; they keep their names; renaming one onto
+	 * its own name changes nothing. */
+	fx_fill_pattern(mem, SMALL, 201);
+	int h = nobody_object(&c, ds, buf, "a.tmp", SMALL, NULL, 10);
+	if (h < 0)
+		return -h;
+	if (rc_sync(&c, (uint32_t)h) != 0)
+		return 13;
+	if (rc_rename(&c, (uint32_t)h, "small") != -EEXIST)
+		return 14;
+	if (rc_rename(&c, (uint32_t)h, "a.tmp") != 0)
+		return 15;
+	fx_fill_pattern(mem, BIG, 202);
+	h = nobody_object(&c, ds, buf, "b.tmp", BIG, NULL, 20);
+	if (h < 0)
+		return -h;
+	if (rc_sync(&c, (uint32_t)h) != 0)
+		return 23;
+	if (rc_rename(&c, (uint32_t)h, "big") != -EEXIST)
+		return 24;
+	/* 2. Renamed onto root's before the upload: the upload is a write
+	 * to that key, refused at SYNC; nothing lands under either name. */
+	fx_fill_pattern(mem, SMALL, 203);
+	h = nobody_object(&c, ds, buf, "c.tmp", SMALL, "small", 30);
+	if (h < 0)
+		return -h;
+	if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+		return 33;
+	fx_fill_pattern(mem, BIG, 204);
+	h = nobody_object(&c, ds, buf, "d.tmp", BIG, "big", 40);
+	if (h < 0)
+		return -h;
+	if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+		return 43;
+	rc_detach(&c);
+	return 0;
+}
+
+static int attack_same_bytes(void *arg)
+{
+	(void)arg;
+	struct rc_client c;
+	void *mem;
+	if (rc_attach(&c, D.socket_path, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "keep");
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	if (ds < 0 || buf < 0)
+		return 3;
+	/* Root's bytes, read and written back to root's keys: S3's 412
+	 * (PUT) or the HEAD before Complete find an object without this
+	 * writer's token: not a retry of its own, so no uploaded handle
+	 * whose RENAME would move root's object away. */
+	const char *keys[] = {"small", "big"};
+	const size_t lens[] = {SMALL, BIG};
+	const unsigned seeds[] = {SEED_SMALL, SEED_BIG};
+	for (int i = 0; i < 2; i++) {
+		if (reads_exactly(&c, ds, buf, mem, keys[i], lens[i],
+				  seeds[i]))
+			return 50 + 10 * i;
+		int h = nobody_object(&c, ds, buf, keys[i], lens[i], NULL,
+				  51 + 10 * i);
+		if (h < 0)
+			return -h;
+		if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+			return 54 + 10 * i;
+		if (rc_rename(&c, (uint32_t)h, "stolen") != -EINVAL)
+			return 55 + 10 * i;
+	}
+	rc_detach(&c);
+	return 0;
+}
+
+/* Root's small and big objects are exactly in S3, with what else is
+ * listed (n of the others, nobody's a.tmp and b.tmp). */
+static void assert_root_objects_and(size_t n)
+{
+	char k[4][400];
+	unsigned char *small = fx_pattern(SMALL, SEED_SMALL);
+	unsigned char *big = fx_pattern(BIG, SEED_BIG);
+	unsigned char *a = fx_pattern(SMALL, 201), *b = fx_pattern(BIG, 202);
+	snprintf(k[0], sizeof(k[0]), "%ssmall", bucket_prefix("keep/"));
+	snprintf(k[1], sizeof(k[1]), "%sbig", bucket_prefix("keep/"));
+	snprintf(k[2], sizeof(k[2]), "%sa.tmp", bucket_prefix("keep/"));
+	snprintf(k[3], sizeof(k[3]), "%sb.tmp", bucket_prefix("keep/"));
+	/* Root's bytes under root's keys; nobody's under its own; nothing
+	 * else (no c.tmp, d.tmp, stolen; no multipart upload left). */
+	struct fx_s3_object objs[] = {{k[0], small, SMALL}, {k[1], big, BIG},
+				      {k[2], a, SMALL}, {k[3], b, BIG}};
+	fx_aws_assert_objects(bucket_prefix("keep/"), objs, 2 + n, 5 * MiB);
+	free(small);
+	free(big);
+	free(a);
+	free(b);
+}
+
+/* Hole 1 of issue 20: RENAME onto a protected key returned 0 and S3 held
+ * the attacker's bytes (the copy carried no condition). */
+Test(writepath, overwrite_false_holds_against_rename, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	root_writes("small", SMALL, SEED_SMALL);
+	root_writes("big", BIG, SEED_BIG);
+	int st = fx_as_nobody(attack_overwrite, NULL);
+	cr_assert_eq(st, 0, "the attack got through at step %d", st);
+	/* Refused uploads: c.tmp and d.tmp (renamed before COMMIT). */
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_rejected_total"), 2);
+	cr_assert(fx_daemon_log_contains(&D, "overwrite = false"));
+	assert_root_objects_and(2);
+	fx_daemon_stop(&D);
+}
+
+/* Hole 2: root's bytes written back were taken for the writer's own retry
+ * (same ETag), which then held an uploaded handle on root's object. */
+Test(writepath, same_bytes_are_not_our_own_retry, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	root_writes("small", SMALL, SEED_SMALL);
+	root_writes("big", BIG, SEED_BIG);
+	int st = fx_as_nobody(attack_same_bytes, NULL);
+	cr_assert_eq(st, 0, "the attack got through at step %d", st);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_rejected_total"), 2);
+	assert_root_objects_and(0);
+	fx_daemon_stop(&D);
 }
 
 /* ---- a write S3 may still refuse is not served --------------------------- */
