@@ -8,8 +8,10 @@
  * awscli). On an overwrite = false dataset root's objects survive a
  * RENAME onto them (before and after the upload, CopyObject and multipart
  * copy) and the same bytes written back (not taken for a retry of ours),
- * and the bytes of a write S3 will refuse are never served meanwhile. The
- * tier and journal files are owner-only even when they existed before. */
+ * and the bytes of a write S3 will refuse are never served meanwhile; a
+ * RENAME racing another writer or batched with its COMMIT replaces
+ * nothing. The tier and journal files are owner-only even when they
+ * existed before. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -799,4 +801,115 @@ Test(writepath, precreated_tier_and_journal_are_made_owner_only,
 	cr_assert(strstr(out, "is owned by uid 65534, not by the daemon's"),
 		  "%s", out);
 	cr_assert(strstr(out, journal), "%s", out);
+}
+
+/* ---- fresh angles on the RENAME rule ------------------------------------ */
+
+/* nobody: RENAME onto a key root holds open (not in S3 yet), COMMIT and
+ * RENAME in one batch, RENAME onto its own name mid-upload. Root's key
+ * is root's unless root's own upload finds it taken (then SYNC -EEXIST:
+ * first writer wins, nothing replaced). Exit codes name the step. */
+static int attack_fresh(void *arg)
+{
+	(void)arg;
+	struct rc_client c;
+	void *mem;
+	if (rc_attach(&c, D.socket_path, NULL))
+		return 2;
+	int ds = rc_dataset(&c, "keep");
+	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
+	if (ds < 0 || buf < 0)
+		return 3;
+	/* Its object in S3, renamed onto "race", which root holds open. */
+	fx_fill_pattern(mem, SMALL, 401);
+	int h = nobody_object(&c, ds, buf, "e.tmp", SMALL, NULL, 10);
+	if (h < 0)
+		return -h;
+	if (rc_sync(&c, (uint32_t)h) != 0)
+		return 13;
+	if (rc_rename(&c, (uint32_t)h, "race") != 0)
+		return 14; /* nothing there yet: a write there is allowed */
+	/* COMMIT and RENAME onto root's "small" in one batch, then a
+	 * RENAME onto its own name: SYNC -EEXIST, nothing lands. */
+	h = rc_write_open(&c, ds, "f.tmp");
+	if (h < 0 || rc_write(&c, (uint32_t)h, 0, BIG, (uint32_t)buf, 0) !=
+	    (ssize_t)BIG)
+		return 20;
+	struct rc_sqe *s1 = rc_get_sqe(&c), *s2;
+	int slot = rc_arg_get(&c);
+	if (!s1 || slot < 0)
+		return 21;
+	s1->opcode = RC_OP_COMMIT;
+	s1->handle = (uint32_t)h;
+	s1->user_data = 1;
+	s2 = rc_get_sqe(&c);
+	if (!s2)
+		return 22;
+	s2->opcode = RC_OP_RENAME;
+	s2->handle = (uint32_t)h;
+	s2->arg = (uint16_t)slot;
+	s2->arg_len = (uint32_t)strlen("small");
+	memcpy(rc_arg_ptr(&c, (uint32_t)slot), "small", s2->arg_len);
+	s2->user_data = 2;
+	if (rc_submit(&c) != 2)
+		return 23;
+	int got = 0, res[3] = {0};
+	while (got < 2) {
+		struct rc_cqe *cq;
+		if (rc_wait_cqe(&c, &cq) < 0)
+			return 24;
+		if (cq->user_data == 1 || cq->user_data == 2) {
+			res[cq->user_data] = cq->res;
+			got++;
+		}
+		rc_cqe_seen(&c);
+	}
+	rc_arg_put(&c, slot);
+	if (res[1] != 0 || (res[2] != 0 && res[2] != -EEXIST))
+		return 25;
+	if (rc_rename(&c, (uint32_t)h, res[2] ? "f.tmp" : "small") != 0)
+		return 26;
+	int sr = rc_sync(&c, (uint32_t)h);
+	if (res[2] == 0 && sr != -EEXIST)
+		return 27;
+	rc_detach(&c);
+	return 0;
+}
+
+Test(writepath, rename_races_and_batches_replace_nothing, .fini = teardown,
+     .timeout = 300)
+{
+	start();
+	root_writes("small", SMALL, SEED_SMALL);
+	root_writes("big", BIG, SEED_BIG);
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "keep");
+	int buf = rc_alloc_buffer(&c, SMALL, &mem);
+	int h = rc_write_open(&c, ds, "race");
+	cr_assert(ds >= 0 && buf >= 0 && h >= 0);
+	fx_fill_pattern(mem, SMALL, 402);
+	cr_assert_eq(rc_write(&c, (uint32_t)h, 0, SMALL, (uint32_t)buf, 0),
+		     (ssize_t)SMALL);
+	int st = fx_as_nobody(attack_fresh, NULL);
+	cr_assert_eq(st, 0, "the attack got through at step %d", st);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), -EEXIST,
+		     "root's later write replaced nobody's earlier one");
+	rc_detach(&c);
+	char k[3][400];
+	unsigned char *small = fx_pattern(SMALL, SEED_SMALL);
+	unsigned char *big = fx_pattern(BIG, SEED_BIG);
+	unsigned char *e = fx_pattern(SMALL, 401);
+	snprintf(k[0], sizeof(k[0]), "%ssmall", bucket_prefix("keep/"));
+	snprintf(k[1], sizeof(k[1]), "%sbig", bucket_prefix("keep/"));
+	snprintf(k[2], sizeof(k[2]), "%srace", bucket_prefix("keep/"));
+	struct fx_s3_object objs[] = {{k[0], small, SMALL}, {k[1], big, BIG},
+				      {k[2], e, SMALL}};
+	fx_aws_assert_objects(bucket_prefix("keep/"), objs, 3, 5 * MiB);
+	free(small);
+	free(big);
+	free(e);
+	fx_daemon_stop(&D);
 }
