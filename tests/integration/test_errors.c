@@ -175,7 +175,11 @@ Test(errors, a_wrong_secret_key_is_ekeyrejected)
 
 /* ---- ringcached --check-config ------------------------------------------ */
 
-static int check_config(const char *text, char *path, size_t len)
+/* ringcached --check-config on text; offline: the file alone, no request
+ * to S3 (a test sends nothing past this machine: a file whose endpoint is
+ * AWS is checked offline). */
+static int check_config_as(const char *text, char *path, size_t len,
+			   bool offline)
 {
 	static char dir[256];
 	if (!dir[0])
@@ -184,22 +188,30 @@ static int check_config(const char *text, char *path, size_t len)
 	FILE *f = fopen(path, "w");
 	cr_assert(f && fputs(text, f) >= 0 && fclose(f) == 0);
 	char *argv[] = {RC_BUILD_DIR "/ringcached", "--check-config", path,
-			NULL};
+			offline ? "--offline" : NULL, NULL};
 	return fx_run(argv, out, sizeof(out), RUN_MS);
+}
+
+static int check_config(const char *text, char *path, size_t len)
+{
+	return check_config_as(text, path, len, false);
 }
 
 /* No endpoint: the daemon talks to AWS, and says so. */
 Test(errors, check_config_prints_the_aws_endpoint_when_none_is_set)
 {
 	char path[300];
-	int rc = check_config("[s3]\nregion = eu-west-3\ncredentials = config\n"
-			      "access_key = AKIDEXAMPLE\nsecret_key = x\n"
-			      "[dataset d]\nuri = s3://bucket-a/x\n",
-			      path, sizeof(path));
+	int rc = check_config_as("[s3]\nregion = eu-west-3\n"
+				 "credentials = config\n"
+				 "access_key = AKIDEXAMPLE\nsecret_key = x\n"
+				 "[dataset d]\nuri = s3://bucket-a/x\n",
+				 path, sizeof(path), true);
 	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
 	cr_assert(strstr(out, "endpoint: https://s3.eu-west-3.amazonaws.com "
 			 "(AWS S3 in region eu-west-3: [s3] endpoint is not "
 			 "set)"), "%s", out);
+	cr_assert_null(strstr(out, "dataset d,"),
+		       "--offline checked the bucket: %s", out);
 	/* A set endpoint is printed as it is. */
 	rc = check_config("[s3]\nendpoint = http://127.0.0.1:1\n"
 			  "[dataset d]\nuri = s3://bucket-a/x\n", path,
