@@ -217,9 +217,9 @@ Test(errors, check_config_prints_the_aws_endpoint_when_none_is_set)
 	cr_assert_null(strstr(out, "dataset d,"),
 		       "--offline checked the bucket: %s", out);
 	/* A set endpoint is printed as it is. */
-	rc = check_config("[s3]\nendpoint = http://127.0.0.1:1\n"
-			  "[dataset d]\nuri = s3://bucket-a/x\n", path,
-			  sizeof(path));
+	rc = check_config_as("[s3]\nendpoint = http://127.0.0.1:1\n"
+			     "[dataset d]\nuri = s3://bucket-a/x\n", path,
+			     sizeof(path), true);
 	cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
 	cr_assert(strstr(out, "endpoint: http://127.0.0.1:1\n"), "%s", out);
 }
