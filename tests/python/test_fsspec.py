@@ -49,7 +49,8 @@ class TestRead(unittest.TestCase):
     def test_ls_levels(self):
         f = fs()
         # Every dataset of test_binding's config: root may read them all.
-        self.assertEqual({e["name"] for e in f.ls("")}, {"ds", "private", "ck"})
+        self.assertEqual({e["name"] for e in f.ls("")},
+                         {"ds", "nobucket", "private", "ck"})
         top = f.ls("ringcache://ds")
         self.assertEqual([(e["name"], e["type"]) for e in top],
                          [("ds/edge", "directory"), ("ds/large", "directory"),
