@@ -1,5 +1,6 @@
 /* cuda_visible.c - owns the mapping from a process's CUDA ordinal to the
- * machine's GPU index (see cuda_visible.h for the rules). */
+ * machine's GPU index (see cuda_visible.h for the rules), and the order
+ * of PCI addresses both it and topology.c number GPUs by. */
 #include "cuda_visible.h"
 
 #include <ctype.h>
@@ -32,17 +33,21 @@ struct nvidia_gpu {
 	char uuid[UUID_LEN]; /* "GPU-..." or "" if the file did not say */
 };
 
-/* PCI addresses compare as numbers: a domain can have five hex digits. */
-static int cmp_pci(const void *a, const void *b)
+int pci_addr_cmp(const char *a, const char *b)
 {
-	const struct nvidia_gpu *x = a, *y = b;
 	unsigned v[2][4] = {{0}};
-	sscanf(x->pci, "%x:%x:%x.%x", &v[0][0], &v[0][1], &v[0][2], &v[0][3]);
-	sscanf(y->pci, "%x:%x:%x.%x", &v[1][0], &v[1][1], &v[1][2], &v[1][3]);
+	sscanf(a, "%x:%x:%x.%x", &v[0][0], &v[0][1], &v[0][2], &v[0][3]);
+	sscanf(b, "%x:%x:%x.%x", &v[1][0], &v[1][1], &v[1][2], &v[1][3]);
 	for (int i = 0; i < 4; i++)
 		if (v[0][i] != v[1][i])
 			return v[0][i] < v[1][i] ? -1 : 1;
 	return 0;
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+	return pci_addr_cmp(((const struct nvidia_gpu *)a)->pci,
+			    ((const struct nvidia_gpu *)b)->pci);
 }
 
 static void read_uuid(const char *path, char *uuid)
@@ -90,7 +95,7 @@ static int list_gpus(const char *root, struct nvidia_gpu *out)
 		n++;
 	}
 	closedir(d);
-	qsort(out, (size_t)n, sizeof(*out), cmp_pci);
+	qsort(out, (size_t)n, sizeof(*out), cmp_gpu);
 	return n;
 }
 

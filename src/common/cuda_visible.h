@@ -33,4 +33,9 @@
 int cuda_visible_gpu_index(const char *root, const char *visible,
 			   int ordinal, char *err, size_t errlen);
 
+/* Orders two PCI addresses ("DDDD:BB:DD.F") as numbers, as the kernel
+ * and CUDA number devices: a domain can have five hex digits, so text
+ * order is not enough. <0, 0 or >0. */
+int pci_addr_cmp(const char *a, const char *b);
+
 #endif

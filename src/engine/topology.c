@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "cuda_visible.h"
 
 #define NODE_DIR "/sys/devices/system/node"
 #define PCI_DIR "/sys/bus/pci/devices"
@@ -270,17 +271,10 @@ static bool pci_is_cuda_gpu(const char *dev)
 	       (base_sub == PCI_CLASS_VGA || base_sub == PCI_CLASS_3D);
 }
 
-/* PCI addresses compare as numbers: a domain can have five hex digits. */
 static int cmp_pci(const void *a, const void *b)
 {
-	const struct topology_gpu *x = a, *y = b;
-	unsigned v[2][4] = {{0}};
-	sscanf(x->pci, "%x:%x:%x.%x", &v[0][0], &v[0][1], &v[0][2], &v[0][3]);
-	sscanf(y->pci, "%x:%x:%x.%x", &v[1][0], &v[1][1], &v[1][2], &v[1][3]);
-	for (int i = 0; i < 4; i++)
-		if (v[0][i] != v[1][i])
-			return v[0][i] < v[1][i] ? -1 : 1;
-	return 0;
+	return pci_addr_cmp(((const struct topology_gpu *)a)->pci,
+			    ((const struct topology_gpu *)b)->pci);
 }
 
 static int sysfs_add_gpu(struct topology *t, const char *dev,

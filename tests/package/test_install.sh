@@ -13,20 +13,8 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: test_install.sh BUILD_DIR}" && pwd)
-TAP=${RINGCACHE_TAP_FILE:-/dev/null}
-tap=()
-pass() { tap+=("ok $(( ${#tap[@]} + 1 )) - $1"); echo "ok - $1"; }
-failt() { tap+=("not ok $(( ${#tap[@]} + 1 )) - $1"); echo "not ok - $1" >&2; }
-finish() {
-	mkdir -p "$(dirname "$TAP")"
-	{ echo "1..${#tap[@]}"; printf '%s\n' "${tap[@]}"; } >"$TAP"
-	printf '%s\n' "${tap[@]}" | grep -q '^not ok' && exit 1
-	exit 0
-}
-check() { # check NAME CMD...: one TAP line
-	local name=$1; shift
-	if "$@"; then pass "$name"; else failt "$name"; fi
-}
+# shellcheck source=tests/fixture/tap.sh
+. "$SRC/tests/fixture/tap.sh"
 
 STAGE=$(mktemp -d "${RINGCACHE_TEST_TMP:-/tmp}/install.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT

@@ -23,24 +23,12 @@ set -uo pipefail
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${RINGCACHE_BUILD_DIR:-$SRC/build}
-TAP=${RINGCACHE_TAP_FILE:-/dev/null}
-tap=()
-pass() { tap+=("ok $(( ${#tap[@]} + 1 )) - $1"); echo "ok - $1"; }
-failt() { tap+=("not ok $(( ${#tap[@]} + 1 )) - $1"); echo "not ok - $1" >&2; }
-finish() {
-	mkdir -p "$(dirname "$TAP")"
-	{ echo "1..${#tap[@]}"; printf '%s\n' "${tap[@]}"; } >"$TAP"
-	printf '%s\n' "${tap[@]}" | grep -q '^not ok' && exit 1
-	exit 0
-}
+# shellcheck source=tests/fixture/tap.sh
+. "$SRC/tests/fixture/tap.sh"
 skip() {
 	echo "test_slurm: SKIP: $1"
 	tap=("ok 1 - slurm # SKIP $1")
 	finish
-}
-check() { # check NAME CMD...: one TAP line
-	local name=$1; shift
-	if "$@"; then pass "$name"; else failt "$name"; fi
 }
 
 for b in munged slurmctld slurmd sbatch scontrol; do
