@@ -11,6 +11,7 @@
 #include "fuzz_daemon.h"
 #include "clock.h"
 #include "log.h"
+#include "preflight.h"
 
 static struct daemon daemon_;
 static bool started;
@@ -85,6 +86,11 @@ struct daemon *fuzz_daemon(void)
 		fprintf(stderr, "fuzz: daemon_init: %s\n", err);
 		abort();
 	}
+	/* The start-up bucket check runs on a thread of its own with its
+	 * own sockets: done before the first input, or the targets' open-fd
+	 * counts would catch its connection instead of a leak. */
+	preflight_join(daemon_.preflight);
+	daemon_.preflight = NULL;
 	rc_log_level = -1; /* refusals are what the fuzzer asks for */
 	started = true;
 	return &daemon_;
