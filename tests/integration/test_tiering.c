@@ -33,6 +33,18 @@ static void start(void)
 	fx_daemon_start(&D, NULL);
 }
 
+/* The sample dataset and a daemon with a 512 MiB tier file in a fresh
+ * folder (tier_path). */
+static void start_with_tier(void)
+{
+	ds_spec_default(&S);
+	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
+		 fx_tmpdir());
+	snprintf(daemon_extra, sizeof(daemon_extra),
+		 "tier_path = %s\ntier_size = 512M", tier_path);
+	start();
+}
+
 /* Reads the first max small/ objects whole through READ_INTO and checks
  * them, as a client of gpu (-1: none named). */
 static void read_pass_gpu(int gpu, size_t max)
@@ -89,12 +101,7 @@ static void settle(void)
 Test(tiering, larger_than_memory_second_pass_and_restart_need_no_s3,
      .fini = teardown, .timeout = 240)
 {
-	ds_spec_default(&S);
-	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
-		 fx_tmpdir());
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "tier_path = %s\ntier_size = 512M", tier_path);
-	start();
+	start_with_tier();
 	read_pass(); /* 300 x 570 KB = 3.5 x the 48 MiB of memory */
 	int64_t gets = stat_of("ringcache_s3_get_total");
 	cr_assert_geq(gets, 300);
@@ -130,12 +137,7 @@ Test(tiering, larger_than_memory_second_pass_and_restart_need_no_s3,
 Test(tiering, blocks_in_memory_at_sigterm_come_back_warm,
      .fini = teardown, .timeout = 240)
 {
-	ds_spec_default(&S);
-	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
-		 fx_tmpdir());
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "tier_path = %s\ntier_size = 512M", tier_path);
-	start();
+	start_with_tier();
 	read_pass_gpu(-1, 40); /* 23 MB: all of it stays in the 48 MiB */
 	cr_assert_geq(stat_of("ringcache_s3_get_total"), 40);
 	cr_assert_eq(stat_of("ringcache_cache_evictions_total"), 0);
@@ -215,12 +217,7 @@ static void corrupt_every_slot(void)
 Test(tiering, corrupted_blocks_are_refetched_not_served, .fini = teardown,
      .timeout = 240)
 {
-	ds_spec_default(&S);
-	snprintf(tier_path, sizeof(tier_path), "%s/ringcache.tier",
-		 fx_tmpdir());
-	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "tier_path = %s\ntier_size = 512M", tier_path);
-	start();
+	start_with_tier();
 	read_pass();
 	settle();
 	fx_daemon_stop(&D);
