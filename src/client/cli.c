@@ -374,6 +374,21 @@ static void print_s3_reach(const char *t)
 			      sizeof(a)), err);
 }
 
+/* Huge-page bytes against arena bytes, and the start-up verdict (what the
+ * arenas get and, if 4 KiB pages, why and the fix). */
+static void print_hugepages(const char *t)
+{
+	char why[1024], a[32], b[32];
+	if (!label(t, "ringcache_arena_hugepages", "reason", why, sizeof(why)))
+		return; /* an older daemon */
+	uint64_t res = counter(t, "ringcache_arena_resident_bytes");
+	uint64_t huge = counter(t, "ringcache_arena_hugepage_bytes");
+	printf("  huge pages  %s of %s arena memory in 2 MiB pages (%.0f%%): "
+	       "%s\n", human_bytes(huge, a, sizeof(a)),
+	       human_bytes(res, b, sizeof(b)),
+	       res ? 100.0 * (double)huge / (double)res : 0.0, why);
+}
+
 static int cmd_status(void)
 {
 	char *t = malloc(STATS_BUF);
@@ -415,6 +430,7 @@ static int cmd_status(void)
 		       (double)(hits + misses), hits, misses);
 	else
 		printf("  hit ratio   - (0 hits, 0 misses)\n");
+	print_hugepages(t);
 	printf("  S3          %" PRIu64 " GETs (%s), %" PRIu64 " errors, %"
 	       PRIu64 " retries, %" PRIu64 " in flight\n",
 	       counter(t, "ringcache_s3_get_total"),

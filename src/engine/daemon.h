@@ -14,6 +14,7 @@
 
 #include "arena.h"
 #include "cache.h"
+#include "hugepages.h"
 #include "clock.h"
 #include "config.h"
 #include "curlio.h"
@@ -260,6 +261,9 @@ struct daemon {
 					 STATS and the endpoint read it */
 	struct config_status config_status;
 	struct preflight *preflight; /* the buckets' check (server/preflight.h) */
+	/* What the arenas get, checked once at start (hugepages.h); read
+	 * only after init, by any renderer. */
+	struct hp_report hugepages;
 };
 
 /* An enabled dataset by its config name, or NULL. A lookup, not the

@@ -602,6 +602,15 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		 (unsigned long long)(sh->budget.sb_total * sh->budget.sb_bytes >> 20),
 		 (unsigned long long)sh->budget.sb_total,
 		 d->cfg.block_bytes >> 10, d->cfg.socket_path);
+	/* Said out loud: a stock kernel gives 4 KiB pages, and a fresh
+	 * reader then pays a fault per page (hugepages.h). */
+	char hp[768];
+	hp_check(&d->hugepages, d->cfg.hugepages);
+	hp_describe(&d->hugepages, hp, sizeof(hp));
+	if (d->hugepages.verdict == HP_HUGE)
+		log_info("ringcached: %s", hp);
+	else
+		log_warn("ringcached: %s", hp);
 	d->preflight = preflight_start(NULL, &d->cfg, d->creds);
 	return 0;
 }

@@ -5,6 +5,7 @@
  * the write-back backlog and whether the S3 endpoint answers. */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -376,6 +377,38 @@ static void emit_build(struct out *o, const struct daemon *d)
 	    (double)wall.tv_sec + (double)wall.tv_nsec / 1e9 - up);
 }
 
+/* Huge-page bytes against arena bytes, measured in /proc/self/smaps (a
+ * walk of the page tables: a status or a scrape pays it, not a read), and
+ * the start-up verdict with its reason. */
+static void emit_hugepages(struct out *o, const struct daemon *d)
+{
+	uint32_t n = atomic_load_explicit(
+		(_Atomic uint32_t *)&d->n_datasets, memory_order_acquire);
+	struct hp_range *r = calloc((size_t)n * d->n_shards + 1, sizeof(*r));
+	uint64_t res = 0, huge = 0;
+	size_t k = 0;
+	for (uint32_t i = 0; r && i < n; i++)
+		for (uint32_t s = 0; s < d->n_shards; s++)
+			r[k++] = (struct hp_range){d->datasets[i]->arena[s].base,
+						   d->datasets[i]->arena[s].size};
+	if (r && k)
+		hp_measure(r, k, &res, &huge);
+	free(r);
+	emit(o, "ringcache_arena_resident_bytes", "gauge",
+	     "Arena memory mapped by the daemon (Rss of the arena mappings).",
+	     res);
+	emit(o, "ringcache_arena_hugepage_bytes", "gauge",
+	     "Arena memory mapped by 2 MiB pages (ShmemPmdMapped).", huge);
+	char why[768], esc[2 * sizeof(why)];
+	head(o, "ringcache_arena_hugepages", "gauge",
+	     "1 if the start-up probe got 2 MiB pages for the arenas; the "
+	     "reason says why not and how to fix it.");
+	put(o, "ringcache_arena_hugepages{reason=\"%s\"} %d\n",
+	    label_esc(hp_describe(&d->hugepages, why, sizeof(why)), esc,
+		      sizeof(esc)),
+	    d->hugepages.verdict == HP_HUGE);
+}
+
 size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 {
 	struct out o = {buf, len, 0};
@@ -384,6 +417,7 @@ size_t metrics_render(const struct daemon *d, char *buf, size_t len)
 	emit_table(&o, d);
 	emit_throttled(&o, d);
 	emit_gauges(&o, d);
+	emit_hugepages(&o, d);
 	emit_refused(&o, d);
 	emit_queues(&o, d);
 	emit_read_wait(&o, d);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hugepages.h"
 #include "log.h"
 
 #define PAGE ARENA_PAGE
@@ -106,8 +107,7 @@ int arena_init(struct arena *a, struct arena_budget *b, const char *name,
 		err = -errno;
 		goto fail;
 	}
-	a->base = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		       a->fd, 0);
+	a->base = hp_map_aligned(a->fd, a->size, PROT_READ | PROT_WRITE);
 	if (a->base == MAP_FAILED) {
 		a->base = NULL;
 		err = -errno;
