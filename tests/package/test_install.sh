@@ -48,6 +48,41 @@ done
 check "installed: PREFIX/$libdir/libringcache.so.1" \
 	test -e "$P/$libdir/libringcache.so.1"
 
+# shmem THP `advise` where systemd-tmpfiles reads it (PREFIX/lib/
+# tmpfiles.d: /usr/lib and /usr/local/lib both are), one `w` line, and
+# the unit applies it before the daemon starts.
+tmpf=$P/lib/tmpfiles.d/ringcached-hugepages.conf
+check "installed: PREFIX/lib/tmpfiles.d/ringcached-hugepages.conf sets shmem THP to advise" \
+	test "$(grep -v '^#' "$tmpf" 2>/dev/null | grep -v '^$')" = \
+	"w /sys/kernel/mm/transparent_hugepage/shmem_enabled - - - - advise"
+# systemd-tmpfiles itself applies it, and an empty /etc/tmpfiles.d file
+# of the same name (the documented opt-out) masks it: both under a fake
+# root (--root), never the machine's /sys.
+if command -v systemd-tmpfiles >/dev/null; then
+	R=$STAGE/fake-root
+	knob=$R/sys/kernel/mm/transparent_hugepage/shmem_enabled
+	mkdir -p "${knob%/*}" "$R/usr/lib/tmpfiles.d" "$R/etc/tmpfiles.d"
+	cp "$tmpf" "$R/usr/lib/tmpfiles.d/"
+	printf 'never\n' >"$knob"
+	systemd-tmpfiles --root="$R" --create ringcached-hugepages.conf
+	check "systemd-tmpfiles --create ringcached-hugepages.conf writes advise (fake root)" \
+		test "$(cat "$knob")" = advise
+	printf 'never\n' >"$knob"
+	: >"$R/etc/tmpfiles.d/ringcached-hugepages.conf"
+	systemd-tmpfiles --root="$R" --create ringcached-hugepages.conf
+	check "an empty /etc/tmpfiles.d/ringcached-hugepages.conf opts out (fake root)" \
+		test "$(cat "$knob")" = never
+else
+	pass "# SKIP systemd-tmpfiles not installed: the line is not applied here"
+fi
+unitdir=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+v = next(o["value"] for o in json.load(sys.stdin) if o["name"] == "systemdunitdir")
+print(v or "")')
+check "the unit applies it: ExecStartPre=-+/usr/bin/systemd-tmpfiles --create ringcached-hugepages.conf" \
+	grep -qx 'ExecStartPre=-+/usr/bin/systemd-tmpfiles --create ringcached-hugepages.conf' \
+	"$STAGE${unitdir:-$prefix/lib/systemd/system}/ringcached.service"
+
 # The Slurm scripts, executable, and the binaries they default to are
 # this prefix's (the sources say /usr/sbin and /usr/bin).
 libexecdir=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
