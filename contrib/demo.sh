@@ -6,6 +6,9 @@
 # dataset through the shared-memory rings (one cold pass, two warm ones)
 # and prints what the cache did. Everything it starts is stopped on exit,
 # and all its state lives in one temp folder, so it can run again at once.
+# After the daemon starts it prints the huge-page state: the kernel's
+# shmem THP policy and whether the arenas got 2 MiB pages (and if not,
+# why and the fix).
 #
 # usage: contrib/demo.sh          (as root, or a user with sudo)
 #   DEMO_KEEP=1  keep the temp folder (logs, config) after exit
@@ -102,6 +105,10 @@ for _ in $(seq 100); do
 done
 "$BUILD/ringcache" status >/dev/null || { show_log "$WORK/ringcached.log"; exit 1; }
 echo "serving on $SOCK (pid $DAEMON_PID)"
+# Huge pages: what the kernel allows and what the arenas got (the daemon
+# says why not, and the command that fixes it: README, Huge pages).
+echo "shmem_enabled: $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || echo absent)"
+grep -m1 -o 'ringcached: arenas.*' "$WORK/ringcached.log" || true
 
 say "ringcache ls sample"
 "$BUILD/ringcache" ls sample

@@ -15,20 +15,33 @@
  * the second is what first touch costs an object. CPU time and fault
  * counts, unlike wall time, hold on a loaded machine.
  *
- * Run it through perf/touchbench.sh (S3, the daemon and the dataset). */
+ * Run it through perf/touchbench.sh (S3, the daemon and the dataset).
+ *
+ * --probe [--probe-mib M] needs no daemon: the machine's own figures, so a
+ * ratio measured on one machine can be read on another (perf/run puts
+ * them in results.md's header). A memfd of M MiB (default 128) is filled,
+ * then a fresh process maps it and loads a word from every 64-byte line:
+ * bytes per second of that process's CPU time, with 4 KiB pages and with
+ * 2 MiB pages (shmem THP where the policy allows it, else a hugetlb memfd
+ * where vm.nr_hugepages has room, else "n/a" and why), and a memcpy
+ * between two buffers already touched. Medians of 5; CPU time, unlike
+ * wall time, holds on a loaded machine. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ringcache.h"
 #include "../tools/dataset.h"
 #include "bench.h"
+#include "hugepages.h"
 
 #define MAX_RUNS 51
 #define N_EXT 8
@@ -208,6 +221,169 @@ static void bench(const struct opts *o)
 	}
 }
 
+/* ---- --probe: first touch and memcpy of this machine ----------------- */
+
+#define PROBE_RUNS 5
+
+enum page_kind { PK_SMALL, PK_THP, PK_HUGETLB };
+
+static double cpu_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void *map_kind(int fd, size_t len, enum page_kind k, int prot)
+{
+	if (k == PK_HUGETLB)
+		return mmap(NULL, len, prot, MAP_SHARED, fd, 0);
+	void *m = hp_map_aligned(fd, len, prot);
+	if (m != MAP_FAILED && k == PK_THP)
+		madvise(m, len, MADV_HUGEPAGE);
+	return m;
+}
+
+/* A filled memfd of len bytes in pages of kind k, or -1 (why in `why`)
+ * where the kernel will not give them: for THP the pages are checked in
+ * smaps, advice is not a promise. */
+static int probe_memfd(size_t len, enum page_kind k, char *why, size_t wl)
+{
+	int fd = memfd_create("rc-probe", MFD_CLOEXEC |
+			      (k == PK_HUGETLB ? MFD_HUGETLB : 0));
+	if (fd < 0 || ftruncate(fd, (off_t)len) < 0) {
+		snprintf(why, wl, "%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	uint8_t *m = map_kind(fd, len, k, PROT_READ | PROT_WRITE);
+	if (m == MAP_FAILED) {
+		snprintf(why, wl, "mmap: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	memset(m, 0x5a, len);
+	uint64_t res = 0, huge = 0;
+	struct hp_range r = {m, len};
+	hp_measure(&r, 1, &res, &huge);
+	munmap(m, len);
+	if ((k != PK_SMALL && huge < len / 2) || (k == PK_SMALL && huge)) {
+		snprintf(why, wl, "%" PRIu64 " MiB of %zu in huge pages",
+			 huge >> 20, len >> 20);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* GB/s of CPU time of a fresh process's first pass over fd (its mmap,
+ * faults and loads). */
+static double first_touch(int fd, size_t len, enum page_kind k)
+{
+	double *out = mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (out == MAP_FAILED)
+		die("mmap", -errno);
+	*out = 0;
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork", -errno);
+	if (pid == 0) {
+		double c0 = cpu_now();
+		const uint8_t *m = map_kind(fd, len, k, PROT_READ);
+		if (m == MAP_FAILED)
+			_exit(1);
+		uint64_t sum = 0;
+		for (size_t off = 0; off < len; off += 64)
+			sum += *(const volatile uint64_t *)(m + off);
+		sink += sum;
+		*out = (double)len / (cpu_now() - c0) / 1e9;
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	double v = *out;
+	munmap(out, sizeof(double));
+	return v;
+}
+
+static double memcpy_gbs(size_t len)
+{
+	uint8_t *a = malloc(len), *b = malloc(len);
+	if (!a || !b)
+		die("malloc", -ENOMEM);
+	memset(a, 1, len);
+	memset(b, 2, len);
+	double v[PROBE_RUNS];
+	for (int r = 0; r < PROBE_RUNS; r++) {
+		double c0 = cpu_now();
+		memcpy(r & 1 ? a : b, r & 1 ? b : a, len);
+		v[r] = (double)len / (cpu_now() - c0) / 1e9;
+	}
+	sink += a[len / 2] + b[len / 3];
+	free(a);
+	free(b);
+	return median(v, PROBE_RUNS);
+}
+
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	buf[0] = 0;
+	if (f && fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = 0;
+	if (f)
+		fclose(f);
+	if (!buf[0])
+		snprintf(buf, len, "absent");
+}
+
+/* One line per figure, "  <what> <GB/s> GB/s (<page kind>)", so perf/run
+ * copies the block as it is into results.md. */
+static int probe(size_t mib)
+{
+	size_t len = mib << 20;
+	char shmem[128], nr[32];
+	read_line("/sys/" HP_SHMEM_FILE, shmem, sizeof(shmem));
+	read_line("/proc/sys/vm/nr_hugepages", nr, sizeof(nr));
+	printf("machine probe: a fresh process's first pass over a %zu MiB "
+	       "shared memfd (a load per 64 B), and memcpy; GB/s of CPU "
+	       "time, medians of %d\n", mib, PROBE_RUNS);
+	printf("  shmem_enabled: %s; vm.nr_hugepages: %s\n", shmem, nr);
+	static const enum page_kind kinds[] = {PK_THP, PK_HUGETLB};
+	static const char *const names[] = {"shmem THP", "hugetlb"};
+	for (int pass = 0; pass < 2; pass++) {
+		int fd = -1, used = -1;
+		char whys[2][160] = {"", ""};
+		if (pass == 0)
+			fd = probe_memfd(len, PK_SMALL, whys[0], sizeof(whys[0]));
+		for (int i = 0; pass == 1 && i < 2 && fd < 0; i++)
+			if ((fd = probe_memfd(len, kinds[i], whys[i],
+					      sizeof(whys[i]))) >= 0)
+				used = i;
+		const char *label = pass ? "first touch, 2 MiB pages"
+					 : "first touch, 4 KiB pages";
+		if (fd < 0) {
+			if (pass)
+				printf("  %-26s n/a (shmem THP: %s; hugetlb: %s)\n",
+				       label, whys[0], whys[1]);
+			else
+				printf("  %-26s n/a (%s)\n", label, whys[0]);
+			continue;
+		}
+		double v[PROBE_RUNS];
+		enum page_kind k = pass ? kinds[used] : PK_SMALL;
+		for (int r = 0; r < PROBE_RUNS; r++)
+			v[r] = first_touch(fd, len, k);
+		close(fd);
+		printf("  %-26s %6.2f GB/s (%s)\n", label, median(v, PROBE_RUNS),
+		       pass ? names[used] : "4 KiB");
+	}
+	printf("  %-26s %6.2f GB/s\n", "memcpy", memcpy_gbs(len / 2));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {.dataset = "bench", .n = 100, .runs = 7};
@@ -215,7 +391,9 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{"socket", 1, 0, 's'}, {"dataset", 1, 0, 'd'},
 		{"small", 1, 0, 'n'}, {"read-bytes", 1, 0, 'b'},
-		{"runs", 1, 0, 'r'}, {"child", 1, 0, 'c'}, {0, 0, 0, 0}};
+		{"runs", 1, 0, 'r'}, {"child", 1, 0, 'c'},
+		{"probe", 0, 0, 'p'}, {"probe-mib", 1, 0, 'm'}, {0, 0, 0, 0}};
+	size_t probe_mib = 0;
 	for (int ch; (ch = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
 		switch (ch) {
 		case 's': o.socket = optarg; break;
@@ -224,13 +402,18 @@ int main(int argc, char **argv)
 		case 'b': o.read_bytes = strtoull(optarg, NULL, 10); break;
 		case 'r': o.runs = atoi(optarg); break;
 		case 'c': t0 = strtod(optarg, NULL); break;
+		case 'p': probe_mib = probe_mib ? probe_mib : 128; break;
+		case 'm': probe_mib = strtoull(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "usage: rc-touchbench --socket PATH "
 				"[--dataset NAME] [--small N] [--read-bytes B] "
-				"[--runs R]\n");
+				"[--runs R]\n       rc-touchbench --probe "
+				"[--probe-mib M]\n");
 			return 2;
 		}
 	}
+	if (probe_mib)
+		return probe(probe_mib);
 	ds_spec_default(&o.spec);
 	o.spec.n_small = o.n;
 	if (o.runs < 1 || o.runs > MAX_RUNS || o.n < 1)
