@@ -364,6 +364,14 @@ static int probe(size_t mib)
 				used = i;
 		const char *label = pass ? "first touch, 2 MiB pages"
 					 : "first touch, 4 KiB pages";
+		if (fd < 0 && pass) {
+			char fr[32];
+			read_line("/sys/kernel/mm/hugepages/hugepages-2048kB/"
+				  "free_hugepages", fr, sizeof(fr));
+			size_t n = strlen(whys[1]);
+			snprintf(whys[1] + n, sizeof(whys[1]) - n, ", %s of %zu "
+				 "2 MiB pages free", fr, len >> 21);
+		}
 		if (fd < 0) {
 			if (pass)
 				printf("  %-26s n/a (shmem THP: %s; hugetlb: %s)\n",
