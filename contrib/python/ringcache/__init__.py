@@ -417,6 +417,15 @@ class Client:
             lease_id = self._deferred.pop()
             _library().rc_release(ctypes.byref(self._c), lease_id)
 
+    def send_releases(self):
+        """Sends the releases of views already dropped, without waiting
+        (they otherwise go with the next call, or 16 at a time): the
+        daemon lets those leases go as soon as it reads them."""
+        self._ptr()
+        self._flush_deferred()
+        if self._session is not None and not self._busy:
+            self._session.submit()
+
     def flush(self):
         """Sends the releases of dropped views now and waits until the
         daemon has them (they otherwise go with the next call, or in

@@ -923,6 +923,22 @@ static PyObject *Session_post(Session *s, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
+/* Submits every release and close posted so far, without waiting: the
+ * daemon lets those leases go as soon as it reads them, not with this
+ * session's next call (a trainer's last batch of an epoch has none). */
+static PyObject *Session_submit(Session *s, PyObject *unused)
+{
+	(void)unused;
+	if (session_live(s) && !s->busy) {
+		post_queued(s);
+		if (s->unsent) {
+			rc_submit(s->c);
+			s->unsent = 0;
+		}
+	}
+	Py_RETURN_NONE;
+}
+
 /* detach(): the session ends (the daemon drops its leases and handles),
  * at once or, while views live, when the last of them goes: until then
  * their bytes stay mapped and leased, and every call is refused. In a
@@ -981,6 +997,8 @@ static PyMethodDef Session_methods[] = {
 	 "publish lazy releases and closes, wait until the daemon has them"},
 	{"post", (PyCFunction)Session_post, METH_NOARGS,
 	 "post the releases queued while busy (no waiting)"},
+	{"submit", (PyCFunction)Session_submit, METH_NOARGS,
+	 "submit the releases and closes posted so far (no waiting)"},
 	{"detach", (PyCFunction)Session_detach, METH_NOARGS, "end the session"},
 	{NULL, NULL, 0, NULL}};
 
