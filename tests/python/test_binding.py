@@ -16,6 +16,7 @@ PYTHONPATH, RINGCACHE_LIB, RINGCACHE_BUILD_DIR, RINGCACHE_TAP_FILE).
 
 import ctypes
 import errno
+import gc
 import hashlib
 import io
 import os
@@ -808,6 +809,143 @@ class TestTorch(unittest.TestCase):
                for s in b]
         self.assertEqual(got, [len(ds_bytes(k)) for k in keys[:6]])
         self.assertEqual(tds[2], len(ds_bytes(keys[2])))
+
+    def test_handoff_by_reference(self):
+        """handoff="reference": a worker's batch crosses to the trainer as
+        its keys and is read there; the trainer gets the batch
+        default_collate would have made, byte for byte; no lease is held
+        once the epoch's steps are done; errors reach the trainer as the
+        copy path raises them; refused where the worker must make the
+        sample."""
+        import torch
+        from torch.utils.data import DataLoader
+        import ringcache.torch as rt
+        keys = [small_key(i) for i in range(40)]
+        ds = rt.RingcacheDataset(Env.socket, "ds", keys=keys,
+                                 handoff="reference")
+        for pin in (False, True):  # a CPU-only torch ignores pin_memory
+            got = []
+            for batch in DataLoader(ds, batch_size=6, num_workers=2,
+                                    pin_memory=pin):
+                self.assertIsInstance(batch, list)
+                got.extend(batch)
+            self.assertEqual(len(got), len(keys))
+            for k, sample in zip(keys, got):
+                self.assertIsInstance(sample, bytes)
+                self.assertTrue(sample == ds_bytes(k), k)
+        # Read in this process, by its own attachment: nothing crossed.
+        self.assertIn((Env.socket, -1), rt._attachments)
+        self.assertTrue(no_leases_left(), "a lease outlived the steps")
+
+        # output="tensor": default_collate's stacked batch, read straight
+        # into it (not a tensor moved into shared memory).
+        same = [small_key(7)] * 12
+        tds = rt.RingcacheDataset(Env.socket, "ds", keys=same,
+                                  output="tensor", handoff="reference")
+        want = np.frombuffer(ds_bytes(small_key(7)), dtype=np.uint8)
+        n = 0
+        for batch in DataLoader(tds, batch_size=4, num_workers=2):
+            self.assertEqual(batch.dtype, torch.uint8)
+            self.assertEqual(tuple(batch.shape), (4, len(want)))
+            self.assertFalse(batch.is_shared(), "crossed as a tensor")
+            for row in batch:
+                self.assertTrue(np.array_equal(row.numpy(), want))
+            n += len(batch)
+        self.assertEqual(n, len(same))
+        # What torch's pin thread calls: the batch read here, pinned
+        # where a GPU is.
+        b = rt.RingcacheBatch(Env.socket, -1, "ds", same[:3], "tensor")
+        pinned = b.pin_memory()
+        self.assertEqual(pinned.is_pinned(), torch.cuda.is_available())
+        self.assertTrue(np.array_equal(pinned[2].numpy(), want))
+        self.assertTrue(no_leases_left(), "a lease outlived the steps")
+
+        # Unequal sizes: default_collate's own refusal, as with copies; a
+        # missing key: FileNotFoundError naming it, raised in the worker.
+        for handoff in ("copy", "reference"):
+            uneven = rt.RingcacheDataset(Env.socket, "ds", keys=keys[:4],
+                                         output="tensor", handoff=handoff)
+            with self.assertRaisesRegex(RuntimeError, "equal size"):
+                next(iter(DataLoader(uneven, batch_size=4, num_workers=1)))
+            gone = rt.RingcacheDataset(Env.socket, "ds", handoff=handoff,
+                                       keys=keys[:2] + ["small/none.bin"])
+            with self.assertRaisesRegex(FileNotFoundError, "small/none.bin"):
+                next(iter(DataLoader(gone, batch_size=3, num_workers=1)))
+        self.assertTrue(no_leases_left(), "a lease outlived the steps")
+
+        class Samples(rt.RingcacheDataset):
+            def __getitem__(self, i):
+                return super().__getitem__(i)
+        for kw, cause in (({"transform": len}, "transform"),
+                          ({"output": "view"}, "view"),
+                          ({"cls": Samples}, "Samples.__getitem__")):
+            cls = kw.pop("cls", rt.RingcacheDataset)
+            with self.assertRaisesRegex(ValueError, cause):
+                cls(Env.socket, "ds", keys=keys, handoff="reference", **kw)
+        with self.assertRaisesRegex(ValueError, "handoff"):
+            rt.RingcacheDataset(Env.socket, "ds", keys=keys, handoff="move")
+
+    def test_killed_worker_leaves_no_lease(self):
+        """A DataLoader worker SIGKILLed while it holds leases: the loader
+        fails as torch reports a dead worker, and the daemon lets every
+        lease of it go (its session ended with it)."""
+        import signal
+        from torch.utils.data import DataLoader
+        import ringcache.torch as rt
+        keys = [small_key(i) for i in range(60)]
+        pids = os.path.join(Env.tmp, "worker-pids")
+        if os.path.exists(pids):
+            os.unlink(pids)
+
+        def hold(worker_id):
+            from torch.utils.data import get_worker_info
+            d = get_worker_info().dataset
+            # Leases held as a worker killed mid-read holds them.
+            d.held = [d.client().open("ds", k).read() for k in keys[:3]]
+            with open(pids, "a") as f:
+                f.write(f"{os.getpid()}\n")
+
+        ds = rt.RingcacheDataset(Env.socket, "ds", keys=keys,
+                                 handoff="reference")
+        loader = DataLoader(ds, batch_size=2, num_workers=2,
+                            worker_init_fn=hold)
+        it = iter(loader)
+        next(it)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+                not os.path.exists(pids) or
+                len(open(pids).read().split()) < 2 or
+                leases_active(self.counters) < 6):
+            time.sleep(0.05)
+        self.assertGreaterEqual(leases_active(self.counters), 6)
+        victim = int(open(pids).read().split()[0])
+        with self.assertRaisesRegex(RuntimeError,
+                                    "killed by signal|exited unexpectedly"):
+            os.kill(victim, signal.SIGKILL)
+            for _ in it:
+                pass
+        del it
+        gc.collect()
+        self.assertTrue(no_leases_left(), "the killed worker's leases stay")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.counters = ringcache.Client(Env.socket)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.counters.close()
+
+
+def no_leases_left(deadline_s=60):
+    """Whether the daemon's lease count reaches 0 by itself (nothing is
+    sent to it meanwhile but the stats request)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        n = _counter(ringcache.stats(Env.socket), "ringcache_leases_active")
+        if n == 0 or time.monotonic() > deadline:
+            return n == 0
+        time.sleep(0.05)
 
 
 def s3_key(key):

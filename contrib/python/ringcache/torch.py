@@ -28,6 +28,22 @@ overrides __getitems__ as well is called as it is. For a per-sample
 function without a subclass, transform= runs on every sample in both
 paths.
 
+Handing samples over by reference: with handoff="reference", a batch a
+DataLoader worker makes crosses to the main process as its keys (a few
+hundred bytes) instead of its bytes. The worker still reads the batch (one
+read_many: the blocks are warm, and a missing key raises there, naming its
+sample), drops the views, and default_collate gives a RingcacheBatch. The
+main process resolves it as it unpickles it, against its own attachment:
+one read_many of warm blocks copied straight into the batch tensor (or the
+list of bytes default_collate would have made). That is one copy from the
+arena to the trainer instead of three (arena to a sample tensor, the stack
+into new shared memory, the main process's first touch of it). With
+pin_memory=True and a GPU, torch's pin thread unpickles the batch and
+calls its pin_memory(): the copy lands directly in pinned memory. Raw
+samples only (output "bytes" or "tensor", no transform, no subclass
+__getitem__): anything that must look at a sample's bytes runs in the
+worker, and those samples cross as tensors as usual.
+
 Resuming mid-epoch: StatefulLoader is a DataLoader that counts the samples
 it has handed out; its state_dict() (save it with the model) holds the
 epoch's order, how far it was read and the next epoch's order drawn ahead,
@@ -42,14 +58,20 @@ exactly the samples not yet handed out, in the same order:
 
 import hashlib
 import logging
+import os
+import threading
 
 import torch
+from torch._utils import ExceptionWrapper
+from torch.utils.data._utils import collate as _collate
+from torch.utils.data._utils.pin_memory import _pin_memory_loop
 
 import ringcache
 
 log = logging.getLogger("ringcache.torch")
 
-__all__ = ["RingcacheDataset", "PlanSampler", "StatefulLoader"]
+__all__ = ["RingcacheDataset", "RingcacheBatch", "PlanSampler",
+           "StatefulLoader"]
 
 # Version of the state_dict layouts below; load_state_dict refuses others.
 STATE_VERSION = 1
@@ -65,14 +87,32 @@ class RingcacheDataset(torch.utils.data.Dataset):
     memoryview, zero-copy over the arena for an object within one cache
     block, holding its lease until it (and any numpy.frombuffer /
     torch.frombuffer made of it) is dropped. transform: applied to that.
+    handoff: "copy" (default) or "reference": a DataLoader worker's batch
+    crosses to the main process as its keys and is read there (see the
+    module's documentation); raw samples only (output "bytes" or "tensor",
+    no transform, no subclass __getitem__: ValueError).
     """
 
     def __init__(self, socket, dataset, keys=None, prefix=None,
-                 transform=None, output="bytes", gpu=-1):
+                 transform=None, output="bytes", gpu=-1, handoff="copy"):
         if (keys is None) == (prefix is None):
             raise ValueError("give exactly one of keys or prefix")
         if output not in ("bytes", "tensor", "view"):
             raise ValueError("output must be 'bytes', 'tensor' or 'view'")
+        if handoff not in ("copy", "reference"):
+            raise ValueError("handoff must be 'copy' or 'reference'")
+        if handoff == "reference":
+            why = ("a transform runs on the sample in the worker"
+                   if transform is not None else
+                   "output='view' is a lease of the worker's session"
+                   if output == "view" else
+                   f"{type(self).__name__}.__getitem__ makes the sample "
+                   "in the worker" if self._overridden() else None)
+            if why:
+                raise ValueError("handoff='reference' hands raw samples to "
+                                 f"the main process, but {why}: use "
+                                 "handoff='copy'")
+        self.handoff = handoff
         self.socket = socket
         self.dataset = dataset
         self.transform = transform
@@ -116,9 +156,10 @@ class RingcacheDataset(torch.utils.data.Dataset):
         first key's error is raised if any fails. A subclass that
         overrides __getitem__ (and not this) has it called for each index,
         over the batch read here."""
-        cls = type(self)
-        if cls.__getitem__ is RingcacheDataset.__getitem__ or \
-                cls.__getitems__ is not RingcacheDataset.__getitems__:
+        if not self._overridden():
+            if getattr(self, "handoff", "copy") == "reference" and \
+                    torch.utils.data.get_worker_info() is not None:
+                return self._references(indices)
             return self._read(indices)  # no override, or the subclass's own
         self._batch_read = dict(zip(indices, self._read(indices)))
         try:
@@ -126,14 +167,39 @@ class RingcacheDataset(torch.utils.data.Dataset):
         finally:
             self._batch_read = None  # samples the override skipped go now
 
+    def _overridden(self):
+        """A subclass's __getitem__ must see every sample (and its own
+        __getitems__, if it has one, is what torch calls instead)."""
+        cls = type(self)
+        return cls.__getitem__ is not RingcacheDataset.__getitem__ and \
+            cls.__getitems__ is RingcacheDataset.__getitems__
+
+    def _references(self, indices):
+        """handoff="reference" in a worker: reads the batch (the blocks
+        warm, a failing key raised here against its sample) and drops it;
+        the samples go on as references."""
+        keys = [self.keys[i] for i in indices]
+        views = self.client().read_many(self.dataset, keys)
+        error = _first_error(views)
+        del views  # the leases go with the views, sent now
+        self.client().send_releases()
+        if error:
+            raise error
+        return [SampleRef(self.socket, self.gpu, self.dataset, k,
+                          self.output) for k in keys]
+
     def _read(self, indices):
         views = self.client().read_many(self.dataset,
                                         [self.keys[i] for i in indices])
-        for v in views:
-            if isinstance(v, BaseException):
-                del views  # the others' leases go now, not with the error
-                raise v
-        return [self._sample(v) for v in views]
+        error = _first_error(views)
+        samples = None if error else [self._sample(v) for v in views]
+        del views  # the leases go now (not with the error, nor with the
+        # next batch: a worker may wait long for it)
+        if self.output != "view":
+            self.client().send_releases()
+        if error:
+            raise error
+        return samples
 
     def _sample(self, view):
         if self.output == "tensor":
@@ -210,6 +276,169 @@ class RingcacheDataset(torch.utils.data.Dataset):
         state["_batch_read"] = None
         state.pop("_plan_files", None)
         return state
+
+
+class SampleRef:
+    """One raw sample handed over by reference: it pickles as its key and
+    is read again, whole, where it is unpickled (a process's own
+    attachment; the block is warm, so one READ_KEY). default_collate turns
+    a batch of them into a RingcacheBatch."""
+
+    __slots__ = ("socket", "gpu", "dataset", "key", "output")
+
+    def __init__(self, socket, gpu, dataset, key, output):
+        self.socket, self.gpu, self.dataset = socket, gpu, dataset
+        self.key, self.output = key, output
+
+    def __reduce__(self):
+        return (_resolve_sample, (self.socket, self.gpu, self.dataset,
+                                  self.key, self.output))
+
+
+class RingcacheBatch:
+    """A batch of raw samples handed over by reference (what
+    default_collate makes of SampleRefs). Unpickled in the main process it
+    is the batch default_collate would have made of the samples: a
+    (batch, size) uint8 tensor for output="tensor", a list of bytes for
+    output="bytes"; read straight into that tensor, pinned when torch's
+    pin_memory thread asks for it (pin_memory()). Unpickled in torch's pin
+    thread it stays a RingcacheBatch until that pin_memory() call."""
+
+    def __init__(self, socket, gpu, dataset, keys, output):
+        self.socket, self.gpu, self.dataset = socket, gpu, dataset
+        self.keys, self.output = keys, output
+
+    def __len__(self):
+        return len(self.keys)
+
+    def __reduce__(self):
+        return (_resolve_batch, (self.socket, self.gpu, self.dataset,
+                                 self.keys, self.output))
+
+    def resolve(self, pin=False):
+        """The batch's samples read here (pin: into pinned memory)."""
+        attached = _attachment(self.socket, self.gpu)
+        with attached.lock:
+            views = attached.client.read_many(self.dataset, self.keys)
+            error = _first_error(views)
+            if error is None and self.output == "tensor":
+                error = _unequal(views)
+            batch = None if error else [v.tobytes() for v in views] \
+                if self.output == "bytes" else _stacked(views, pin)
+            # No lease outlives the batch's copy: the views go before any
+            # error is raised (its traceback would hold them).
+            del views
+            attached.client.send_releases()
+        if error:
+            raise error
+        return batch
+
+    def pin_memory(self, device=None):
+        return self.resolve(pin=torch.cuda.is_available())
+
+
+def _first_error(views):
+    """read_many's first failed key, if any (no view stays referenced)."""
+    return next((v for v in views if isinstance(v, BaseException)), None)
+
+
+def _unequal(views):
+    """default_collate's own refusal of samples of unequal sizes, in its
+    words (returned, not raised)."""
+    n = len(views[0])
+    for i, size in enumerate(len(v) for v in views):
+        if size != n:
+            return RuntimeError(
+                "stack expects each tensor to be equal size, but got "
+                f"[{n}] at entry 0 and [{size}] at entry {i}")
+    return None
+
+
+def _stacked(views, pin):
+    """What default_collate makes of equal-size uint8 tensors, with the
+    bytes copied once, from the arena into the batch."""
+    n = len(views[0])
+    out = torch.empty((len(views), n), dtype=torch.uint8, pin_memory=pin)
+    rows = out.numpy()
+    for i, v in enumerate(views):
+        rows[i].data[:] = v
+    return out
+
+
+class _Attachment:
+    """This process's own session for resolving references, shared by
+    the threads that unpickle batches (main thread, pin thread)."""
+
+    def __init__(self, socket, gpu):
+        self.client = ringcache.Client(socket, gpu=gpu)
+        self.lock = threading.Lock()
+
+
+_attachments = {}
+_attachments_lock = threading.Lock()
+
+
+def _forget_attachments():
+    global _attachments, _attachments_lock
+    # A forked child (a worker) starts without its parent's: a lock held
+    # by a parent's thread at the fork would never be let go here.
+    _attachments, _attachments_lock = {}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_attachments)
+
+
+def _attachment(socket, gpu):
+    with _attachments_lock:
+        a = _attachments.get((socket, gpu))
+        if a is None:
+            a = _attachments[(socket, gpu)] = _Attachment(socket, gpu)
+        return a
+
+
+def _in_pin_thread():
+    """Whether this thread is torch's pin_memory thread (it unpickles the
+    workers' batches, then pins them)."""
+    return getattr(threading.current_thread(), "_target",
+                   None) is _pin_memory_loop
+
+
+def _resolve_batch(socket, gpu, dataset, keys, output):
+    """Unpickling a RingcacheBatch. Never raises: torch unpickles a
+    worker's (index, batch) as one, and an exception here would lose the
+    index (the loader would wait for that batch for ever); the error
+    comes back as torch's own ExceptionWrapper, re-raised by the loader
+    in the trainer, naming the key."""
+    batch = RingcacheBatch(socket, gpu, dataset, keys, output)
+    if _in_pin_thread():
+        return batch  # pin_memory() reads it into pinned memory
+    try:
+        return batch.resolve()
+    except Exception:
+        return ExceptionWrapper(
+            where=f"in ringcache reading a batch of {dataset} (keys "
+                  f"{keys[0]!r}...) handed over by reference")
+
+
+def _resolve_sample(socket, gpu, dataset, key, output):
+    try:
+        b = RingcacheBatch(socket, gpu, dataset, [key], output)
+        return b.resolve()[0]
+    except Exception:
+        return ExceptionWrapper(
+            where=f"in ringcache reading {dataset}/{key} handed over by "
+                  "reference")
+
+
+def _collate_refs(batch, *, collate_fn_map=None):
+    first = batch[0]
+    return RingcacheBatch(first.socket, first.gpu, first.dataset,
+                          [r.key for r in batch], first.output)
+
+
+# default_collate's documented extension point: a batch of references is
+# collated into one RingcacheBatch (in the worker; nothing is read there).
+_collate.default_collate_fn_map[SampleRef] = _collate_refs
 
 
 def _check_version(state, what):
