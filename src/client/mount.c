@@ -4,14 +4,17 @@
  * attributes from OPEN, and every read is a zero-copy READ whose leased
  * arena extents go to the kernel as the reply's iovec, released once the
  * reply is written. The kernel's page cache keeps a file's pages across
- * opens of the same ETag (keep_cache). On a writable dataset create + writes + close map to
- * WRITE_OPEN / WRITE / COMMIT, rename to RENAME and fsync to SYNC.
+ * opens of the same ETag (keep_cache) and for the daemon's metadata_ttl.
+ * On a writable dataset create + writes + close map to WRITE_OPEN / WRITE /
+ * COMMIT, rename to RENAME and fsync to SYNC.
  *
- * One rc_client serves every request from a single-threaded loop: the
- * client is not thread-safe, and a write handle belongs to the session
- * that opened it, so writes from several FUSE threads would need one
- * session anyway. The daemon does the concurrent work (S3 fetches,
- * uploads); this process only copies names and forwards iovecs.
+ * Many requests in flight: libfuse's multi-threaded loop, and a pool of
+ * rc_clients (rc_client is not thread-safe) that a worker takes for one
+ * daemon call and gives back. Reads hold no handle: each is a READ_KEY
+ * of the open's key, checked against the ETag the open saw, so an open
+ * that is never read pins nothing and any pooled client can serve any
+ * read. Writes and namespace changes keep one client and one lock
+ * (m->lock): a write handle belongs to the session that opened it.
  *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
 #define FUSE_USE_VERSION 34
@@ -20,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@
 
 #include "mount.h"
 #include "ringcache.h"
+#include "vec.h"
 
 #define LIST_BUF (1u << 20)
 #define IO_BUF (1u << 20)      /* registered buffer WRITE copies from */
@@ -40,7 +45,8 @@
 #define MAX_EXT 64             /* extents of one read: >= MAX_READ / 64K + 1 */
 #define NODE_BUCKETS 16384u
 #define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
-#define ATTR_TIMEOUT 1.0       /* seconds the kernel may trust an answer */
+#define POOL_MAX 12            /* clients: libfuse's 10 workers and spare */
+#define TTL_METRIC "ringcache_metadata_ttl_seconds"
 #define NAME_MAX_POSIX 255
 #define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
 
@@ -50,6 +56,7 @@ struct node {
 	uint64_t nlookup;
 	char *key;
 	struct node *next_ino, *next_key;
+	uint64_t size; /* the size last told to the kernel */
 	/* The version whose bytes the kernel may hold in its page cache
 	 * ("": none yet): an open that finds the same ETag keeps them. */
 	char etag[RC_MAX_ETAG];
@@ -79,11 +86,24 @@ struct ldir {
 	struct ldir *next;
 };
 
-/* What fi->fh points at. */
+/* What fi->fh points at. A reader holds no daemon handle: its reads are
+ * READ_KEYs of key, valid while the object keeps the ETag open saw. */
 struct ofile {
-	uint32_t handle;  /* read handle, when w is NULL */
 	char *key;        /* read: the key it was opened with */
+	pthread_mutex_t mu; /* etag: reads of one file run in parallel */
+	char etag[RC_MAX_ETAG];
 	struct wfile *w;
+};
+
+/* One pooled session: a worker holds it for one daemon call. */
+struct pclient {
+	struct rc_client c;
+	int ds;
+	uint32_t list_buf;
+	void *list_mem;
+	uint32_t reconnects_seen; /* rc_reconnects when old arenas went */
+	bool attached;
+	struct pclient *next;     /* free list */
 };
 
 struct dentry {
@@ -93,10 +113,14 @@ struct dentry {
 
 struct dirlist {
 	struct dentry *e;
-	size_t n, cap;
+	uint32_t n, cap;
 };
 
 struct mnt {
+	/* Nodes, written files, local directories and c (the session that
+	 * writes): recursive, as write paths call stat_key. Never taken
+	 * while holding a pooled client (the pool may be empty). */
+	pthread_mutex_t lock;
 	struct rc_client c;
 	int ds;
 	bool writable;
@@ -109,8 +133,87 @@ struct mnt {
 	unsigned n_wfiles;
 	struct ldir *ldirs;
 	struct timespec mounted;
-	uint32_t reconnects_seen; /* rc_reconnects when old arenas went */
+	const char *socket_path;
+	struct fuse_session *se;
+	double ttl; /* the daemon's metadata_ttl: how long the kernel trusts */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_cond;
+	struct pclient *pool_free;
+	unsigned pool_used, pool_live; /* slots tried, sessions attached */
+	struct pclient pool[POOL_MAX];
 };
+
+/* ---- the pool of sessions ------------------------------------------------- */
+
+static int pc_attach(struct mnt *m, struct pclient *p)
+{
+	struct rc_attach_opts o = {.gpu = -1, .numa_node = -1};
+	int r = rc_attach(&p->c, m->socket_path, &o);
+	if (r < 0)
+		return r;
+	p->ds = rc_dataset(&p->c, m->dataset);
+	int lb = p->ds < 0 ? p->ds
+			   : rc_alloc_buffer(&p->c, LIST_BUF, &p->list_mem);
+	if (lb < 0) {
+		rc_detach(&p->c);
+		return lb;
+	}
+	p->list_buf = (uint32_t)lb;
+	p->reconnects_seen = rc_reconnects(&p->c);
+	p->attached = true;
+	return 0;
+}
+
+/* A session of the pool, attaching another while fewer than POOL_MAX
+ * are; NULL when none can be had at all (the daemon refused them). */
+static struct pclient *pc_get(struct mnt *m)
+{
+	pthread_mutex_lock(&m->pool_lock);
+	for (;;) {
+		struct pclient *p = m->pool_free;
+		if (p) {
+			m->pool_free = p->next;
+			pthread_mutex_unlock(&m->pool_lock);
+			return p;
+		}
+		if (m->pool_used < POOL_MAX) {
+			p = &m->pool[m->pool_used++];
+			pthread_mutex_unlock(&m->pool_lock);
+			int r = pc_attach(m, p);
+			pthread_mutex_lock(&m->pool_lock);
+			if (r == 0) {
+				m->pool_live++;
+				pthread_mutex_unlock(&m->pool_lock);
+				return p;
+			}
+			fprintf(stderr, "ringcache mount: %s: another session: "
+				"%s (working with %u)\n", m->dataset,
+				rc_strerror(r), m->pool_live);
+			m->pool_used = POOL_MAX; /* no more tries */
+			continue;
+		}
+		if (!m->pool_live) {
+			pthread_mutex_unlock(&m->pool_lock);
+			return NULL;
+		}
+		pthread_cond_wait(&m->pool_cond, &m->pool_lock);
+	}
+}
+
+static void pc_put(struct mnt *m, struct pclient *p)
+{
+	/* No lease outlives a call: after a daemon restart the old arenas
+	 * (and their memory) can go. */
+	if (rc_reconnects(&p->c) != p->reconnects_seen) {
+		p->reconnects_seen = rc_reconnects(&p->c);
+		rc_unmap_old_arenas(&p->c);
+	}
+	pthread_mutex_lock(&m->pool_lock);
+	p->next = m->pool_free;
+	m->pool_free = p;
+	pthread_cond_signal(&m->pool_cond);
+	pthread_mutex_unlock(&m->pool_lock);
+}
 
 /* ---- keys and nodes ------------------------------------------------------ */
 
@@ -283,17 +386,25 @@ static int fs_err(int err)
 /* Does anything (in S3, written here, made here) lie under dir? */
 static int has_children(struct mnt *m, const char *dir)
 {
-	for (struct wfile *w = m->wfiles; w; w = w->next)
-		if (w->key && under(w->key, dir))
-			return 1;
-	for (struct ldir *d = m->ldirs; d; d = d->next)
-		if (under(d->key, dir))
-			return 1;
+	int local = 0;
+	pthread_mutex_lock(&m->lock);
+	for (struct wfile *w = m->wfiles; w && !local; w = w->next)
+		local = w->key && under(w->key, dir);
+	for (struct ldir *d = m->ldirs; d && !local; d = d->next)
+		local = under(d->key, dir);
+	pthread_mutex_unlock(&m->lock);
+	if (local)
+		return 1;
 	char *prefix;
 	if (asprintf(&prefix, "%s/", dir) < 0)
 		return -ENOMEM;
+	struct pclient *p = pc_get(m);
 	int more = 0;
-	int n = rc_list(&m->c, m->ds, prefix, 0, m->list_buf, 0, 4096, &more);
+	int n = p ? rc_list(&p->c, p->ds, prefix, 0, p->list_buf, 0, 4096,
+			    &more)
+		  : -EIO;
+	if (p)
+		pc_put(m, p);
 	free(prefix);
 	if (n < 0)
 		return fs_err(n);
@@ -316,30 +427,52 @@ static void fill_stat(struct mnt *m, struct stat *st, fuse_ino_t ino,
 	st->st_atim = st->st_mtim = st->st_ctim = m->mounted;
 }
 
-/* Attributes of key: a file (written here, or OPEN answers) before a
- * directory (made here, or LIST finds something under it). */
-static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
-		    struct stat *st)
+/* OPEN of key on a pooled session, closed at once (lazily: the CLOSE
+ * goes with this session's next submission, pushed now). */
+static int open_key(struct mnt *m, const char *key, struct rc_stat *rs)
 {
+	struct pclient *p = pc_get(m);
+	if (!p)
+		return -EIO;
+	int h = rc_open(&p->c, p->ds, key, rs);
+	if (h >= 0 && rc_close_lazy(&p->c, (uint32_t)h) == 0)
+		rc_submit(&p->c);
+	pc_put(m, p);
+	return h < 0 ? h : 0;
+}
+
+/* Attributes of key: a file (written here, or OPEN answers) before a
+ * directory (made here, or LIST finds something under it). etag (may be
+ * NULL) gets an object's ETag, "" for anything else. */
+static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
+		    struct stat *st, char *etag)
+{
+	if (etag)
+		etag[0] = 0;
 	if (!*key) {
 		fill_stat(m, st, ino, true, 0);
 		return 0;
 	}
+	pthread_mutex_lock(&m->lock);
 	struct wfile *w = wfile_find(m, key);
+	uint64_t wsize = w ? w->size : 0;
+	bool made_here = !w && ldir_find(m, key);
+	pthread_mutex_unlock(&m->lock);
 	if (w) {
-		fill_stat(m, st, ino, false, w->size);
+		fill_stat(m, st, ino, false, wsize);
 		return 0;
 	}
 	struct rc_stat rs;
-	int h = rc_open(&m->c, m->ds, key, &rs);
+	int h = open_key(m, key, &rs);
 	if (h >= 0) {
-		rc_close(&m->c, (uint32_t)h);
 		fill_stat(m, st, ino, false, rs.size);
+		if (etag)
+			memcpy(etag, rs.etag, RC_MAX_ETAG);
 		return 0;
 	}
 	if (h != -ENOENT && h != -EINVAL) /* EINVAL: a name no key can have */
 		return fs_err(h);
-	int dir = ldir_find(m, key) ? 1 : has_children(m, key);
+	int dir = made_here ? 1 : has_children(m, key);
 	if (dir < 0)
 		return dir;
 	if (!dir)
@@ -348,24 +481,49 @@ static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
 	return 0;
 }
 
+/* An answer about key shows ETag etag: pages the kernel holds of
+ * another version are not kept at the next open. */
+static void saw_etag(struct node *n, const char *etag, const struct stat *st)
+{
+	if (etag[0] && n->etag[0] && strcmp(n->etag, etag) != 0)
+		n->etag[0] = 0;
+	n->size = (uint64_t)st->st_size;
+}
+
 static void reply_entry(fuse_req_t req, struct mnt *m, const char *key)
 {
 	struct fuse_entry_param e = {0};
+	char etag[RC_MAX_ETAG];
+	int r = stat_key(m, key, 0, &e.attr, etag);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
 	struct node *n = node_get(m, key);
+	if (n) {
+		n->nlookup++;
+		saw_etag(n, etag, &e.attr);
+		e.ino = e.attr.st_ino = n->ino;
+	}
+	pthread_mutex_unlock(&m->lock);
 	if (!n) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int r = stat_key(m, key, n->ino, &e.attr);
-	if (r < 0) {
-		node_forget(m, n, 0);
-		fuse_reply_err(req, -r);
-		return;
-	}
-	n->nlookup++;
-	e.ino = n->ino;
-	e.attr_timeout = e.entry_timeout = ATTR_TIMEOUT;
+	e.attr_timeout = e.entry_timeout = m->ttl;
 	fuse_reply_entry(req, &e);
+}
+
+/* A copy of ino's key, or NULL (ESTALE: forgotten; ENOMEM). */
+static char *key_of(struct mnt *m, fuse_ino_t ino, int *err)
+{
+	pthread_mutex_lock(&m->lock);
+	struct node *n = node_by_ino(m, ino);
+	char *k = n ? strdup(n->key) : NULL;
+	pthread_mutex_unlock(&m->lock);
+	*err = !n ? -ESTALE : !k ? -ENOMEM : 0;
+	return k;
 }
 
 /* ---- lookup, attributes, directories ----------------------------------- */
@@ -378,14 +536,25 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/* Pages go when an open finds another ETag (and notify_inval_inode
+	 * drops the attributes): no GETATTR before reads to compare times,
+	 * which are the mount's anyway. */
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_read = MAX_READ; /* as the mount option says */
+	/* The largest the kernel offers (its bdi read_ahead_kb): it may
+	 * only be lowered here. max_pages follows max_write (libfuse: 1 MiB,
+	 * the kernel's FUSE_MAX_MAX_PAGES), so a READ carries up to 1 MiB. */
+	conn->max_readahead = conn->max_readahead ? conn->max_readahead
+						  : MAX_READ;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	char *key;
+	pthread_mutex_lock(&m->lock);
 	int r = child_key(m, parent, name, &key);
+	pthread_mutex_unlock(&m->lock);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -397,9 +566,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
 	struct node *n = node_by_ino(m, ino);
 	if (n)
 		node_forget(m, n, nlookup);
+	pthread_mutex_unlock(&m->lock);
 	fuse_reply_none(req);
 }
 
@@ -407,11 +578,13 @@ static void op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
 	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
 	for (size_t i = 0; i < count; i++) {
 		struct node *n = node_by_ino(m, forgets[i].ino);
 		if (n)
 			node_forget(m, n, forgets[i].nlookup);
 	}
+	pthread_mutex_unlock(&m->lock);
 	fuse_reply_none(req);
 }
 
@@ -419,14 +592,24 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
-	struct node *n = node_by_ino(m, ino);
 	struct stat st;
+	char etag[RC_MAX_ETAG];
 	(void)fi;
-	int r = n ? stat_key(m, n->key, ino, &st) : -ESTALE;
-	if (r < 0)
+	int r;
+	char *key = key_of(m, ino, &r);
+	if (key)
+		r = stat_key(m, key, ino, &st, etag);
+	free(key);
+	if (r < 0) {
 		fuse_reply_err(req, -r);
-	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	struct node *n = node_by_ino(m, ino);
+	if (n)
+		saw_etag(n, etag, &st);
+	pthread_mutex_unlock(&m->lock);
+	fuse_reply_attr(req, &st, m->ttl);
 }
 
 static int dirlist_add(struct dirlist *l, const char *name, size_t len,
@@ -436,14 +619,8 @@ static int dirlist_add(struct dirlist *l, const char *name, size_t len,
 	    (len == 1 && name[0] == '.') ||
 	    (len == 2 && name[0] == '.' && name[1] == '.'))
 		return 0; /* no POSIX name: "a//b", "a/./b", markers "a/" */
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct dentry *e = realloc(l->e, cap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		l->e = e;
-		l->cap = cap;
-	}
+	if (RC_GROW(l->e, l->cap, (uint64_t)l->n + 1) < 0)
+		return -ENOMEM;
 	if (!(l->e[l->n].name = strndup(name, len)))
 		return -ENOMEM;
 	l->e[l->n++].dir = dir;
@@ -452,7 +629,7 @@ static int dirlist_add(struct dirlist *l, const char *name, size_t len,
 
 static void dirlist_free(struct dirlist *l)
 {
-	for (size_t i = 0; i < l->n; i++)
+	for (uint32_t i = 0; i < l->n; i++)
 		free(l->e[i].name);
 	free(l->e);
 	free(l);
@@ -473,8 +650,8 @@ static void dirlist_dedupe(struct dirlist *l)
 	if (l->n == 0)
 		return; /* qsort of NULL is undefined, even for 0 entries */
 	qsort(l->e, l->n, sizeof(*l->e), dentry_cmp);
-	size_t out = 0;
-	for (size_t i = 0; i < l->n; i++) {
+	uint32_t out = 0;
+	for (uint32_t i = 0; i < l->n; i++) {
 		if (out && strcmp(l->e[out - 1].name, l->e[i].name) == 0) {
 			free(l->e[i].name);
 			continue;
@@ -484,7 +661,7 @@ static void dirlist_dedupe(struct dirlist *l)
 	l->n = out;
 }
 
-static int list_s3(struct mnt *m, const char *dir, struct dirlist *l)
+static int list_s3(struct pclient *p, const char *dir, struct dirlist *l)
 {
 	char *prefix;
 	if (asprintf(&prefix, *dir ? "%s/" : "%s", dir) < 0)
@@ -493,13 +670,13 @@ static int list_s3(struct mnt *m, const char *dir, struct dirlist *l)
 	uint64_t start = 0;
 	int more = 1, r = 0;
 	while (more && r == 0) {
-		int n = rc_list(&m->c, m->ds, prefix, start, m->list_buf, 0,
+		int n = rc_list(&p->c, p->ds, prefix, start, p->list_buf, 0,
 				LIST_BUF, &more);
 		if (n < 0 || (n == 0 && more)) {
 			r = n < 0 ? fs_err(n) : -ENAMETOOLONG;
 			break;
 		}
-		const struct rc_list_entry *e = m->list_mem;
+		const struct rc_list_entry *e = p->list_mem;
 		for (int i = 0; i < n && r == 0; i++, e = rc_list_next(e)) {
 			const char *name = rc_list_name(e);
 			size_t len = e->name_len;
@@ -520,7 +697,11 @@ static int list_s3(struct mnt *m, const char *dir, struct dirlist *l)
 /* The directory's entries: LIST, plus what was written or made here. */
 static int build_dirlist(struct mnt *m, const char *dir, struct dirlist *l)
 {
-	int r = list_s3(m, dir, l);
+	struct pclient *p = pc_get(m);
+	int r = p ? list_s3(p, dir, l) : -EIO;
+	if (p)
+		pc_put(m, p);
+	pthread_mutex_lock(&m->lock);
 	size_t skip = *dir ? strlen(dir) + 1 : 0;
 	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
 		if (w->key && in_dir(w->key, dir))
@@ -543,6 +724,7 @@ static int build_dirlist(struct mnt *m, const char *dir, struct dirlist *l)
 		const char *c = d->key + skip;
 		r = dirlist_add(l, c, strcspn(c, "/"), true);
 	}
+	pthread_mutex_unlock(&m->lock);
 	if (r == 0)
 		dirlist_dedupe(l);
 	return r;
@@ -552,9 +734,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
-	struct node *n = node_by_ino(m, ino);
-	struct dirlist *l = calloc(1, sizeof(*l));
-	int r = !n ? -ESTALE : !l ? -ENOMEM : build_dirlist(m, n->key, l);
+	int r;
+	char *key = key_of(m, ino, &r);
+	struct dirlist *l = key ? calloc(1, sizeof(*l)) : NULL;
+	r = !key ? r : !l ? -ENOMEM : build_dirlist(m, key, l);
+	free(key);
 	if (r < 0) {
 		if (l)
 			dirlist_free(l);
@@ -603,60 +787,69 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 
 /* ---- reads ---------------------------------------------------------------- */
 
-static void release_all(struct mnt *m, const struct rc_extent *ext, int n)
+/* Leases go lazily, pushed to the daemon now: nothing stays pinned
+ * while this session waits in the pool. */
+static void release_all(struct pclient *p, const struct rc_extent *ext,
+			int n)
 {
 	for (int i = 0; i < n; i++)
 		if (ext[i].lease != RC_NO_LEASE)
-			rc_release(&m->c, ext[i].lease);
+			rc_release_lazy(&p->c, ext[i].lease);
+	if (n)
+		rc_submit(&p->c);
 }
 
-/* A file this mount wrote is read from staging until its upload ends;
- * then the daemon says ESTALE. Its bytes did not change (they are ours,
- * now in S3): open it again, once, if the size still matches. */
-static bool reopen_own(struct mnt *m, struct ofile *of)
+/* The bytes read came from another version than the open saw. A file
+ * this mount wrote is read from staging until its upload ends, then from
+ * S3 under S3's ETag: its bytes did not change (they are ours), so that
+ * version is taken, once, if the size still matches. Anything else is
+ * ESTALE: the object changed in S3 after open. */
+static bool other_version_ok(struct mnt *m, struct ofile *of,
+			     const struct rc_stat *st)
 {
+	pthread_mutex_lock(&m->lock);
 	struct wfile *w = wfile_find(m, of->key);
-	struct rc_stat st;
-	if (!w || w->state != W_SEALED)
-		return false;
-	int h = rc_open(&m->c, m->ds, of->key, &st);
-	if (h < 0 || st.size != w->size) {
-		if (h >= 0)
-			rc_close(&m->c, (uint32_t)h);
-		return false;
+	bool ours = w && w->state == W_SEALED && st->size == w->size;
+	pthread_mutex_unlock(&m->lock);
+	if (ours) {
+		pthread_mutex_lock(&of->mu);
+		memcpy(of->etag, st->etag, RC_MAX_ETAG);
+		pthread_mutex_unlock(&of->mu);
 	}
-	rc_close(&m->c, of->handle);
-	of->handle = (uint32_t)h;
-	return true;
+	return ours;
 }
 
-static int read_extents(struct mnt *m, struct ofile *of, size_t size,
-			off_t off, struct rc_extent *ext, struct iovec *iov,
-			int *count)
+/* One READ_KEY of the open's key (its READs of later blocks in flight
+ * together): the extents of [off, off + size) of the version open saw,
+ * or -ESTALE with st the version found. */
+static int read_range(struct pclient *p, struct ofile *of, size_t size,
+		      off_t off, struct rc_extent *ext, struct iovec *iov,
+		      int *count, struct rc_stat *stp)
 {
-	uint64_t got = 0;
-	int n = 0, r = 0;
-	while (got < size && n < MAX_EXT) {
-		r = rc_read(&m->c, of->handle, (uint64_t)off + got, size - got,
-			    ext + n, MAX_EXT - n);
-		if (r <= 0)
-			break;
-		uint64_t before = got;
-		for (int i = n; i < n + r; i++) {
-			iov[i].iov_base = (void *)ext[i].data;
-			iov[i].iov_len = ext[i].len;
-			got += ext[i].len;
-			if (!ext[i].data && ext[i].len)
-				r = -EFAULT; /* the arena is not mapped here */
+	struct rc_stat st;
+	int n = rc_read_key(&p->c, p->ds, of->key, (uint64_t)off, size, ext,
+			    MAX_EXT, &st);
+	*count = 0;
+	if (n < 0)
+		return n;
+	pthread_mutex_lock(&of->mu);
+	bool same = strcmp(of->etag, st.etag) == 0;
+	pthread_mutex_unlock(&of->mu);
+	for (int i = 0; i < n && same; i++) {
+		iov[i].iov_base = (void *)ext[i].data;
+		iov[i].iov_len = ext[i].len;
+		if (!ext[i].data && ext[i].len) {
+			release_all(p, ext, n);
+			return -EFAULT; /* the arena is not mapped here */
 		}
-		n += r < 0 ? 0 : r;
-		if (r < 0 || got == before)
-			break;
+	}
+	if (!same) {
+		release_all(p, ext, n);
+		*stp = st;
+		return -ESTALE;
 	}
 	*count = n;
-	if (r < 0)
-		release_all(m, ext, n);
-	return r < 0 ? r : 0;
+	return 0;
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -672,25 +865,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
 		return;
 	}
-	int r = read_extents(m, of, size, off, ext, iov, &n);
-	if (r == -ESTALE && reopen_own(m, of))
-		r = read_extents(m, of, size, off, ext, iov, &n);
+	struct rc_stat st;
+	struct pclient *p = pc_get(m);
+	int r = p ? read_range(p, of, size, off, ext, iov, &n, &st) : -EIO;
+	if (r == -ESTALE) {
+		pc_put(m, p); /* m->lock is never taken holding a session */
+		p = other_version_ok(m, of, &st) ? pc_get(m) : NULL;
+		r = p ? read_range(p, of, size, off, ext, iov, &n, &st)
+		      : -ESTALE;
+	}
 	if (r < 0) {
+		if (p)
+			pc_put(m, p);
 		fuse_reply_err(req, -fs_err(r));
 		return;
 	}
 	/* The kernel copies from the arena mapping; the leases end after. */
 	fuse_reply_iov(req, iov, n);
-	release_all(m, ext, n);
-	/* No lease outlives a read: after a daemon restart the old arenas
-	 * (and their memory) can go. */
-	if (rc_reconnects(&m->c) != m->reconnects_seen) {
-		m->reconnects_seen = rc_reconnects(&m->c);
-		rc_unmap_old_arenas(&m->c);
-	}
+	release_all(p, ext, n);
+	pc_put(m, p);
 }
 
 /* ---- writes --------------------------------------------------------------- */
+/* Writes and namespace changes run one at a time under m->lock, on the
+ * one session that holds the write handles: op_X takes the lock around
+ * op_X_locked. Reads never wait for them (a long fsync included). */
 
 /* A new object at key (WRITE_OPEN), replacing what this mount wrote
  * there before. */
@@ -764,51 +963,85 @@ static bool keep_cache(struct node *n, const char *etag)
 	return same;
 }
 
+/* An open for reading: the object's size and ETag now (OPEN, closed at
+ * once: the open holds nothing in the daemon). Whether the kernel keeps
+ * its pages; when the object changed under attributes the kernel still
+ * trusts (for up to metadata_ttl), they go too, before the reply, so the
+ * reader sees the new size. */
+static int open_read(struct mnt *m, fuse_ino_t ino, const char *key,
+		     struct ofile **out, bool *keep)
+{
+	pthread_mutex_lock(&m->lock);
+	struct wfile *w = wfile_find(m, key);
+	bool busy = w && w->state == W_OPEN;
+	pthread_mutex_unlock(&m->lock);
+	if (busy)
+		return -EBUSY; /* not committed: nothing to read yet */
+	struct ofile *of = calloc(1, sizeof(*of));
+	if (!of || !(of->key = strdup(key))) {
+		free(of);
+		return -ENOMEM;
+	}
+	struct rc_stat st;
+	int r = open_key(m, key, &st);
+	if (r < 0) {
+		free(of->key);
+		free(of);
+		return fs_err(r);
+	}
+	pthread_mutex_init(&of->mu, NULL);
+	memcpy(of->etag, st.etag, RC_MAX_ETAG);
+	pthread_mutex_lock(&m->lock);
+	struct node *n = node_by_ino(m, ino);
+	bool changed = n && ((n->etag[0] && strcmp(n->etag, st.etag) != 0) ||
+			     n->size != st.size);
+	*keep = n && keep_cache(n, st.etag);
+	if (n)
+		n->size = st.size;
+	pthread_mutex_unlock(&m->lock);
+	if (changed)
+		fuse_lowlevel_notify_inval_inode(m->se, ino, 0, 0);
+	*out = of;
+	return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
-	struct node *n = node_by_ino(m, ino);
 	struct ofile *of = NULL;
-	bool keep = false;
-	int r = n ? 0 : -ESTALE;
-	if (r == 0 && (fi->flags & O_ACCMODE) == O_RDONLY) {
-		struct wfile *w = wfile_find(m, n->key);
-		if (w && w->state == W_OPEN) {
-			r = -EBUSY; /* not committed: nothing to read yet */
-		} else if (!(of = calloc(1, sizeof(*of)))) {
-			r = -ENOMEM;
-		} else {
-			struct rc_stat st;
-			int h = rc_open(&m->c, m->ds, n->key, &st);
-			r = h < 0 ? fs_err(h) : !(of->key = strdup(n->key)) ? -ENOMEM : 0;
-			if (h >= 0 && r < 0)
-				rc_close(&m->c, (uint32_t)h);
-			of->handle = (uint32_t)h;
-			if (r == 0)
-				keep = keep_cache(n, st.etag);
-		}
-	} else if (r == 0 && !(r = open_mode_err(m, fi->flags))) {
+	bool keep = false, reading = (fi->flags & O_ACCMODE) == O_RDONLY;
+	int r = reading ? 0 : open_mode_err(m, fi->flags);
+	char *key = r == 0 ? key_of(m, ino, &r) : NULL;
+	if (key && reading) {
+		r = open_read(m, ino, key, &of, &keep);
+	} else if (key) {
 		struct stat st;
+		pthread_mutex_lock(&m->lock);
 		if (!(fi->flags & O_TRUNC) &&
-		    (r = stat_key(m, n->key, ino, &st)) == 0 && st.st_size)
+		    (r = stat_key(m, key, ino, &st, NULL)) == 0 && st.st_size)
 			r = -ENOTSUP; /* rewriting part of an object */
 		if (r == 0)
-			r = start_write(m, n->key, fuse_req_ctx(req)->uid,
-					&of);
-		n->etag[0] = 0; /* whatever the kernel held is not this */
+			r = start_write(m, key, fuse_req_ctx(req)->uid, &of);
+		struct node *n = node_by_ino(m, ino);
+		if (n)
+			n->etag[0] = 0; /* whatever the kernel held is not this */
+		pthread_mutex_unlock(&m->lock);
 	}
+	free(key);
 	if (r < 0) {
-		free(of);
 		fuse_reply_err(req, -r);
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)of;
 	fi->keep_cache = keep;
+	/* close() of a reader has nothing to commit: no FLUSH round trip */
+	fi->noflush = reading;
 	fuse_reply_open(req, fi);
 }
 
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
+static void op_create_locked(fuse_req_t req, fuse_ino_t parent,
+			     const char *name, mode_t mode,
+			     struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = NULL;
@@ -839,14 +1072,23 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	n->nlookup++;
 	e.ino = n->ino;
 	fill_stat(m, &e.attr, n->ino, false, 0);
-	e.attr_timeout = e.entry_timeout = ATTR_TIMEOUT;
+	e.attr_timeout = e.entry_timeout = m->ttl;
 	fi->fh = (uint64_t)(uintptr_t)of;
 	fuse_reply_create(req, &e, fi);
 	free(key);
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_create_locked(req, parent, name, mode, fi);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void op_write_locked(fuse_req_t req, fuse_ino_t ino, const char *buf,
+			    size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
@@ -880,13 +1122,31 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_write_locked(req, ino, buf, size, off, fi);
+	pthread_mutex_unlock(&m->lock);
+}
+
 /* close(): COMMIT here, so its error reaches the caller's close(). */
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void op_flush_locked(fuse_req_t req, fuse_ino_t ino,
+			    struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	(void)ino;
 	fuse_reply_err(req, of->w ? -seal(m, of->w) : 0);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_flush_locked(req, ino, fi);
+	pthread_mutex_unlock(&m->lock);
 }
 
 /* fsync of the descriptor that writes a file commits it (later writes
@@ -895,8 +1155,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
  * to commit the owner's half-written file. Another descriptor of its
  * writer's uid (closed, reopened, fsync) waits for a file already
  * committed; any other fsync has nothing of its own to sync: 0. */
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
+static void op_fsync_locked(fuse_req_t req, fuse_ino_t ino, int datasync,
+			    struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
@@ -915,10 +1175,19 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -r);
 }
 
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_fsync_locked(req, ino, datasync, fi);
+	pthread_mutex_unlock(&m->lock);
+}
+
 /* fsync of a directory: every file its caller's uid wrote under it is in
  * S3 (it commits nothing: files still open wait for their own close). */
-static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
-			struct fuse_file_info *fi)
+static void op_fsyncdir_locked(fuse_req_t req, fuse_ino_t ino, int datasync,
+			       struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct node *n = node_by_ino(m, ino);
@@ -933,8 +1202,17 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, -r);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_fsyncdir_locked(req, ino, datasync, fi);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void op_release_locked(fuse_req_t req, fuse_ino_t ino,
+			      struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
@@ -950,18 +1228,27 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		of->w->opens--;
 		wfile_trim(m);
 	} else {
-		rc_close(&m->c, of->handle);
+		pthread_mutex_destroy(&of->mu);
 		free(of->key);
 	}
 	free(of);
 	fuse_reply_err(req, 0);
 }
 
+static void op_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_release_locked(req, ino, fi);
+	pthread_mutex_unlock(&m->lock);
+}
+
 /* ---- namespace changes ---------------------------------------------------- */
 
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
+static void op_rename_locked(fuse_req_t req, fuse_ino_t parent,
+			     const char *name, fuse_ino_t newparent,
+			     const char *newname, unsigned int flags)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	char *from = NULL, *to = NULL;
@@ -975,7 +1262,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		struct stat st;
 		/* Only the daemon's own write-back objects rename; `mv`
 		 * falls back to copy (and unlink) on EXDEV. */
-		r = stat_key(m, from, 0, &st);
+		r = stat_key(m, from, 0, &st, NULL);
 		r = r < 0 ? r : -EXDEV;
 	}
 	if (r == 0 && w->state == W_FAILED)
@@ -1016,7 +1303,18 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, -r);
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_rename_locked(req, parent, name, newparent, newname, flags);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void op_unlink_locked(fuse_req_t req, fuse_ino_t parent,
+			     const char *name)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	char *key = NULL;
@@ -1030,15 +1328,23 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		wfile_trim(m);
 	} else if (r == 0) {
 		struct stat st;
-		r = stat_key(m, key, 0, &st);
+		r = stat_key(m, key, 0, &st, NULL);
 		r = r < 0 ? r : -ENOTSUP; /* no DELETE in the ring API */
 	}
 	free(key);
 	fuse_reply_err(req, -r);
 }
 
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_unlink_locked(req, parent, name);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void op_mkdir_locked(fuse_req_t req, fuse_ino_t parent, const char *name,
+			    mode_t mode)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	char *key = NULL;
@@ -1046,7 +1352,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	(void)mode;
 	int r = !m->writable ? -EROFS : child_key(m, parent, name, &key);
 	if (r == 0) {
-		r = stat_key(m, key, 0, &st);
+		r = stat_key(m, key, 0, &st, NULL);
 		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
 	}
 	struct ldir *d = r == 0 ? calloc(1, sizeof(*d)) : NULL;
@@ -1063,7 +1369,16 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	reply_entry(req, m, key);
 }
 
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_mkdir_locked(req, parent, name, mode);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void op_rmdir_locked(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	char *key = NULL;
@@ -1084,6 +1399,14 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	free(key);
 	fuse_reply_err(req, -r);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_rmdir_locked(req, parent, name);
+	pthread_mutex_unlock(&m->lock);
 }
 
 /* Operations outside the subset, named so they fail with ENOTSUP (EROFS
@@ -1118,8 +1441,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 /* truncate only to the size a file being written has; mode, owner and
  * times only on files written here (accepted, not stored: S3 has none),
  * so cp -p, tar x and shutil.copy2 work. */
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
+static void op_setattr_locked(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			      int to_set, struct fuse_file_info *fi)
 {
 	struct mnt *m = fuse_req_userdata(req);
 	struct node *n = node_by_ino(m, ino);
@@ -1133,11 +1456,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		r = -ENOTSUP;
 	struct stat st;
 	if (r == 0)
-		r = stat_key(m, n->key, ino, &st);
+		r = stat_key(m, n->key, ino, &st, NULL);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+		fuse_reply_attr(req, &st, m->ttl);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct mnt *m = fuse_req_userdata(req);
+	pthread_mutex_lock(&m->lock);
+	op_setattr_locked(req, ino, attr, to_set, fi);
+	pthread_mutex_unlock(&m->lock);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1222,8 +1554,28 @@ static int mnt_attach(struct mnt *m, const char *socket_path,
 	return 0;
 }
 
+/* The daemon's metadata_ttl (from its metrics): names and attributes
+ * are trusted as long as the daemon trusts S3's answer. 1 s when the
+ * daemon does not say (an older one). Read once: a reload that changes
+ * it applies to mounts made after. */
+static double daemon_ttl(const char *socket_path)
+{
+	size_t len = 1u << 20;
+	char *buf = malloc(len);
+	double ttl = 1.0;
+	ssize_t n = buf ? rc_stats(NULL, socket_path, buf, len) : -ENOMEM;
+	const char *at = n > 0 ? strstr(buf, "\n" TTL_METRIC " ") : NULL;
+	if (at)
+		ttl = strtod(at + strlen("\n" TTL_METRIC " "), NULL);
+	free(buf);
+	return ttl;
+}
+
 static void mnt_free(struct mnt *m)
 {
+	for (unsigned i = 0; i < m->pool_used; i++)
+		if (m->pool[i].attached)
+			rc_detach(&m->pool[i].c);
 	for (unsigned b = 0; b < NODE_BUCKETS; b++) {
 		for (struct node *n = m->by_ino[b], *next; n; n = next) {
 			next = n->next_ino;
@@ -1242,6 +1594,9 @@ static void mnt_free(struct mnt *m)
 		free(d);
 	}
 	rc_detach(&m->c); /* open write handles: aborted, sealed: kept */
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->pool_lock);
+	pthread_cond_destroy(&m->pool_cond);
 	free(m);
 }
 
@@ -1252,12 +1607,16 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 	int r = 1;
 	if (!se)
 		return 1; /* libfuse printed why (an unknown -o option) */
+	m->se = se;
+	/* Workers stay around: a worker per request in flight, and a
+	 * thread started per request would cost more than the request. */
+	struct fuse_loop_config lc = {.clone_fd = 0, .max_idle_threads = 10};
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out;
 	if (fuse_session_mount(se, dir) != 0)
 		goto out_signals;
 	fuse_daemonize(foreground);
-	r = fuse_session_loop(se) < 0 ? 1 : 0;
+	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -1290,12 +1649,24 @@ int mount_main(int argc, char **argv, const char *socket_path)
 	if (!m)
 		return 1;
 	m->dataset = dataset;
+	m->socket_path = socket_path;
 	m->next_ino = FUSE_ROOT_ID;
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&m->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_mutex_init(&m->pool_lock, NULL);
+	pthread_cond_init(&m->pool_cond, NULL);
 	clock_gettime(CLOCK_REALTIME, &m->mounted);
 	if (mnt_attach(m, socket_path, dataset) < 0) {
+		pthread_mutex_destroy(&m->lock);
+		pthread_mutex_destroy(&m->pool_lock);
+		pthread_cond_destroy(&m->pool_cond);
 		free(m);
 		return 1;
 	}
+	m->ttl = daemon_ttl(socket_path);
 	struct node *root = node_get(m, "");
 	if (!root) {
 		mnt_free(m);

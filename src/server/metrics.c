@@ -334,6 +334,11 @@ static void emit_config(struct out *o, const struct daemon *d)
 	struct config_status cs;
 	bool changed;
 	daemon_config_status(d, &cs, &changed);
+	/* `ringcache mount` lets the kernel trust names and attributes
+	 * this long: the daemon asks S3 again no sooner. */
+	emit(o, "ringcache_metadata_ttl_seconds", "gauge",
+	     "metadata_ttl: seconds an object's size and ETag are trusted.",
+	     daemon_metadata_ttl_ns(d) / 1000000000ull);
 	emit(o, "ringcache_config_file_changed", "gauge",
 	     "1 if the config file changed since it was last loaded (send SIGHUP).",
 	     changed);
