@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@
 #define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
 #define POOL_MAX 12            /* clients: libfuse's 10 workers and spare */
 #define TTL_METRIC "ringcache_metadata_ttl_seconds"
+#define READAHEAD_KB 8192      /* the mount's bdi read_ahead_kb, as root */
 #define NAME_MAX_POSIX 255
 #define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
 
@@ -57,6 +59,7 @@ struct node {
 	char *key;
 	struct node *next_ino, *next_key;
 	uint64_t size; /* the size last told to the kernel */
+	uint64_t listed_ns; /* a directory: when a lookup last LISTed it */
 	/* The version whose bytes the kernel may hold in its page cache
 	 * ("": none yet): an open that finds the same ETag keeps them. */
 	char etag[RC_MAX_ETAG];
@@ -548,6 +551,41 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 						  : MAX_READ;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The first lookup in a directory (again once metadata_ttl passed) LISTs
+ * it first: one LIST page tells the daemon the size and ETag of up to
+ * thousands of its objects (list_learn), so their OPENs complete at once
+ * and a cold file is one GET, not a HEAD and a GET. Concurrent lookups
+ * meanwhile go on as before. Nothing of it is kept here. */
+static void list_ahead(struct mnt *m, fuse_ino_t parent)
+{
+	if (m->ttl < 1.0)
+		return; /* the daemon keeps no metadata: HEADs anyway */
+	uint64_t now = now_ns(), ttl = (uint64_t)(m->ttl * 1e9);
+	pthread_mutex_lock(&m->lock);
+	struct node *d = node_by_ino(m, parent);
+	char *prefix = NULL;
+	if (d && (!d->listed_ns || now - d->listed_ns > ttl)) {
+		d->listed_ns = now;
+		if (asprintf(&prefix, *d->key ? "%s/" : "%s", d->key) < 0)
+			prefix = NULL;
+	}
+	pthread_mutex_unlock(&m->lock);
+	struct pclient *p = prefix ? pc_get(m) : NULL;
+	int more;
+	if (p) {
+		rc_list(&p->c, p->ds, prefix, 0, p->list_buf, 0, LIST_BUF, &more);
+		pc_put(m, p);
+	}
+	free(prefix);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct mnt *m = fuse_req_userdata(req);
@@ -559,6 +597,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
+	list_ahead(m, parent);
 	reply_entry(req, m, key);
 	free(key);
 }
@@ -1600,6 +1639,50 @@ static void mnt_free(struct mnt *m)
 	free(m);
 }
 
+struct ra_arg {
+	char *dir;
+};
+
+/* Raises the mount's readahead (its bdi's read_ahead_kb, root only) once
+ * the kernel has the INIT reply, which may only lower it: a sequential
+ * reader then has READs of up to 1 MiB in flight several at a time, and
+ * a small object opened and read from its start comes in one READ (the
+ * whole-object prefetch). The stat waits for INIT. Not root: 128 KiB. */
+static void *raise_readahead(void *p)
+{
+	struct ra_arg *a = p;
+	struct stat st;
+	char path[96];
+	if (stat(a->dir, &st) == 0) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb",
+			 major(st.st_dev), minor(st.st_dev));
+		FILE *f = fopen(path, "w");
+		if (f) {
+			fprintf(f, "%u\n", READAHEAD_KB);
+			fclose(f);
+		}
+	}
+	free(a->dir);
+	free(a);
+	return NULL;
+}
+
+static void start_raise_readahead(const char *dir)
+{
+	struct ra_arg *a = malloc(sizeof(*a));
+	pthread_t t;
+	if (!a || !(a->dir = realpath(dir, NULL))) {
+		free(a);
+		return;
+	}
+	if (pthread_create(&t, NULL, raise_readahead, a) != 0) {
+		free(a->dir);
+		free(a);
+		return;
+	}
+	pthread_detach(t);
+}
+
 static int run_session(struct mnt *m, struct fuse_args *args,
 		       const char *dir, bool foreground)
 {
@@ -1615,7 +1698,11 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 		goto out;
 	if (fuse_session_mount(se, dir) != 0)
 		goto out_signals;
+	char *abs_dir = realpath(dir, NULL); /* daemonize goes to / */
 	fuse_daemonize(foreground);
+	if (abs_dir)
+		start_raise_readahead(abs_dir);
+	free(abs_dir);
 	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
 	fuse_session_unmount(se);
 out_signals:

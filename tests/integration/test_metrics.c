@@ -184,6 +184,11 @@ Test(metrics, promtool_accepts_the_endpoint_output, .fini = teardown,
 	snprintf(info, sizeof(info), "\nringcache_build_info{version=\"%s\",",
 		 RC_PROJECT_VERSION);
 	cr_assert(strstr(out, info), "no %s in:\n%s", info + 1, out);
+	/* the mount trusts names and attributes this long */
+	cr_assert(strstr(out, "\nringcache_metadata_ttl_seconds "),
+		  "no metadata_ttl gauge:\n%s", out);
+	cr_assert_eq(value("ringcache_metadata_ttl_seconds"),
+		     (double)D.metadata_ttl);
 	double started = value("ringcache_start_time_seconds");
 	struct timespec wall;
 	clock_gettime(CLOCK_REALTIME, &wall);
