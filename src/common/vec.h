@@ -33,5 +33,8 @@ static inline int rc_grow(void **items, uint32_t *cap, uint64_t need,
 
 #define RC_GROW(items, cap, need) \
 	rc_grow((void **)&(items), &(cap), (need), sizeof(*(items)), 0)
+/* The same, starting at first slots rather than 8. */
+#define RC_GROW_FROM(items, cap, need, first) \
+	rc_grow((void **)&(items), &(cap), (need), sizeof(*(items)), (first))
 
 #endif

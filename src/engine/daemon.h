@@ -155,8 +155,13 @@ struct session {
 	uint32_t cap_whandles;
 	int32_t last_err;          /* the last failed CQE's res (not lazy ones) */
 	char *last_cause;          /* and its cause in words, or NULL */
-	struct session *next, *prev;
+	struct rc_list link;       /* on shard->sessions, or on an inbox */
 };
+
+static inline struct session *session_of(const struct rc_list *n)
+{
+	return rc_list_entry(n, struct session, link);
+}
 
 struct wtimer;
 struct wdelay;
@@ -177,7 +182,7 @@ struct shard {
 	struct reactor *reactor;   /* its wake: inbox, new datasets, stop */
 	struct curlio *curl;
 	pthread_mutex_t lock;      /* inbox, and the lists metrics walk */
-	struct session *inbox;     /* sessions handed over by shard 0 */
+	struct rc_list inbox;      /* sessions handed over by shard 0 */
 	const struct fetch_ops *fops; /* how fetches complete (lifecycle.c) */
 	uint32_t n_datasets_seen;  /* datasets whose arena this shard uses */
 	struct object **objects;   /* hash (dataset, key) -> current version */
@@ -190,7 +195,7 @@ struct shard {
 	struct reactor_timer objects_sweep;
 	struct arena_budget budget;
 	struct cache cache;
-	struct session *sessions;
+	struct rc_list sessions;   /* struct session, newest first */
 	/* Atomic, like struct metrics: other shards render them too. */
 	_Atomic uint32_t n_sessions;
 	uint32_t n_zombies;        /* closed, waiting for their I/O to end */
@@ -198,7 +203,7 @@ struct shard {
 	struct fetch *fetches;     /* all live fetches, for shutdown */
 	bool s3_silent;            /* a fetch got no response since S3's
 				      last answer: an answer wakes retries */
-	struct pqueue *pqueues;
+	struct rc_list pqueues;    /* struct pqueue, newest first */
 	uint32_t n_planned;        /* queues with a plan */
 	uint32_t pq_next_id;
 	uint32_t pf_inflight, pf_rr;
@@ -208,9 +213,9 @@ struct shard {
 	struct journal *journal;   /* write-back, durability local */
 	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
-	struct wobject *wobjects;  /* objects being written or uploaded */
-	struct wtimer *wb_timers;  /* the upload engine's, by due time */
-	struct wdelay *wb_delayed; /* upload requests waiting for the budget */
+	struct rc_list wobjects;   /* objects being written or uploaded */
+	struct rc_list wb_timers;  /* the upload engine's (struct wtimer) */
+	struct rc_list wb_delayed; /* upload requests waiting for the budget */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */

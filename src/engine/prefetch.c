@@ -45,15 +45,16 @@ static void hint_cached(void *shard, uint64_t obj_id, uint64_t b)
 static void index_rebuild(struct shard *sh)
 {
 	uint32_t n = 0;
-	for (struct pqueue *q = sh->pqueues; q; q = q->next)
-		n += q->plan != NULL;
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->pqueues)
+		n += pqueue_of(pos)->plan != NULL;
 	struct plan **plans = malloc((n ? n : 1) * sizeof(*plans));
 	int r = -ENOMEM;
 	if (plans) {
 		n = 0;
-		for (struct pqueue *q = sh->pqueues; q; q = q->next)
-			if (q->plan)
-				plans[n++] = q->plan;
+		rc_list_for_each(pos, &sh->pqueues)
+			if (pqueue_of(pos)->plan)
+				plans[n++] = pqueue_of(pos)->plan;
 		r = plan_index_build(&sh->plan_index, plans, n,
 				     sh->d->cfg.block_bytes, hint_cached, sh);
 		free(plans);
@@ -107,10 +108,13 @@ bool prefetch_shed(void *shard)
 {
 	struct shard *sh = shard;
 	struct plan *p = NULL;
-	for (struct pqueue *q = sh->pqueues; q; q = q->next)
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->pqueues) {
+		struct pqueue *q = pqueue_of(pos);
 		if (q->plan && q->plan->pin_tail > q->plan->pin_head &&
 		    (!p || q->plan->pinned_bytes > p->pinned_bytes))
 			p = q->plan;
+	}
 	if (!p)
 		return false;
 	uint64_t n = (plan_pin_count(p) + 3) / 4;
@@ -229,7 +233,9 @@ static void queue_drop_plan(struct shard *sh, struct pqueue *q, bool cancel)
 struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
 {
 	if (gpu >= 0) {
-		for (struct pqueue *q = sh->pqueues; q; q = q->next) {
+		struct rc_list *pos;
+		rc_list_for_each(pos, &sh->pqueues) {
+			struct pqueue *q = pqueue_of(pos);
 			if (q->gpu == gpu && q->uid == uid) {
 				q->refs++;
 				return q;
@@ -244,10 +250,7 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid)
 	q->id = ++sh->pq_next_id;
 	q->refs = 1;
 	pthread_mutex_lock(&sh->lock); /* the stats walk this list */
-	q->next = sh->pqueues;
-	if (sh->pqueues)
-		sh->pqueues->prev = q;
-	sh->pqueues = q;
+	rc_list_add(&sh->pqueues, &q->link);
 	pthread_mutex_unlock(&sh->lock);
 	return q;
 }
@@ -258,12 +261,7 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 		return;
 	queue_drop_plan(sh, q, false);
 	pthread_mutex_lock(&sh->lock);
-	if (q->prev)
-		q->prev->next = q->next;
-	else
-		sh->pqueues = q->next;
-	if (q->next)
-		q->next->prev = q->prev;
+	rc_list_del(&q->link);
 	pthread_mutex_unlock(&sh->lock);
 	free(q);
 }
@@ -373,8 +371,9 @@ void prefetch_consumed(struct session *s, const struct object *obj,
 
 void prefetch_fetch_done(struct shard *sh, uint64_t gen)
 {
-	for (struct pqueue *q = sh->pqueues; q; q = q->next) {
-		struct plan *p = q->plan;
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->pqueues) {
+		struct plan *p = pqueue_of(pos)->plan;
 		if (!p || p->generation != gen)
 			continue;
 		plan_fetch_done(p, sh->d->cfg.prefetch_inflight);
@@ -436,9 +435,13 @@ void prefetch_schedule(struct shard *sh)
 		return;
 	struct plan *q[256];
 	uint32_t n = 0;
-	for (struct pqueue *pq = sh->pqueues; pq && n < 256; pq = pq->next)
-		if (pq->plan)
-			q[n++] = pq->plan;
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->pqueues) {
+		if (n == 256)
+			break;
+		if (pqueue_of(pos)->plan)
+			q[n++] = pqueue_of(pos)->plan;
+	}
 	if (n == 0)
 		return;
 	int64_t quantum = sh->d->cfg.block_bytes;

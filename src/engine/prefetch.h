@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "list.h"
 #include "plan.h"
 #include "config.h" /* RC_MAX_PLAN_ENTRIES */
 #include "ringcache.h"
@@ -39,8 +40,13 @@ struct pqueue {
 	uint32_t id;         /* for the stats */
 	uint32_t refs;       /* sessions */
 	struct plan *plan;   /* or NULL */
-	struct pqueue *next, *prev;
+	struct rc_list link; /* on shard->pqueues */
 };
+
+static inline struct pqueue *pqueue_of(const struct rc_list *n)
+{
+	return rc_list_entry(n, struct pqueue, link);
+}
 
 /* The queue for a session attaching with gpu, as uid. */
 struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);

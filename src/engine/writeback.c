@@ -20,6 +20,7 @@
 #include "journal.h"
 #include "log.h"
 #include "upload.h"
+#include "vec.h"
 #include "workers.h"
 
 #define WB_CHUNK (2u * HUGEMEM_PAGE) /* staging: huge pages, see hugemem.h */
@@ -36,7 +37,7 @@ struct wtimer {
 	struct shard *sh;
 	void (*cb)(void *arg);
 	void *arg;
-	struct wtimer *next, *prev;
+	struct rc_list link;      /* on shard->wb_timers */
 };
 
 /* An upload request waiting for its slot in the dataset's request budget
@@ -46,7 +47,7 @@ struct wdelay {
 	struct s3_req *req;
 	enum budget_class cls;
 	uint32_t ticket;
-	struct wdelay *next, *prev;
+	struct rc_list link;      /* on shard->wb_delayed */
 };
 
 /* ---- the upload engine's driver: the shard's curl handle and timers ---- */
@@ -87,12 +88,7 @@ static void delay_due(void *arg)
 			return;
 		}
 	}
-	if (dl->prev)
-		dl->prev->next = dl->next;
-	else
-		sh->wb_delayed = dl->next;
-	if (dl->next)
-		dl->next->prev = dl->prev;
+	rc_list_del(&dl->link);
 	if (dl->req && transfer_now(sh, dl->req) < 0)
 		upload_transfer_done(dl->req, CURLE_FAILED_INIT);
 	free(dl);
@@ -117,17 +113,16 @@ static int drv_add_transfer(void *ctx, struct s3_req *req)
 	dl->req = req;
 	dl->cls = cls;
 	dl->ticket = ticket;
-	dl->next = sh->wb_delayed;
-	if (dl->next)
-		dl->next->prev = dl;
-	sh->wb_delayed = dl;
+	rc_list_add(&sh->wb_delayed, &dl->link);
 	return 0;
 }
 
 static void drv_remove_transfer(void *ctx, struct s3_req *req)
 {
 	struct shard *sh = ctx;
-	for (struct wdelay *dl = sh->wb_delayed; dl; dl = dl->next) {
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wb_delayed) {
+		struct wdelay *dl = rc_list_entry(pos, struct wdelay, link);
 		if (dl->req == req) {
 			dl->req = NULL;
 			return;
@@ -136,20 +131,10 @@ static void drv_remove_transfer(void *ctx, struct s3_req *req)
 	curlio_remove(sh->curl, s3_req_easy(req));
 }
 
-static void wtimer_unlink(struct wtimer *t)
-{
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		t->sh->wb_timers = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
-}
-
 static void wtimer_due(struct reactor_timer *rt)
 {
 	struct wtimer *t = rc_container_of(rt, struct wtimer, t);
-	wtimer_unlink(t);
+	rc_list_del(&t->link);
 	void (*cb)(void *) = t->cb;
 	void *arg = t->arg;
 	free(t);
@@ -176,10 +161,7 @@ static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 	t->sh = sh;
 	t->cb = cb;
 	t->arg = arg;
-	t->next = sh->wb_timers;
-	if (t->next)
-		t->next->prev = t;
-	sh->wb_timers = t;
+	rc_list_add(&sh->wb_timers, &t->link);
 	reactor_timer_init(&t->t, wtimer_due);
 	reactor_timer_after(sh->reactor, &t->t, (uint64_t)delay_ms * 1000000ull);
 	return 0;
@@ -267,9 +249,12 @@ static void backlog_enter(struct shard *sh, struct wobject *w)
 static uint64_t backlog_oldest(const struct shard *sh)
 {
 	uint64_t t = 0;
-	for (const struct wobject *w = sh->wobjects; w; w = w->next)
+	const struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		const struct wobject *w = wobject_of(pos);
 		if (w->in_backlog && (!t || w->committed_ns < t))
 			t = w->committed_ns;
+	}
 	return t;
 }
 
@@ -307,12 +292,7 @@ static void wobject_put(struct shard *sh, struct wobject *w)
 	if (--w->refs > 0)
 		return;
 	staging_free(sh, w);
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		sh->wobjects = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	rc_list_del(&w->link);
 	free(w->key);
 	free(w->up_key);
 	free(w->rename_key);
@@ -349,10 +329,7 @@ static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 	w->id = ++sh->wb_next_id;
 	w->ds = ds;
 	w->refs = 1;
-	w->next = sh->wobjects;
-	if (sh->wobjects)
-		sh->wobjects->prev = w;
-	sh->wobjects = w;
+	rc_list_add(&sh->wobjects, &w->link);
 	return w;
 }
 
@@ -632,14 +609,8 @@ static int whandle_alloc(struct session *s, struct wobject *w, uint32_t *out)
 	if (i == s->cap_whandles) {
 		if (s->cap_whandles >= (1u << 16))
 			return -EMFILE;
-		uint32_t cap = s->cap_whandles ? s->cap_whandles * 2 : 16;
-		struct wobject **n = realloc(s->whandles, cap * sizeof(*n));
-		if (!n)
+		if (RC_GROW_FROM(s->whandles, s->cap_whandles, i + 1, 16) < 0)
 			return -ENOMEM;
-		memset(n + s->cap_whandles, 0,
-		       (cap - s->cap_whandles) * sizeof(*n));
-		s->whandles = n;
-		s->cap_whandles = cap;
 	}
 	s->whandles[i] = w;
 	*out = i | RC_WRITE_HANDLE;
@@ -1220,7 +1191,9 @@ int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
 			op->err = w->err;
 		}
 	} else {
-		for (struct wobject *w = sh->wobjects; w; w = w->next) {
+		struct rc_list *pos;
+		rc_list_for_each(pos, &sh->wobjects) {
+			struct wobject *w = wobject_of(pos);
 			if (w->state != W_COMMITTED ||
 			    !sync_matches(w, handle == RC_SYNC_PREFIX ? ds : NULL,
 					  prefix))
@@ -1271,7 +1244,9 @@ struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
 {
 	if (ds->cfg->no_overwrite)
 		return NULL;
-	for (struct wobject *w = sh->wobjects; w; w = w->next) {
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		struct wobject *w = wobject_of(pos);
 		if (w->ds == ds && w->state == W_COMMITTED &&
 		    strcmp(w->key, key) == 0) {
 			w->refs++;
@@ -1414,10 +1389,7 @@ static void replay(struct shard *sh)
 		w->journaled = w->replayed = true;
 		w->replay_index = i;
 		w->refs = 1; /* dropped below: the upload keeps it */
-		w->next = sh->wobjects;
-		if (sh->wobjects)
-			sh->wobjects->prev = w;
-		sh->wobjects = w;
+		rc_list_add(&sh->wobjects, &w->link);
 		log_info("journal: uploading %s/%s (%llu bytes) acknowledged "
 			 "before the restart", o->dataset, rc_esc(o->key),
 			 (unsigned long long)o->size);
@@ -1513,7 +1485,9 @@ static void pump(struct shard *sh)
 
 static bool must_wait(const struct shard *sh)
 {
-	for (const struct wobject *w = sh->wobjects; w; w = w->next) {
+	const struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		const struct wobject *w = wobject_of(pos);
 		if (w->state == W_COMMITTED && !w->journaled)
 			return true; /* acknowledged, only in memory */
 		if (w->copy)
@@ -1533,13 +1507,15 @@ void writeback_drain(struct shard *sh)
 	/* Journaled objects are uploaded again at the next start. A cancel
 	 * reports the upload done, which may drop the object's last
 	 * reference: ours keeps it (and its next) readable until then. */
-	for (struct wobject *w = sh->wobjects, *next; w; w = next) {
+	for (struct rc_list *pos = sh->wobjects.next, *next;
+	     pos != &sh->wobjects; pos = next) {
+		struct wobject *w = wobject_of(pos);
 		w->refs++;
 		if (w->up)
 			upload_cancel(w->up);
 		if (w->copy) /* past the wait: the RENAME fails */
 			upload_cancel(w->copy);
-		next = w->next;
+		next = pos->next;
 		wobject_put(sh, w);
 	}
 	until = rc_now_ns() + 10ull * 1000000000ull;
@@ -1553,19 +1529,21 @@ void writeback_destroy(struct shard *sh)
 {
 	workers_free(sh->workers); /* no worker reads a part body after this */
 	sh->workers = NULL;
-	while (sh->wb_timers) {
-		struct wtimer *t = sh->wb_timers;
+	while (!rc_list_empty(&sh->wb_timers)) {
+		struct wtimer *t = rc_list_entry(sh->wb_timers.next,
+						 struct wtimer, link);
 		reactor_timer_cancel(&t->t);
-		wtimer_unlink(t);
+		rc_list_del(&t->link);
 		free(t);
 	}
-	while (sh->wb_delayed) {
-		struct wdelay *dl = sh->wb_delayed;
-		sh->wb_delayed = dl->next;
+	while (!rc_list_empty(&sh->wb_delayed)) {
+		struct wdelay *dl = rc_list_entry(sh->wb_delayed.next,
+						  struct wdelay, link);
+		rc_list_del(&dl->link);
 		free(dl);
 	}
-	while (sh->wobjects) {
-		struct wobject *w = sh->wobjects;
+	while (!rc_list_empty(&sh->wobjects)) {
+		struct wobject *w = wobject_of(sh->wobjects.next);
 		w->refs = 1;
 		wobject_put(sh, w);
 	}

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "list.h"
 #include "ringcache.h"
 #include "s3_types.h"
 
@@ -55,8 +56,13 @@ struct wobject {
 	uint64_t uid_staged;      /* staging charged to it while open */
 	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
 	bool in_backlog;          /* committed, upload not ended */
-	struct wobject *next, *prev;
+	struct rc_list link;      /* on shard->wobjects */
 };
+
+static inline struct wobject *wobject_of(const struct rc_list *n)
+{
+	return rc_list_entry(n, struct wobject, link);
+}
 
 /* How write-back's deferred ops (COMMIT, SYNC, RENAME, ABORT) complete:
  * the session layer's completion, set before writeback_init. */

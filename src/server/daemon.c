@@ -514,6 +514,12 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 	sh->d = d;
 	sh->id = id;
 	pthread_mutex_init(&sh->lock, NULL);
+	rc_list_init(&sh->inbox);
+	rc_list_init(&sh->sessions);
+	rc_list_init(&sh->pqueues);
+	rc_list_init(&sh->wobjects);
+	rc_list_init(&sh->wb_timers);
+	rc_list_init(&sh->wb_delayed);
 	if (fetch_shard_init(sh) < 0 ||
 	    arena_budget_init(&sh->budget, d->cfg.memory_bytes / d->n_shards,
 			      d->cfg.block_bytes) < 0 ||
@@ -621,8 +627,8 @@ void daemon_destroy(struct daemon *d)
 		struct shard *sh = &d->shards[i];
 		if (!sh->d)
 			continue; /* init failed before this shard */
-		while (sh->sessions)
-			session_close(sh->sessions);
+		while (!rc_list_empty(&sh->sessions))
+			session_close(session_of(sh->sessions.next));
 		fetch_shard_cancel(sh);
 		writeback_destroy(sh);
 		if (sh->tier) {

@@ -60,15 +60,14 @@ static void on_signal(struct rc_ev *ev, struct io_uring_cqe *cqe)
 static void on_wake(void *ctx)
 {
 	struct shard *sh = ctx;
+	struct rc_list in = RC_LIST_INIT(in), *pos, *tmp;
 	pthread_mutex_lock(&sh->lock);
-	struct session *in = sh->inbox;
-	sh->inbox = NULL;
+	rc_list_splice_tail(&in, &sh->inbox);
 	pthread_mutex_unlock(&sh->lock);
 	daemon_shard_sync_datasets(sh);
-	while (in) {
-		struct session *next = in->next;
-		session_adopt(sh, in);
-		in = next;
+	rc_list_for_each_safe(pos, tmp, &in) {
+		rc_list_del(pos);
+		session_adopt(sh, session_of(pos));
 	}
 }
 
@@ -143,22 +142,24 @@ void shard_wake(struct shard *sh)
 static bool process_sessions(struct shard *sh)
 {
 	bool busy = false;
-	for (struct session *s = sh->sessions, *n; s; s = n) {
-		n = s->next;
-		busy |= session_process(s);
-	}
+	struct rc_list *pos, *tmp;
+	rc_list_for_each_safe(pos, tmp, &sh->sessions)
+		busy |= session_process(session_of(pos));
 	return busy;
 }
 
 static void flush_sessions(struct shard *sh)
 {
-	for (struct session *s = sh->sessions; s; s = s->next)
-		session_flush(s);
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->sessions)
+		session_flush(session_of(pos));
 }
 
 static void set_need_wakeup(struct shard *sh, bool on)
 {
-	for (struct session *s = sh->sessions; s; s = s->next) {
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->sessions) {
+		struct session *s = session_of(pos);
 		if (!s->hdr)
 			continue; /* not attached yet: no ring */
 		if (on)
@@ -170,10 +171,13 @@ static void set_need_wakeup(struct shard *sh, bool on)
 
 static bool sessions_have_work(struct shard *sh)
 {
-	for (struct session *s = sh->sessions; s; s = s->next)
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->sessions) {
+		struct session *s = session_of(pos);
 		if (s->hdr && atomic_load_explicit(&s->hdr->sq_tail,
 					 memory_order_acquire) != s->sq_head)
 			return true;
+	}
 	return false;
 }
 
@@ -182,7 +186,7 @@ static bool sessions_have_work(struct shard *sh)
 static void wait_events(struct shard *sh, bool busy)
 {
 	struct reactor *r = sh->reactor;
-	if (!busy && sh->sessions) {
+	if (!busy && !rc_list_empty(&sh->sessions)) {
 		uint64_t until = rc_now_ns() + IDLE_SPIN_NS;
 		for (unsigned i = 1; !sessions_have_work(sh) &&
 				     !reactor_cq_ready(r); i++) {
@@ -211,20 +215,20 @@ void shard_poll_once(struct shard *sh)
  * nothing acknowledged is pending on the read path. */
 static void shard_drain(struct shard *sh)
 {
+	struct rc_list in = RC_LIST_INIT(in), *pos, *tmp;
 	pthread_mutex_lock(&sh->lock);
-	struct session *in = sh->inbox;
-	sh->inbox = NULL;
+	rc_list_splice_tail(&in, &sh->inbox);
 	pthread_mutex_unlock(&sh->lock);
-	while (in) { /* handed over, never attached */
-		struct session *next = in->next;
-		in->sh = sh;
-		in->closed = true;
+	rc_list_for_each_safe(pos, tmp, &in) { /* handed over, never attached */
+		struct session *s = session_of(pos);
+		rc_list_del(pos);
+		s->sh = sh;
+		s->closed = true;
 		sh->n_zombies++;
-		session_put(in);
-		in = next;
+		session_put(s);
 	}
-	while (sh->sessions)
-		session_close(sh->sessions);
+	while (!rc_list_empty(&sh->sessions))
+		session_close(session_of(sh->sessions.next));
 	writeback_drain(sh);
 	tiering_save_resident(sh);
 	tiering_drain(sh);

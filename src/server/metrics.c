@@ -93,8 +93,9 @@ static uint64_t sh_handles(const struct shard *sh)
 {
 	uint64_t n = 0;
 	pthread_mutex_lock((pthread_mutex_t *)&sh->lock);
-	for (const struct session *se = sh->sessions; se; se = se->next)
-		n += se->n_handles;
+	const struct rc_list *pos;
+	rc_list_for_each(pos, &sh->sessions)
+		n += session_of(pos)->n_handles;
 	pthread_mutex_unlock((pthread_mutex_t *)&sh->lock);
 	return n;
 }
@@ -153,13 +154,15 @@ static void emit_queues(struct out *o, const struct daemon *d)
 	for (uint32_t i = 0; i < d->n_shards; i++) {
 		pthread_mutex_t *lock = (pthread_mutex_t *)&d->shards[i].lock;
 		pthread_mutex_lock(lock);
-		for (const struct pqueue *q = d->shards[i].pqueues; q;
-		     q = q->next)
+		const struct rc_list *pos;
+		rc_list_for_each(pos, &d->shards[i].pqueues) {
+			const struct pqueue *q = pqueue_of(pos);
 			if (q->plan)
 				put(o, "ringcache_queue_prefetch_bytes{shard=\"%u\",queue=\"%u\",gpu=\"%d\",node=\"%d\"} %llu\n",
 				    i, q->id, q->gpu,
 				    topology_shard_node(&d->topo, (int)i),
 				    (unsigned long long)q->plan->prefetched_bytes);
+		}
 		pthread_mutex_unlock(lock);
 	}
 }

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "readkey.h"
 #include "validate.h"
+#include "vec.h"
 
 #define MAX_LEASES (1u << 20)
 #define MAX_BACKLOG (1u << 16)
@@ -41,24 +42,14 @@ static _Thread_local uint64_t pass_ns; /* 0: not in a pass */
 static void session_link(struct shard *sh, struct session *s)
 {
 	pthread_mutex_lock(&sh->lock);
-	s->prev = NULL;
-	s->next = sh->sessions;
-	if (sh->sessions)
-		sh->sessions->prev = s;
-	sh->sessions = s;
+	rc_list_add(&sh->sessions, &s->link);
 	pthread_mutex_unlock(&sh->lock);
 }
 
 static void session_unlink(struct shard *sh, struct session *s)
 {
 	pthread_mutex_lock(&sh->lock);
-	if (s->prev)
-		s->prev->next = s->next;
-	else if (sh->sessions == s)
-		sh->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->next = s->prev = NULL;
+	rc_list_del(&s->link);
 	pthread_mutex_unlock(&sh->lock);
 }
 
@@ -204,6 +195,7 @@ void session_accept(struct daemon *d, int fd)
 	s->gid = cred.gid;
 	s->pid = cred.pid;
 	s->refs = 1;
+	rc_list_init(&s->link);
 	session_link(sh, s);
 	arm_sock(s);
 }
@@ -576,8 +568,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 	session_unlink(s->sh, s);
 	s->refs--; /* the poll that just completed */
 	pthread_mutex_lock(&to->lock);
-	s->next = to->inbox;
-	to->inbox = s;
+	rc_list_add(&to->inbox, &s->link);
 	pthread_mutex_unlock(&to->lock);
 	reactor_wake(to->reactor);
 	return true;
@@ -586,7 +577,6 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 void session_adopt(struct shard *sh, struct session *s)
 {
 	s->sh = sh;
-	s->next = s->prev = NULL;
 	session_link(sh, s);
 	handle_attach(s, &s->attach, sizeof(s->attach));
 	if (!s->closed)
@@ -730,14 +720,11 @@ static void post_cqe(struct session *s, const struct rc_cqe *cqe)
 			session_close(s);
 			return;
 		}
-		uint32_t cap = s->cap_backlog ? s->cap_backlog * 2 : 64;
-		struct rc_cqe *b = realloc(s->backlog, cap * sizeof(*b));
-		if (!b) {
+		if (RC_GROW_FROM(s->backlog, s->cap_backlog,
+				 s->n_backlog + 1, 64) < 0) {
 			session_close(s);
 			return;
 		}
-		s->backlog = b;
-		s->cap_backlog = cap;
 	}
 	s->backlog[s->n_backlog++] = *cqe;
 }
@@ -808,6 +795,22 @@ static void lease_uncharge(struct session *s, uint64_t bytes)
 	quota_uncharge(&s->usage->leased_bytes, bytes);
 }
 
+/* A table of ids (leases, handles): its entries and its stack of free
+ * ids, both from cap to new_cap slots. The quota sizes the table, not
+ * the allocation: RC_GROW may leave room beyond new_cap, unused. */
+static int ids_grow(void **items, size_t elem, uint32_t **free_ids,
+		    uint32_t cap, uint32_t new_cap)
+{
+	uint32_t ci = cap, cf = cap;
+	if (rc_grow(items, &ci, new_cap, elem, 0) < 0 ||
+	    RC_GROW(*free_ids, cf, new_cap) < 0)
+		return -ENOMEM;
+	return 0;
+}
+#define table_grow(items, free_ids, cap, new_cap) \
+	ids_grow((void **)(items), sizeof(**(items)), (free_ids), (cap), \
+		 (new_cap))
+
 /* The new slots are charged to the uid first (what its sessions' tables
  * hold together); the last growth takes what is left of its share. */
 static int lease_grow(struct session *s, struct lease_table *lt)
@@ -825,15 +828,10 @@ static int lease_grow(struct session *s, struct lease_table *lt)
 	if (!add)
 		return -EDQUOT;
 	uint32_t cap = lt->cap + add;
-	struct cache_entry **ne = realloc(lt->e, cap * sizeof(*ne));
-	uint32_t *nf = ne ? realloc(lt->free, cap * sizeof(*nf)) : NULL;
-	if (ne)
-		lt->e = ne;
-	if (!nf) {
+	if (table_grow(&lt->e, &lt->free, lt->cap, cap) < 0) {
 		quota_uncharge(&s->usage->lease_slots, add);
 		return -ENOMEM;
 	}
-	lt->free = nf;
 	for (uint32_t i = cap; i > lt->cap; i--) {
 		lt->e[i - 1] = NULL;
 		lt->free[lt->n_free++] = i - 1;
@@ -897,15 +895,11 @@ static int handles_grow(struct session *s)
 	if (!add)
 		return -EDQUOT;
 	cap = s->cap_handles + add;
-	struct object **nh = realloc(s->handles, cap * sizeof(*nh));
-	uint32_t *nf = nh ? realloc(s->handles_free, cap * sizeof(*nf)) : NULL;
-	if (nh)
-		s->handles = nh;
-	if (!nf) {
+	if (table_grow(&s->handles, &s->handles_free, s->cap_handles,
+		       cap) < 0) {
 		quota_uncharge(&s->usage->handle_slots, add);
 		return -ENOMEM;
 	}
-	s->handles_free = nf;
 	for (uint32_t i = cap; i > s->cap_handles; i--) {
 		s->handles[i - 1] = NULL;
 		s->handles_free[s->n_handles_free++] = i - 1;

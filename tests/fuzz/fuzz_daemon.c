@@ -103,7 +103,8 @@ struct session *fuzz_session_new(struct daemon *d, int *client)
 		abort();
 	session_accept(d, sv[1]);
 	*client = sv[0];
-	return d->shards[0].sessions;
+	struct rc_list *first = rc_list_first(&d->shards[0].sessions);
+	return first ? session_of(first) : NULL;
 }
 
 int fuzz_send(int client, const void *msg, size_t len, int fd)
@@ -157,7 +158,7 @@ long fuzz_reply(struct daemon *d, int client, void *reply, size_t cap)
 		struct pollfd p = {client, POLLIN, 0};
 		if (poll(&p, 1, 0) > 0)
 			return receive(client, reply, cap);
-		if (!d->shards[0].sessions)
+		if (rc_list_empty(&d->shards[0].sessions))
 			return 0;
 		shard_poll_once(&d->shards[0]);
 	}
@@ -180,10 +181,10 @@ bool fuzz_session_end(struct daemon *d, int client)
 	struct shard *sh = &d->shards[0];
 	uint64_t until = rc_now_ns() + 2000000000ull;
 	close(client);
-	while ((sh->sessions || sh->n_zombies || sh->fetches) &&
-	       rc_now_ns() < until)
+	while ((!rc_list_empty(&sh->sessions) || sh->n_zombies ||
+		sh->fetches) && rc_now_ns() < until)
 		shard_poll_once(sh);
-	return !sh->sessions && !sh->n_zombies && !sh->fetches;
+	return rc_list_empty(&sh->sessions) && !sh->n_zombies && !sh->fetches;
 }
 
 int fuzz_open_fds(void)

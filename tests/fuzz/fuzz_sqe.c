@@ -45,8 +45,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static bool live(struct daemon *d, struct session *s)
 {
-	for (struct session *x = d->shards[0].sessions; x; x = x->next)
-		if (x == s && !x->closed)
+	struct rc_list *pos;
+	rc_list_for_each(pos, &d->shards[0].sessions)
+		if (session_of(pos) == s && !s->closed)
 			return true;
 	return false;
 }
