@@ -216,6 +216,8 @@ struct shard {
 	struct rc_list wobjects;   /* objects being written or uploaded */
 	struct rc_list wb_timers;  /* the upload engine's (struct wtimer) */
 	struct rc_list wb_delayed; /* upload requests waiting for the budget */
+	struct rc_list wb_cleanups; /* start-up S3 clean-up on a worker */
+	uint32_t wb_cleaning;      /* of replayed objects: uploads wait */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */

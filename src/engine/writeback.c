@@ -345,18 +345,25 @@ static bool key_fits(const struct dataset *ds, const char *key)
 	return strlen(ds->cfg->prefix) + strlen(key) <= RC_MAX_KEY;
 }
 
+static void left_behind(const struct dataset *ds, const char *bkey,
+			const char *code, const char *message)
+{
+	log_warn("dataset %s: s3://%s/%s (renamed) left behind: %s %s",
+		 ds->cfg->name, ds->cfg->bucket, bkey, code, message);
+}
+
 /* Blocking DeleteObject of an object an upload left under a name the
- * object no longer has (a RENAME overtook it). */
-static void delete_old_name(struct shard *sh, const struct dataset *ds,
-			    const char *bkey)
+ * object no longer has (a RENAME overtook it): only off the reactor, on
+ * a worker (the start-up clean-up). */
+static void delete_old_name_blocking(struct s3_client *s3,
+				     const struct dataset *ds,
+				     const char *bkey)
 {
 	struct s3_req_params p = {.op = S3_DELETE_OBJECT,
 				  .bucket = ds->cfg->bucket, .key = bkey};
 	struct s3_result r;
-	if (s3_perform(sh->d->s3, &p, &r, NULL, NULL) < 0 && r.err != -ENOENT)
-		log_warn("dataset %s: s3://%s/%s (renamed) left behind: %s %s",
-			 ds->cfg->name, ds->cfg->bucket, bkey, r.code,
-			 r.message);
+	if (s3_perform(s3, &p, &r, NULL, NULL) < 0 && r.err != -ENOENT)
+		left_behind(ds, bkey, r.code, r.message);
 }
 
 /* ---- completion of waiters ---------------------------------------------- */
@@ -433,6 +440,38 @@ static int read_journaled(void *ctx, uint64_t off, void *dst, size_t len)
 }
 
 static void upload_start_for(struct shard *sh, struct wobject *w);
+
+/* The old name's DELETE ended: the upload under the new name goes now,
+ * after it, so that a RENAME back to the old name cannot be undone by a
+ * DELETE landing late. */
+static void old_name_deleted(void *ctx, const struct upload_outcome *out)
+{
+	struct wobject *w = ctx;
+	struct shard *sh = w->sh;
+	w->del = NULL;
+	if (out->err)
+		left_behind(w->ds, w->up_key, out->code, out->message);
+	upload_start_for(sh, w);
+	wobject_put(sh, w); /* the DELETE's (the ended upload's) */
+}
+
+/* The upload landed under a name a RENAME has since replaced: that copy
+ * goes, through the upload engine (retries, budget, no reactor stall),
+ * and the upload under the new name follows (old_name_deleted). False
+ * if the DELETE could not even start: the copy is left behind. */
+static bool delete_old_name(struct shard *sh, struct wobject *w)
+{
+	struct upload_delete_params p = {
+		.bucket = w->ds->cfg->bucket, .key = w->up_key,
+		.done = old_name_deleted, .done_ctx = w, .tag = w->ds->budget,
+	};
+	int err = -ENOMEM;
+	if (w->up_key)
+		w->del = upload_delete_start(sh->uploads, &p, &err);
+	if (!w->del && w->up_key)
+		left_behind(w->ds, w->up_key, "", strerror(-err));
+	return w->del != NULL;
+}
 
 /* DONE records need no waiter: losing one only uploads again. */
 static void flushed_nothing(void *ctx, int res)
@@ -520,8 +559,10 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 		w->restart = false; /* the drain's cancel: the journal has it */
 	if (w->restart) { /* renamed while uploading: again, new key */
 		w->restart = false;
-		if (out->err == 0) /* it landed under the old name first */
-			delete_old_name(sh, w->ds, w->up_key);
+		/* It landed under the old name first: that copy goes, then
+		 * the upload (the reference passes to the DELETE). */
+		if (out->err == 0 && delete_old_name(sh, w))
+			return;
 		upload_start_for(sh, w);
 		wobject_put(sh, w);
 		return;
@@ -550,6 +591,16 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 
 static void upload_start_for(struct shard *sh, struct wobject *w)
 {
+	/* The start-up clean-up aborts the multipart uploads of replayed
+	 * keys: none of this shard's starts before it has ended (held by a
+	 * reference, started by cleanups_ended). */
+	if (sh->wb_cleaning) {
+		if (!w->cleanup_wait) {
+			w->cleanup_wait = true;
+			w->refs++;
+		}
+		return;
+	}
 	char *key = bucket_key(w);
 	struct upload_params p = {
 		.bucket = w->ds->cfg->bucket,
@@ -1269,7 +1320,24 @@ void writeback_put(struct wobject *w)
 	wobject_put(w->sh, w);
 }
 
-/* ---- start, replay, drain ----------------------------------------------- */
+/* ---- start-up clean-up, on a worker ------------------------------------ */
+
+/* S3 requests a start needs before some uploads: blocking calls (listings,
+ * aborts, HEAD, DELETE with the client's backoff), so they run on one of
+ * the shard's worker threads (workers.h) while its reactor serves
+ * clients; done, back on the reactor, starts what waited for them. A job
+ * reads only what it owns: copies of the keys, the dataset (whose config
+ * is never freed under a reader), the S3 client (thread-safe). */
+struct wcleanup {
+	struct shard *sh;
+	struct s3_client *s3;
+	const struct dataset *ds;  /* NULL: the abandoned uploads of all */
+	char **old_keys;           /* names it had before; copies */
+	size_t n_old_keys;
+	char *key;                 /* its name now; copy */
+	char token_hex[S3_UPLOAD_TOKEN_LEN + 1]; /* "": none journaled */
+	struct rc_list link;       /* on shard->wb_cleanups */
+};
 
 /* Keep callback: uploads of other keys that merely start with this one. */
 static bool other_key(void *ctx, const char *key, const char *upload_id)
@@ -1280,17 +1348,17 @@ static bool other_key(void *ctx, const char *key, const char *upload_id)
 
 /* A replayed object may have died mid-upload: its multipart upload is
  * abandoned, and this daemon's, since the journal says it was uploading
- * that key. Abort it now rather than after ABANDONED_AGE_S (at start,
- * before the new upload exists, so no age is needed; blocking). */
-static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
-				const char *rel_key)
+ * that key. Abort it now rather than after ABANDONED_AGE_S (before the
+ * shard starts any upload, so no age is needed: upload_start_for waits). */
+static void abort_stale_uploads(const struct wcleanup *c, const char *rel_key)
 {
+	const struct dataset *ds = c->ds;
 	char *key = dataset_bucket_key(ds, rel_key);
 	struct s3_result r;
 	char reason[512];
 	if (!key)
 		return;
-	int n = upload_cleanup_abandoned(sh->d->s3, ds->cfg->bucket, key, 0,
+	int n = upload_cleanup_abandoned(c->s3, ds->cfg->bucket, key, 0,
 					 other_key, key, &r);
 	if (n < 0)
 		log_warn("journal: %s/%s: listing its old uploads: %s",
@@ -1305,40 +1373,166 @@ static void abort_stale_uploads(struct shard *sh, const struct dataset *ds,
  * object there is this one's upload, not another writer's that merely has
  * the same size. A journal written before tokens has none: such a copy
  * stays (a leftover, never another writer's loss). */
-static void delete_if_ours(struct shard *sh, const struct dataset *ds,
-			   const char *rel_key, const struct wobject *w)
+static void delete_if_ours(const struct wcleanup *c, const char *rel_key)
 {
+	const struct dataset *ds = c->ds;
 	char *key = dataset_bucket_key(ds, rel_key);
 	if (!key)
 		return;
 	struct s3_req_params p = {.op = S3_HEAD_OBJECT,
 				  .bucket = ds->cfg->bucket, .key = key};
 	struct s3_result r;
-	if (s3_perform(sh->d->s3, &p, &r, NULL, NULL) == 0 &&
-	    strcmp(r.upload_token, w->token_hex) == 0) {
+	if (s3_perform(c->s3, &p, &r, NULL, NULL) == 0 &&
+	    strcmp(r.upload_token, c->token_hex) == 0) {
 		log_info("journal: %s/%s: removing the copy under its old name "
 			 "s3://%s/%s", ds->cfg->name, rel_key, ds->cfg->bucket,
 			 key);
-		delete_old_name(sh, ds, key);
+		delete_old_name_blocking(c->s3, ds, key);
 	}
 	free(key);
 }
 
-/* Every name the object had: no multipart upload stays under any, and no
- * copy under an old one. */
-static void clean_old_names(struct shard *sh, const struct dataset *ds,
+/* Multipart uploads a daemon started and never finished (it died) cost
+ * storage until aborted. Other nodes may write the same prefix, so only
+ * old ones go. */
+#define ABANDONED_AGE_S (6 * 3600)
+static void cleanup_abandoned(struct wcleanup *c)
+{
+	struct daemon *d = c->sh->d;
+	for (uint32_t i = 0; i < d->n_datasets; i++) {
+		const struct rc_dataset_config *cfg = d->datasets[i]->cfg;
+		if (!cfg->writable)
+			continue;
+		struct s3_result r;
+		char reason[512];
+		int n = upload_cleanup_abandoned(c->s3, cfg->bucket, cfg->prefix,
+						 ABANDONED_AGE_S, NULL, NULL,
+						 &r);
+		if (n > 0)
+			log_info("dataset %s: aborted %d abandoned multipart "
+				 "upload(s)", cfg->name, n);
+		else if (n < 0)
+			log_warn("dataset %s: listing abandoned uploads: %s",
+				 cfg->name, s3_result_reason(&r, reason,
+							     sizeof(reason)));
+	}
+}
+
+/* The worker's half. Every name the object had: no multipart upload
+ * stays under any, and no copy under an old one. */
+static void cleanup_run(void *arg)
+{
+	struct wcleanup *c = arg;
+	if (!c->ds) {
+		cleanup_abandoned(c);
+		return;
+	}
+	for (size_t i = 0; i < c->n_old_keys; i++) {
+		if (strcmp(c->old_keys[i], c->key) == 0)
+			continue;
+		abort_stale_uploads(c, c->old_keys[i]);
+		if (c->token_hex[0])
+			delete_if_ours(c, c->old_keys[i]);
+	}
+	abort_stale_uploads(c, c->key);
+}
+
+static void cleanup_free(struct wcleanup *c)
+{
+	rc_list_del(&c->link);
+	for (size_t i = 0; i < c->n_old_keys; i++)
+		free(c->old_keys[i]);
+	free(c->old_keys);
+	free(c->key);
+	free(c);
+}
+
+/* The oldest object waiting for the clean-up, or NULL. Looked for again
+ * after each start: a start may complete ops whose sessions then close
+ * and drop other objects. */
+static struct wobject *oldest_waiting(struct shard *sh)
+{
+	for (struct rc_list *pos = sh->wobjects.prev; pos != &sh->wobjects;
+	     pos = pos->prev)
+		if (wobject_of(pos)->cleanup_wait)
+			return wobject_of(pos);
+	return NULL;
+}
+
+/* The last replayed object's clean-up ended: the uploads held for it
+ * start, in the order they were asked for (a journaled one not while
+ * stopping: the journal has it for the next start). */
+static void cleanups_ended(struct shard *sh)
+{
+	struct wobject *w;
+	while ((w = oldest_waiting(sh))) {
+		w->cleanup_wait = false;
+		if (!(sh->d->stopping && w->journaled))
+			upload_start_for(sh, w);
+		wobject_put(sh, w);
+	}
+}
+
+/* The reactor's half. */
+static void cleanup_done(void *arg)
+{
+	struct wcleanup *c = arg;
+	struct shard *sh = c->sh;
+	bool replayed = c->ds != NULL;
+	cleanup_free(c);
+	if (replayed && --sh->wb_cleaning == 0)
+		cleanups_ended(sh);
+}
+
+/* Runs c on a worker, or here when the shard has none (blocking, as a
+ * start without threads must). */
+static void cleanup_submit(struct shard *sh, struct wcleanup *c)
+{
+	rc_list_add(&sh->wb_cleanups, &c->link);
+	if (c->ds)
+		sh->wb_cleaning++;
+	if (sh->workers &&
+	    workers_submit(sh->workers, cleanup_run, cleanup_done, c) == 0)
+		return;
+	cleanup_run(c);
+	cleanup_done(c);
+}
+
+static struct wcleanup *cleanup_new(struct shard *sh)
+{
+	struct wcleanup *c = calloc(1, sizeof(*c));
+	if (c) {
+		c->sh = sh;
+		c->s3 = sh->d->s3;
+		rc_list_init(&c->link);
+	}
+	return c;
+}
+
+/* A replayed object's clean-up (every name it had); its upload, asked
+ * for next, waits for it. Without memory: none, as if S3 had failed it. */
+static void clean_old_names(struct shard *sh, struct dataset *ds,
 			    const struct journal_object *o,
 			    const struct wobject *w)
 {
-	for (size_t i = 0; i < o->n_old_keys; i++) {
-		if (strcmp(o->old_keys[i], o->key) == 0)
-			continue;
-		abort_stale_uploads(sh, ds, o->old_keys[i]);
-		if (o->has_token)
-			delete_if_ours(sh, ds, o->old_keys[i], w);
+	struct wcleanup *c = cleanup_new(sh);
+	bool ok = c && (c->key = strdup(o->key)) &&
+		  (c->old_keys = calloc(o->n_old_keys + 1,
+					sizeof(*c->old_keys)));
+	for (size_t i = 0; ok && i < o->n_old_keys; i++, c->n_old_keys++)
+		ok = (c->old_keys[i] = strdup(o->old_keys[i])) != NULL;
+	if (!ok) {
+		if (c)
+			cleanup_free(c);
+		return;
 	}
-	abort_stale_uploads(sh, ds, o->key);
+	c->ds = ds;
+	if (o->has_token)
+		memcpy(c->token_hex, w->token_hex, sizeof(c->token_hex));
+	cleanup_submit(sh, c);
 }
+
+/* ---- start, replay, drain ----------------------------------------------- */
 
 static void replay(struct shard *sh)
 {
@@ -1401,31 +1595,6 @@ static void replay(struct shard *sh)
 	}
 }
 
-/* Multipart uploads a daemon started and never finished (it died) cost
- * storage until aborted. Other nodes may write the same prefix, so only
- * old ones go. Blocking, at start. */
-#define ABANDONED_AGE_S (6 * 3600)
-static void cleanup_abandoned(struct daemon *d)
-{
-	for (uint32_t i = 0; i < d->n_datasets; i++) {
-		const struct rc_dataset_config *c = d->datasets[i]->cfg;
-		if (!c->writable)
-			continue;
-		struct s3_result r;
-		char reason[512];
-		int n = upload_cleanup_abandoned(d->s3, c->bucket, c->prefix,
-						 ABANDONED_AGE_S, NULL, NULL,
-						 &r);
-		if (n > 0)
-			log_info("dataset %s: aborted %d abandoned multipart "
-				 "upload(s)", c->name, n);
-		else if (n < 0)
-			log_warn("dataset %s: listing abandoned uploads: %s",
-				 c->name, s3_result_reason(&r, reason,
-							   sizeof(reason)));
-	}
-}
-
 int writeback_init(struct shard *sh, char *err, size_t errlen)
 {
 	struct daemon *d = sh->d;
@@ -1453,8 +1622,9 @@ int writeback_init(struct shard *sh, char *err, size_t errlen)
 		log_warn("shard %u: no digest threads (%s): digests inline",
 			 sh->id, strerror(errno));
 	writeback_arm_workers(sh);
-	if (sh->id == 0)
-		cleanup_abandoned(d);
+	struct wcleanup *c = sh->id == 0 ? cleanup_new(sh) : NULL;
+	if (c)
+		cleanup_submit(sh, c);
 	if (!d->cfg.journal_path)
 		return 0;
 	char path[4200];
@@ -1493,6 +1663,8 @@ static bool must_wait(const struct shard *sh)
 		if (w->copy)
 			return true; /* a RENAME: a cancelled CopyObject may
 					still land, leaving both names */
+		if (w->del)
+			return true; /* an old name's DELETE: then its upload */
 	}
 	return false;
 }
@@ -1529,6 +1701,9 @@ void writeback_destroy(struct shard *sh)
 {
 	workers_free(sh->workers); /* no worker reads a part body after this */
 	sh->workers = NULL;
+	while (!rc_list_empty(&sh->wb_cleanups)) /* their done never ran */
+		cleanup_free(rc_list_entry(sh->wb_cleanups.next,
+					   struct wcleanup, link));
 	while (!rc_list_empty(&sh->wb_timers)) {
 		struct wtimer *t = rc_list_entry(sh->wb_timers.next,
 						 struct wtimer, link);

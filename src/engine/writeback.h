@@ -37,6 +37,8 @@ struct wobject {
 	uint64_t replay_index;    /* journal_replayed(j, index) */
 	struct upload *up;
 	char *up_key;             /* bucket key of the last upload started */
+	struct upload *del;       /* DELETE of up_key, landed before a RENAME */
+	bool cleanup_wait;        /* its upload waits for the start-up clean-up */
 	bool restart;             /* upload cancelled for a rename: again */
 	uint32_t renames;         /* RENAMEs while not yet in S3 */
 	struct op *commit_op;     /* COMMIT waiting for its durability */

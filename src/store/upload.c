@@ -71,6 +71,7 @@ struct upload {
 	char *from_key;          /* a copy job's source; NULL for an upload */
 	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
 	bool deleting;           /* the copy landed: the source's DELETE runs */
+	bool delete_only;        /* a delete job: its DELETE is all it does */
 	char upload_id[256];
 	char token[S3_UPLOAD_TOKEN_LEN + 1]; /* "" if none (upload_params) */
 	unsigned n_parts, next_part, parts_done, parts_inflight;
@@ -559,7 +560,7 @@ static void report_done(struct upload *u)
 		return;
 	u->state = U_DONE;
 	e->active--;
-	if (u->deleting && u->out.err) {
+	if (u->deleting && u->out.err && !u->delete_only) {
 		/* The copy stands: only its source is left behind. */
 		u->out.source_err = u->out.err;
 		u->out.err = 0;
@@ -1069,7 +1070,8 @@ static int start_first(struct upload *u)
 	struct upload_engine *e = u->e;
 	/* A copy that must not replace looks first (a server may ignore
 	 * If-None-Match on CopyObject). */
-	enum xfer_kind first = u->n_parts ? X_CREATE :
+	enum xfer_kind first = u->delete_only ? X_DELETE :
+			       u->n_parts ? X_CREATE :
 			       !u->from_key ? X_PUT :
 			       u->p.no_overwrite ? X_EXISTS : X_COPY;
 	struct xfer *x = xfer_new(u, first);
@@ -1176,6 +1178,35 @@ struct upload *upload_copy_start(struct upload_engine *e,
 		upload_free(u);
 		return NULL;
 	}
+	return upload_go(u, err);
+}
+
+struct upload *upload_delete_start(struct upload_engine *e,
+				   const struct upload_delete_params *dp,
+				   int *err)
+{
+	if (!dp->bucket || !dp->key || !dp->done) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	struct upload_params p = {
+		.bucket = dp->bucket, .key = dp->key,
+		.done = dp->done, .done_ctx = dp->done_ctx, .tag = dp->tag,
+	};
+	struct upload *u = upload_alloc(e, &p);
+	if (!u) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	/* The DELETE names from_key (a copy job's source): the same key. */
+	u->from_key = strdup(dp->key);
+	if (!u->from_key) {
+		*err = -ENOMEM;
+		e->active--;
+		upload_free(u);
+		return NULL;
+	}
+	u->deleting = u->delete_only = true; /* upload_cancel leaves it be */
 	return upload_go(u, err);
 }
 

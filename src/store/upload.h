@@ -10,7 +10,8 @@
  * A copy job (upload_copy_start) is the rename of an object already in S3,
  * made of the same requests and retries: CopyObject up to a threshold
  * (S3's limit is 5 GiB), else a multipart upload whose parts are
- * UploadPartCopy ranges of the source, then a DELETE of the source.
+ * UploadPartCopy ranges of the source, then a DELETE of the source. A
+ * delete job (upload_delete_start) is that DELETE alone.
  *
  * The engine owns no event loop. Its driver (the shard's reactor, or a
  * test's poll loop) runs the transfers and the timers:
@@ -159,6 +160,21 @@ struct upload_copy_params {
 };
 struct upload *upload_copy_start(struct upload_engine *e,
 				 const struct upload_copy_params *p, int *err);
+
+/* A delete job: one DeleteObject of key (bucket and key copied), with
+ * the retries and the request budget (tag) of the engine's other
+ * requests; done reports err 0 when the key is gone (a 404 included),
+ * else the DELETE's error. upload_cancel does not stop it. NULL with
+ * *err = -EINVAL (no bucket, key or done) or -ENOMEM. */
+struct upload_delete_params {
+	const char *bucket, *key;
+	upload_done_fn done;
+	void *done_ctx;
+	void *tag;
+};
+struct upload *upload_delete_start(struct upload_engine *e,
+				   const struct upload_delete_params *p,
+				   int *err);
 
 /* Stops an upload: in-flight parts are removed, a created multipart upload
  * is aborted, then done reports -ECANCELED. A single PUT already sent may

@@ -904,6 +904,92 @@ Test(writeback, rename_after_upload_leaves_the_reactor_free,
 	fx_daemon_stop(&D);
 }
 
+static bool put_sent(void)
+{
+	return proxy_counter("put") >= 1;
+}
+
+static bool delete_sent(void)
+{
+	return proxy_counter("delete") >= 1;
+}
+
+/* A RENAME while the upload's PUT is in flight: the PUT lands under the
+ * old name, whose DELETE S3 takes 5 s for; the shard's other clients read
+ * (cached and not) while that DELETE is still held, then the object is
+ * uploaded under its new name and the old one is gone. */
+Test(writeback, old_name_delete_leaves_the_reactor_free, .fini = teardown,
+     .timeout = 120)
+{
+	const char *args[] = {"--latency-ms", "0", "--delete-delay-ms", "5000",
+			      NULL};
+	start_proxied(args, 3, NULL);
+	struct rc_client c, r;
+	attach(&c);
+	attach(&r);
+	const uint64_t size = 1 * MiB + 7; /* one PUT: no cancel at RENAME */
+	write_object(&c, "cached", size, 72, true);
+	write_object(&c, "cold", size, 73, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	void *mem;
+	int buf = rc_alloc_buffer(&r, size, &mem);
+	cr_assert_geq(buf, 0);
+	timed_read(&r, buf, mem, "cached", size, 72);
+
+	proxy_set("set latency-ms 3000\nreset-stats\n"); /* the PUT's answer */
+	int h = write_object(&c, "ck.tmp", size, 71, true);
+	wait_for(put_sent, "the PUT sent");
+	cr_assert_eq(rc_rename(&c, (uint32_t)h, "ck"), 0);
+	proxy_set("set latency-ms 0\n");
+	wait_for(delete_sent, "the old name's DELETE sent");
+	uint64_t hot = timed_read(&r, buf, mem, "cached", size, 72);
+	uint64_t cold = timed_read(&r, buf, mem, "cold", size, 73);
+	cr_assert_geq(proxy_counter("requests_active"), 1,
+		      "the reads waited for the DELETE (%llu, %llu ms)",
+		      (unsigned long long)hot, (unsigned long long)cold);
+	cr_assert_lt(hot, 2500, "a cached read took %llu ms during the DELETE",
+		     (unsigned long long)hot);
+	cr_assert_lt(cold, 4000, "an uncached read took %llu ms during the "
+		     "DELETE", (unsigned long long)cold);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	cr_assert_eq(check_in_s3("ck", size, 71), 0);
+	cr_assert_eq(head_in_s3("ck.tmp"), -ENOENT);
+	cr_assert_eq(proxy_counter("delete"), 1);
+	rc_detach(&r);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+static bool uploads_listed(void)
+{
+	return proxy_counter("list_uploads") >= 1;
+}
+
+/* The start-up clean-up lists the multipart uploads S3 holds, which
+ * takes it 15 s: the daemon serves meanwhile (a write read back and in
+ * S3) with that listing still held. */
+Test(writeback, startup_cleanup_leaves_the_reactor_free, .fini = teardown,
+     .timeout = 120)
+{
+	const char *args[] = {"--latency-ms", "0", "--uploads-delay-ms",
+			      "15000", NULL};
+	start_proxied(args, 3, NULL);
+	wait_for(uploads_listed, "the start-up listing sent");
+	struct rc_client c;
+	attach(&c);
+	const uint64_t size = 1 * MiB + 9;
+	int h = write_object(&c, "early", size, 81, true);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	void *mem;
+	int buf = rc_alloc_buffer(&c, size, &mem);
+	cr_assert_geq(buf, 0);
+	timed_read(&c, buf, mem, "early", size, 81);
+	cr_assert_geq(proxy_counter("requests_active"), 1,
+		      "the daemon served only once the listing ended");
+	cr_assert_eq(check_in_s3("early", size, 81), 0);
+	rc_detach(&c);
+}
+
 static bool renamed_by_the_daemon(void)
 {
 	return head_in_s3("left") == 0 && head_in_s3("left.tmp") == -ENOENT;
