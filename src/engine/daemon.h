@@ -271,6 +271,12 @@ struct daemon {
 	/* What the arenas get, checked once at start (hugepages.h); read
 	 * only after init, by any renderer. */
 	struct hp_report hugepages;
+	/* The arenas' last smaps measure (metrics.c): renders within a
+	 * second reuse it, so STATS cannot make a shard walk the page
+	 * tables at will. */
+	struct {
+		_Atomic uint64_t at_ns, resident, huge;
+	} hp_seen;
 };
 
 /* An enabled dataset by its config name, or NULL. A lookup, not the

@@ -385,10 +385,11 @@ static void emit_build(struct out *o, const struct daemon *d)
 	    (double)wall.tv_sec + (double)wall.tv_nsec / 1e9 - up);
 }
 
-/* Huge-page bytes against arena bytes, measured in /proc/self/smaps (a
- * walk of the page tables: a status or a scrape pays it, not a read), and
- * the start-up verdict with its reason. */
-static void emit_hugepages(struct out *o, const struct daemon *d)
+#define HP_MEASURE_NS 1000000000ull
+
+/* Measures the arenas in /proc/self/smaps: a walk of the page tables of
+ * every mapping, so at most once a second (d->hp_seen) whoever renders. */
+static void measure_arenas(const struct daemon *d)
 {
 	uint32_t n = atomic_load_explicit(
 		(_Atomic uint32_t *)&d->n_datasets, memory_order_acquire);
@@ -402,6 +403,25 @@ static void emit_hugepages(struct out *o, const struct daemon *d)
 	if (r && k)
 		hp_measure(r, k, &res, &huge);
 	free(r);
+	struct daemon *w = (struct daemon *)d; /* a cache, not the state */
+	atomic_store_explicit(&w->hp_seen.resident, res, memory_order_relaxed);
+	atomic_store_explicit(&w->hp_seen.huge, huge, memory_order_relaxed);
+	atomic_store_explicit(&w->hp_seen.at_ns, rc_now_ns(),
+			      memory_order_relaxed);
+}
+
+/* Huge-page bytes against arena bytes (at most a second old), and the
+ * start-up verdict with its reason. */
+static void emit_hugepages(struct out *o, const struct daemon *d)
+{
+	uint64_t at = atomic_load_explicit(&d->hp_seen.at_ns,
+					   memory_order_relaxed);
+	if (!at || rc_now_ns() - at >= HP_MEASURE_NS)
+		measure_arenas(d);
+	uint64_t res = atomic_load_explicit(&d->hp_seen.resident,
+					    memory_order_relaxed);
+	uint64_t huge = atomic_load_explicit(&d->hp_seen.huge,
+					     memory_order_relaxed);
 	emit(o, "ringcache_arena_resident_bytes", "gauge",
 	     "Arena memory mapped by the daemon (Rss of the arena mappings).",
 	     res);

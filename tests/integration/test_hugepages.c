@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fixture/fixture.h"
 #include "hugepages.h"
@@ -119,8 +120,14 @@ static void check_case(bool asked, const char *want, bool huge)
 	cr_assert(eol && memmem(s, (size_t)(eol - s), want, strlen(want)),
 		  "status does not say \"%s\":\n%s", want, out);
 
-	int64_t res = fx_stat_value(D.socket_path,
+	/* The measure is at most a second old: poll for the reads. */
+	int64_t res = 0;
+	for (int k = 0; k < 300 && res <= 0; k++) {
+		res = fx_stat_value(D.socket_path,
 				    "ringcache_arena_resident_bytes");
+		if (res <= 0)
+			usleep(100 * 1000);
+	}
 	int64_t hp = fx_stat_value(D.socket_path,
 				   "ringcache_arena_hugepage_bytes");
 	cr_assert_gt(res, 0, "the read objects are resident:\n%s", out);
