@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "list.h"
 #include "log.h"
 #include "reactor.h"
 
@@ -20,7 +21,7 @@ struct curl_sock {
 	int want;          /* CURL_POLL_IN/OUT/INOUT */
 	unsigned armed_mask;
 	bool armed, dead, in_dispatch;
-	struct curl_sock *next, *prev;
+	struct rc_list link;   /* on curlio.socks */
 };
 
 /* One transfer: the easy handle and where its end goes. */
@@ -35,7 +36,7 @@ struct curlio {
 	struct reactor *r;
 	CURLM *multi;
 	struct reactor_timer timer;
-	struct curl_sock *socks;
+	struct rc_list socks;     /* every curl_sock, freed with the multi */
 	struct xfer **table;      /* hash of easy handle -> xfer */
 	uint32_t mask, n;
 	_Atomic uint32_t inflight;
@@ -44,13 +45,7 @@ struct curlio {
 
 static void sock_free(struct curl_sock *cs)
 {
-	struct curlio *c = cs->c;
-	if (cs->prev)
-		cs->prev->next = cs->next;
-	else
-		c->socks = cs->next;
-	if (cs->next)
-		cs->next->prev = cs->prev;
+	rc_list_del(&cs->link);
 	free(cs);
 }
 
@@ -211,10 +206,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp,
 		cs->ev.fn = on_poll;
 		cs->c = c;
 		cs->fd = fd;
-		cs->next = c->socks;
-		if (c->socks)
-			c->socks->prev = cs;
-		c->socks = cs;
+		rc_list_add(&c->socks, &cs->link);
 		curl_multi_assign(c->multi, fd, cs);
 	}
 	cs->want = what;
@@ -251,6 +243,7 @@ struct curlio *curlio_new(struct reactor *r, long max_connections)
 	if (!c)
 		return NULL;
 	c->r = r;
+	rc_list_init(&c->socks);
 	c->mask = 255;
 	c->table = calloc(c->mask + 1, sizeof(*c->table));
 	c->multi = curl_multi_init();
@@ -285,8 +278,8 @@ void curlio_free(struct curlio *c)
 	}
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
-	while (c->socks)
-		sock_free(c->socks);
+	while (!rc_list_empty(&c->socks))
+		sock_free(rc_list_entry(c->socks.next, struct curl_sock, link));
 	free(c->table);
 	free(c);
 }
