@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
+#include "vec.h"
 #include "version.h"
 
 #define EXIT_FAIL 1
@@ -649,22 +650,18 @@ static int cmd_cat(int argc, char **argv)
 struct object_list {
 	char **keys;
 	uint64_t *sizes;
-	size_t n, cap;
+	size_t n;
+	uint32_t keys_cap, sizes_cap;
 	uint64_t bytes;
 	char **dirs; /* directories of the level being walked */
-	size_t n_dirs, cap_dirs;
+	size_t n_dirs;
+	uint32_t dirs_cap;
 };
 
-static int push(char ***v, size_t *n, size_t *cap, const char *s, size_t len)
+static int push(char ***v, size_t *n, uint32_t *cap, const char *s, size_t len)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		char **nv = realloc(*v, c * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = c;
-	}
+	if (RC_GROW_FROM(*v, *cap, *n + 1, 64))
+		return -ENOMEM;
 	if (!((*v)[*n] = strndup(s, len)))
 		return -ENOMEM;
 	(*n)++;
@@ -676,18 +673,14 @@ static int collect_entry(const struct rc_list_entry *e, void *arg)
 	struct object_list *ol = arg;
 
 	if (e->is_prefix)
-		return push(&ol->dirs, &ol->n_dirs, &ol->cap_dirs,
+		return push(&ol->dirs, &ol->n_dirs, &ol->dirs_cap,
 			    rc_list_name(e), e->name_len);
-	size_t before = ol->cap;
-	int r = push(&ol->keys, &ol->n, &ol->cap, rc_list_name(e), e->name_len);
+	if (RC_GROW_FROM(ol->sizes, ol->sizes_cap, ol->n + 1, 64))
+		return -ENOMEM;
+	int r = push(&ol->keys, &ol->n, &ol->keys_cap, rc_list_name(e),
+		     e->name_len);
 	if (r < 0)
 		return r;
-	if (ol->cap != before) {
-		uint64_t *ns = realloc(ol->sizes, ol->cap * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		ol->sizes = ns;
-	}
 	ol->sizes[ol->n - 1] = e->size;
 	ol->bytes += e->size;
 	return 0;

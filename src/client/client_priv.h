@@ -57,7 +57,8 @@ struct client_state {
 		uint64_t size;
 	} bufs[CLIENT_MAX_BUFS];
 	struct rc_plan_entry *plan; /* the session's plan, as sent */
-	size_t n_plan, cap_plan;
+	size_t n_plan;
+	uint32_t cap_plan;
 	struct old_map *old;        /* arenas of sessions before a re-attach */
 	size_t n_old;
 	uint64_t arg_free[];        /* rc_client.arg_free points here */

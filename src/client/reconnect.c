@@ -28,6 +28,7 @@
 #include "client_priv.h"
 #include "clock.h"
 #include "prefault.h"
+#include "vec.h"
 
 #define BACKOFF_FIRST_MS 5u   /* the new daemon is usually up in < 1 s */
 #define BACKOFF_MAX_MS 100u   /* a connect() is cheap; keep the pause short */
@@ -35,22 +36,6 @@
 /* ---- Records ------------------------------------------------------------ */
 
 static void unmap_old(struct client_state *st);
-
-static int grow_recs(struct handle_rec **recs, uint32_t *n, uint32_t want)
-{
-	if (want < *n)
-		return 0;
-	uint32_t cap = *n ? *n : 64;
-	while (cap <= want)
-		cap *= 2;
-	struct handle_rec *r = realloc(*recs, cap * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	memset(r + *n, 0, (cap - *n) * sizeof(*r));
-	*recs = r;
-	*n = cap;
-	return 0;
-}
 
 static struct handle_rec *rec_of(struct client_state *st, uint32_t h)
 {
@@ -82,7 +67,7 @@ int client_track_read(struct rc_client *c, uint32_t h, uint32_t dataset,
 		      const char *key, const char *etag)
 {
 	struct client_state *st = client_state(c);
-	if (grow_recs(&st->rh, &st->n_rh, h) < 0)
+	if (RC_GROW_FROM(st->rh, st->n_rh, (uint64_t)h + 1, 64) < 0)
 		return -ENOMEM;
 	struct handle_rec *r = &st->rh[h];
 	if (hold_if_dead(r))
@@ -100,7 +85,8 @@ int client_track_read(struct rc_client *c, uint32_t h, uint32_t dataset,
 int client_track_write(struct rc_client *c, uint32_t h)
 {
 	struct client_state *st = client_state(c);
-	if (grow_recs(&st->wh, &st->n_wh, h & ~RC_WRITE_HANDLE) < 0)
+	if (RC_GROW_FROM(st->wh, st->n_wh,
+			 (uint64_t)(h & ~RC_WRITE_HANDLE) + 1, 64) < 0)
 		return -ENOMEM;
 	struct handle_rec *r = &st->wh[h & ~RC_WRITE_HANDLE];
 	if (hold_if_dead(r))
@@ -173,16 +159,8 @@ int client_track_plan(struct rc_client *c, uint32_t buf_index,
 	if (buf_index >= CLIENT_MAX_BUFS || st->bufs[buf_index].fd < 0 || !n)
 		return 0;
 	size_t need = st->n_plan + n;
-	if (need > st->cap_plan) {
-		size_t cap = st->cap_plan ? st->cap_plan : 256;
-		while (cap < need)
-			cap *= 2;
-		struct rc_plan_entry *p = realloc(st->plan, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		st->plan = p;
-		st->cap_plan = cap;
-	}
+	if (RC_GROW_FROM(st->plan, st->cap_plan, need, 256))
+		return -ENOMEM;
 	size_t bytes = n * sizeof(struct rc_plan_entry);
 	ssize_t got = pread(st->bufs[buf_index].fd, st->plan + st->n_plan,
 			    bytes, (off_t)buf_offset);

@@ -28,6 +28,7 @@
 
 #include "inifile.h"
 #include "log.h"
+#include "vec.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define DEFAULT_REGION "us-east-1"
@@ -63,6 +64,7 @@ struct parser {
 	bool daemon_failed;   /* an error in [daemon]: skip its cross-checks */
 	bool s3_failed;       /* an error in [s3]: skip its cross-checks */
 	bool *ds_failed;      /* by dataset index: skip its cross-checks */
+	uint32_t ds_failed_cap;
 };
 
 /* ---- errors ------------------------------------------------------------ */
@@ -667,25 +669,17 @@ static int key_uri(struct parser *p, const char *key, const char *value)
 	return set_string(p, key, &ds->uri, value);
 }
 
-static char *grow_buffer(char *buf, size_t *size)
-{
-	*size = *size ? *size * 2 : 1024;
-	char *bigger = realloc(buf, *size);
-	if (!bigger)
-		free(buf);
-	return bigger;
-}
-
 /* getpwnam_r/getgrnam_r with a growing buffer: 1 found, 0 not, -1 error. */
 static int lookup_id(const char *name, bool group, uint32_t *id)
 {
 	char *buf = NULL;
-	size_t size = 0;
+	uint32_t size = 0;
 	int rc;
 	for (;;) {
-		buf = grow_buffer(buf, &size);
-		if (!buf)
+		if (RC_GROW_FROM(buf, size, (uint64_t)size + 1, 1024)) {
+			free(buf);
 			return -1;
+		}
 		if (group) {
 			struct group gr, *found = NULL;
 			rc = getgrnam_r(name, &gr, buf, size, &found);
@@ -1257,12 +1251,9 @@ static int record_value(struct parser *p, const char *section,
 			const char *key, const char *value)
 {
 	struct rc_config *cfg = p->cfg;
-	struct rc_config_value *grown = realloc(cfg->values,
-		(cfg->n_values + 1) * sizeof(*grown));
-	if (!grown)
+	if (RC_GROW(cfg->values, cfg->values_cap, cfg->n_values + 1))
 		return fail(p, key, "out of memory");
-	cfg->values = grown;
-	struct rc_config_value *v = &grown[cfg->n_values];
+	struct rc_config_value *v = &cfg->values[cfg->n_values];
 	v->section = section;
 	v->key = strdup(key);
 	v->value = strdup(value);
@@ -1332,19 +1323,13 @@ static void open_dataset(struct parser *p, const char *name)
 			return;
 		}
 	}
-	struct rc_dataset_config *grown = realloc(cfg->datasets,
-		(cfg->n_datasets + 1) * sizeof(*grown));
-	bool *bad = realloc(p->ds_failed, (cfg->n_datasets + 1) * sizeof(*bad));
-	if (grown)
-		cfg->datasets = grown;
-	if (bad)
-		p->ds_failed = bad;
-	if (!grown || !bad) {
+	if (RC_GROW(cfg->datasets, cfg->datasets_cap, cfg->n_datasets + 1) ||
+	    RC_GROW(p->ds_failed, p->ds_failed_cap, cfg->n_datasets + 1)) {
 		fail(p, NULL, "out of memory");
 		return;
 	}
-	bad[cfg->n_datasets] = false;
-	struct rc_dataset_config *ds = &grown[cfg->n_datasets];
+	p->ds_failed[cfg->n_datasets] = false;
+	struct rc_dataset_config *ds = &cfg->datasets[cfg->n_datasets];
 	memset(ds, 0, sizeof(*ds));
 	ds->line = p->line;
 	ds->durability = DURABILITY_LOCAL;
@@ -1769,17 +1754,14 @@ int config_adopt_value(struct rc_config *running, const struct rc_config *from,
 		dst->value = value;
 		return 0;
 	}
-	struct rc_config_value *grown = realloc(running->values,
-		(running->n_values + 1) * sizeof(*grown));
 	char *k = strdup(key);
-	if (grown)
-		running->values = grown;
-	if (!grown || !k) {
+	if (!k || RC_GROW(running->values, running->values_cap,
+			  running->n_values + 1)) {
 		free(value);
 		free(k);
 		return -ENOMEM;
 	}
-	grown[running->n_values++] = (struct rc_config_value){
+	running->values[running->n_values++] = (struct rc_config_value){
 		src->section, k, value};
 	return 0;
 }

@@ -112,9 +112,11 @@ struct rc_config {
 	/* [dataset NAME] */
 	struct rc_dataset_config *datasets;
 	size_t n_datasets;
+	uint32_t datasets_cap;   /* RC_GROW's */
 	/* Every [daemon] and [s3] key as written: what a reload compares. */
 	struct rc_config_value *values;
 	size_t n_values;
+	uint32_t values_cap;
 };
 
 struct rc_config_value {

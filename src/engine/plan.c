@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "vec.h"
 
 /* ---- entries ------------------------------------------------------------ */
 
@@ -229,13 +230,9 @@ int plan_pin_push(struct plan *p, uint64_t item, struct cache_entry *e)
 				(p->pin_tail - p->pin_head) * sizeof(*p->pins));
 			p->pin_tail -= p->pin_head;
 			p->pin_head = 0;
-		} else {
-			uint64_t cap = p->pin_cap ? p->pin_cap * 2 : 256;
-			struct plan_pin *np = realloc(p->pins, cap * sizeof(*np));
-			if (!np)
-				return -ENOMEM;
-			p->pins = np;
-			p->pin_cap = cap;
+		} else if (RC_GROW_FROM(p->pins, p->pin_cap, p->pin_tail + 1,
+					256)) {
+			return -ENOMEM;
 		}
 	}
 	p->pins[p->pin_tail++] = (struct plan_pin){item, e};

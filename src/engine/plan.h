@@ -48,7 +48,8 @@ struct plan {
 	uint64_t issued;     /* entries before it have their blocks pinned */
 	uint64_t issued_blk; /* next block of items[issued] */
 	struct plan_pin *pins; /* FIFO in entry order */
-	uint64_t pin_head, pin_tail, pin_cap;
+	uint64_t pin_head, pin_tail;
+	uint32_t pin_cap;
 	uint64_t pinned_bytes;
 	int64_t deficit;
 	uint32_t inflight;   /* its prefetch GETs in flight */
