@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "cuda_visible.h"
+#include "log.h"
 
 #define NODE_DIR "/sys/devices/system/node"
 #define PCI_DIR "/sys/bus/pci/devices"
@@ -28,19 +29,6 @@
 #define NODE_MASK_BITS 1024
 #define DELIM " \t\r"
 #define LONG_BITS (sizeof(unsigned long) * CHAR_BIT)
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Formats a path into a PATH_MAX buffer. A path that does not fit becomes
  * "", which no open finds (roots are checked to leave room, so it would
@@ -170,7 +158,7 @@ static int assign_shards(struct topology *t, char *err, size_t errlen)
 		n->shard = usable ? t->n_shards++ : -1;
 	}
 	if (t->n_shards == 0) {
-		set_err(err, errlen, "no NUMA node has both CPUs and memory");
+		rc_set_err(err, errlen, "no NUMA node has both CPUs and memory");
 		return -1;
 	}
 	return 0;
@@ -182,8 +170,8 @@ static int sysfs_add_node(struct topology *t, const char *dir, int id,
 			  char *err, size_t errlen)
 {
 	if (t->n_nodes == TOPOLOGY_MAX_NODES) {
-		set_err(err, errlen, "%s: more than %d NUMA nodes", dir,
-			TOPOLOGY_MAX_NODES);
+		rc_set_err(err, errlen, "%s: more than %d NUMA nodes", dir,
+			   TOPOLOGY_MAX_NODES);
 		return -1;
 	}
 	struct topology_node *n = &t->nodes[t->n_nodes++];
@@ -192,12 +180,13 @@ static int sysfs_add_node(struct topology *t, const char *dir, int id,
 	pathf(path, "%s/node%d/cpulist", dir, id);
 	if (read_small_file(path, buf, sizeof(buf)) < 0 ||
 	    topology_parse_cpulist(buf, &n->cpus) < 0) {
-		set_err(err, errlen, "%s: unreadable or not a cpu list", path);
+		rc_set_err(err, errlen, "%s: unreadable or not a cpu list",
+			   path);
 		return -1;
 	}
 	pathf(path, "%s/node%d/meminfo", dir, id);
 	if (read_meminfo_total(path, &n->mem_bytes) < 0) {
-		set_err(err, errlen, "%s: no MemTotal", path);
+		rc_set_err(err, errlen, "%s: no MemTotal", path);
 		return -1;
 	}
 	return 0;
@@ -212,12 +201,13 @@ static int sysfs_single_node(struct topology *t, const char *root, char *err,
 	pathf(path, "%s" CPU_ONLINE, root);
 	if (read_small_file(path, buf, sizeof(buf)) < 0 ||
 	    topology_parse_cpulist(buf, &n->cpus) < 0) {
-		set_err(err, errlen, "%s: unreadable or not a cpu list", path);
+		rc_set_err(err, errlen, "%s: unreadable or not a cpu list",
+			   path);
 		return -1;
 	}
 	pathf(path, "%s/proc/meminfo", root);
 	if (read_meminfo_total(path, &n->mem_bytes) < 0) {
-		set_err(err, errlen, "%s: no MemTotal", path);
+		rc_set_err(err, errlen, "%s: no MemTotal", path);
 		return -1;
 	}
 	return 0;
@@ -232,7 +222,7 @@ static int sysfs_read_nodes(struct topology *t, const char *root, char *err,
 	if (!d && errno == ENOENT)
 		return sysfs_single_node(t, root, err, errlen);
 	if (!d) {
-		set_err(err, errlen, "%s: %s", dir, strerror(errno));
+		rc_set_err(err, errlen, "%s: %s", dir, strerror(errno));
 		return -1;
 	}
 	int rc = 0;
@@ -281,8 +271,8 @@ static int sysfs_add_gpu(struct topology *t, const char *dev,
 			 const char *addr, char *err, size_t errlen)
 {
 	if (t->n_gpus == TOPOLOGY_MAX_GPUS) {
-		set_err(err, errlen, "%s: more than %d GPUs", dev,
-			TOPOLOGY_MAX_GPUS);
+		rc_set_err(err, errlen, "%s: more than %d GPUs", dev,
+			   TOPOLOGY_MAX_GPUS);
 		return -1;
 	}
 	long node;
@@ -325,7 +315,7 @@ int topology_from_sysfs(struct topology *t, const char *root, char *err,
 	if (strcmp(root, "/") == 0)
 		root = ""; /* paths below start with '/' */
 	if (strlen(root) > PATH_MAX / 2) {
-		set_err(err, errlen, "%s: path too long", root);
+		rc_set_err(err, errlen, "%s: path too long", root);
 		return -1;
 	}
 	if (sysfs_read_nodes(t, root, err, errlen) < 0)
@@ -348,8 +338,8 @@ struct desc_parser {
 
 static int desc_fail(struct desc_parser *p, const char *what, const char *tok)
 {
-	set_err(p->err, p->errlen, "line %d: %s%s%s%s", p->line, what,
-		tok ? " '" : "", tok ? tok : "", tok ? "'" : "");
+	rc_set_err(p->err, p->errlen, "line %d: %s%s%s%s", p->line, what,
+		   tok ? " '" : "", tok ? tok : "", tok ? "'" : "");
 	return -1;
 }
 
@@ -451,8 +441,9 @@ int topology_from_description(struct topology *t, const char *text,
 	}
 	for (int i = 0; i < t->n_gpus; i++)
 		if (!p.gpu_seen[i]) {
-			set_err(err, errlen, "gpu %d is not described (GPUs are "
-				"numbered 0..%d)", i, t->n_gpus - 1);
+			rc_set_err(err, errlen, "gpu %d is not described "
+				   "(GPUs are numbered 0..%d)", i,
+				   t->n_gpus - 1);
 			return -1;
 		}
 	return assign_shards(t, err, errlen);
