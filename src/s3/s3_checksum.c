@@ -3,19 +3,36 @@
 #include "s3_checksum.h"
 
 #include <openssl/evp.h>
+#include <string.h>
 
-
-void s3_content_md5(const void *data, size_t len, char out[25])
+int s3_md5(const void *data, size_t len, unsigned char md5[16])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int n = 0;
 
 	if (EVP_Digest(data ? data : "", len, md, &n, EVP_md5(), NULL) != 1 ||
 	    n != 16) {
-		out[0] = '\0'; /* no MD5 (FIPS): the server will refuse, clearly */
+		memset(md5, 0, 16);
+		return -1;
+	}
+	memcpy(md5, md, 16);
+	return 0;
+}
+
+void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25])
+{
+	if (!ok) {
+		out[0] = '\0';
 		return;
 	}
-	EVP_EncodeBlock((unsigned char *)out, md, 16);
+	EVP_EncodeBlock((unsigned char *)out, md5, 16);
+}
+
+void s3_content_md5(const void *data, size_t len, char out[25])
+{
+	unsigned char md5[16];
+
+	s3_md5_b64(md5, s3_md5(data, len, md5) == 0, out);
 }
 
 void s3_crc32c_b64(uint32_t crc, char out[9])

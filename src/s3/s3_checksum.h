@@ -5,10 +5,17 @@
 #ifndef RC_S3_CHECKSUM_H
 #define RC_S3_CHECKSUM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Content-MD5 value of a body: base64 of its MD5 (24 chars + NUL). */
+/* The MD5 of a body: 0, or -1 where the crypto library has none (FIPS),
+ * md5 then zeroed. */
+int s3_md5(const void *data, size_t len, unsigned char md5[16]);
+/* Content-MD5 value of an MD5 s3_md5 took (24 chars + NUL); "" when it
+ * failed (ok false): the server then refuses the request, clearly. */
+void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25]);
+/* Content-MD5 value of a body: the two above. */
 void s3_content_md5(const void *data, size_t len, char out[25]);
 /* x-amz-checksum-crc32c value of a CRC-32C: base64 of its 4 big-endian
  * bytes (8 chars + NUL). The CRC itself comes from crc32c.h. */

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +22,9 @@
 #include "hugemem.h"
 #include "list.h"
 #include "log.h"
+#include "s3_checksum.h"
 #include "sigv4.h"
 #include "vec.h"
-
-#define XFER_MAGIC 0x75706c64u /* "upld" */
 
 /* X_EXISTS: HEAD of the key for no_overwrite, before a Complete (a server
  * may ignore If-None-Match there) or after a 412 (our own earlier attempt,
@@ -35,7 +33,6 @@ enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY,
 		 X_EXISTS, X_COPY, X_DELETE };
 
 struct xfer {
-	uint32_t magic;          /* first: upload_is_engine_req reads it */
 	enum xfer_kind kind;
 	struct upload *u;
 	struct s3_req *req;      /* non-NULL while in the driver's multi */
@@ -50,6 +47,7 @@ struct xfer {
 	bool hashing;            /* a worker computes the digests below */
 	bool hashed;
 	unsigned char md5[16];
+	bool md5_ok;             /* false: no MD5 here (FIPS), md5 zeroed */
 	char md5_b64[25];
 	char sha256[65];         /* hex, for the signature */
 	struct rc_list link;     /* on the upload's xfers */
@@ -107,17 +105,6 @@ static bool digests_ready(struct xfer *x);
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void md5_raw(const void *data, size_t len, unsigned char out[16])
-{
-	unsigned int n = 16;
-	EVP_Digest(data, len, out, &n, EVP_md5(), NULL);
-}
-
-static void md5_b64(const unsigned char md5[16], char out[25])
-{
-	EVP_EncodeBlock((unsigned char *)out, md5, 16);
-}
-
 static void hex16(const unsigned char in[16], char out[33])
 {
 	for (int i = 0; i < 16; i++)
@@ -129,18 +116,12 @@ void upload_multipart_etag(const unsigned char (*md5s)[16], unsigned n,
 {
 	unsigned char all[16];
 	char hex[33];
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned int len = 16;
 
-	if (!ctx) {
+	/* the MD5 of the parts' MD5s, side by side in md5s */
+	if (s3_md5(md5s, (size_t)n * 16, all) < 0) {
 		snprintf(out, outlen, "%s", "");
 		return;
 	}
-	EVP_DigestInit_ex(ctx, EVP_md5(), NULL);
-	for (unsigned i = 0; i < n; i++)
-		EVP_DigestUpdate(ctx, md5s[i], 16);
-	EVP_DigestFinal_ex(ctx, all, &len);
-	EVP_MD_CTX_free(ctx);
 	hex16(all, hex);
 	snprintf(out, outlen, "\"%s-%u\"", hex, n);
 }
@@ -215,7 +196,6 @@ static struct xfer *xfer_new(struct upload *u, enum xfer_kind kind)
 	struct xfer *x = calloc(1, sizeof(*x));
 	if (!x)
 		return NULL;
-	x->magic = XFER_MAGIC;
 	x->kind = kind;
 	x->u = u;
 	rc_list_add(&u->xfers, &x->link);
@@ -248,7 +228,6 @@ static void xfer_free(struct xfer *x)
 	rc_list_del(&x->link);
 	u->n_xfers--;
 	u->e->pending--;
-	x->magic = 0;
 	free(x);
 	if (u->state == U_DONE && u->n_xfers == 0 && u->busy == 0)
 		upload_free(u);
@@ -453,7 +432,7 @@ void upload_hash_run(void *job)
 {
 	struct xfer *x = job;
 	const void *body = x->body ? x->body : "";
-	md5_raw(body, x->body_len, x->md5);
+	x->md5_ok = s3_md5(body, x->body_len, x->md5) == 0;
 	sigv4_sha256_hex(body, x->body_len, x->sha256);
 }
 
@@ -463,7 +442,7 @@ static void digests_apply(struct xfer *x)
 	struct upload *u = x->u;
 	x->hashing = false;
 	x->hashed = true;
-	md5_b64(x->md5, x->md5_b64);
+	s3_md5_b64(x->md5, x->md5_ok, x->md5_b64);
 	if (x->kind == X_PART) {
 		memcpy(u->md5s[x->part - 1], x->md5, 16);
 	} else {
@@ -933,12 +912,6 @@ static void on_abort_done(struct xfer *x, const struct s3_result *r)
 		return;
 	}
 	report_done(u);
-}
-
-bool upload_is_engine_req(const struct s3_req *req)
-{
-	const struct xfer *x = s3_req_get_private(req);
-	return x && x->magic == XFER_MAGIC;
 }
 
 void *upload_req_tag(const struct s3_req *req)

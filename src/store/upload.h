@@ -22,7 +22,7 @@
  *   - add_timer: call cb(arg) once, after delay_ms (retry backoff). Timers
  *     are never cancelled: the engine keeps arg valid until it fires.
  * Every request the engine makes has s3_req_get_private() == an engine
- * object; upload_is_engine_req() tells a driver shared with other users. */
+ * object (upload_req_tag reads it). */
 #ifndef RC_UPLOAD_H
 #define RC_UPLOAD_H
 
@@ -190,8 +190,6 @@ const char *upload_id(const struct upload *u);
 void upload_hash_run(void *job);
 void upload_hash_done(void *job);
 
-/* Routing for a driver shared with other request owners. */
-bool upload_is_engine_req(const struct s3_req *req);
 /* The tag of the upload an engine request belongs to. */
 void *upload_req_tag(const struct s3_req *req);
 /* The driver's completion call for every request added by add_transfer. */

@@ -1,13 +1,16 @@
 /* test_sigv4.c - SigV4 against AWS's published vectors: the generic
  * aws-sig-v4-test-suite (service "service", us-east-1, 20150830T123600Z)
- * and the S3 single-chunk examples (examplebucket, 20130524T000000Z). */
+ * and the S3 single-chunk examples (examplebucket, 20130524T000000Z);
+ * beside them the MD5 values S3 checks (s3_checksum.c, the upload ETag). */
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "s3_checksum.h"
 #include "sigv4.h"
+#include "upload.h"
 
 #define SUITE_SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define SUITE_PREFIX \
@@ -114,6 +117,27 @@ Test(sha256, known_digests)
 	sigv4_sha256_hex("Param1=value1", 13, hex);
 	cr_assert_str_eq(hex, "9095672bbd1f56dfc5b65f3e153adc8731a4a654"
 			      "192329106275f4c7b24d0b6e");
+}
+
+Test(md5, content_md5_and_multipart_etag)
+{
+	unsigned char md5s[2][16];
+	char b64[25], etag[64];
+
+	cr_assert_eq(s3_md5("", 0, md5s[0]), 0);
+	s3_md5_b64(md5s[0], true, b64);
+	cr_assert_str_eq(b64, "1B2M2Y8AsgTpgAmY7PhCfg==");
+	s3_content_md5("", 0, b64);
+	cr_assert_str_eq(b64, "1B2M2Y8AsgTpgAmY7PhCfg==");
+	s3_md5_b64(md5s[0], false, b64); /* no MD5: no value, not a stale one */
+	cr_assert_str_eq(b64, "");
+
+	/* S3's multipart ETag: the MD5 of the parts' MD5s, then "-parts" */
+	cr_assert_eq(s3_md5("a", 1, md5s[0]), 0);
+	cr_assert_eq(s3_md5("b", 1, md5s[1]), 0);
+	upload_multipart_etag((const unsigned char (*)[16])md5s, 2, etag,
+			      sizeof(etag));
+	cr_assert_str_eq(etag, "\"96e024ba2074fe77e8e965ba43a704be-2\"");
 }
 
 Test(suite, get_vanilla)
