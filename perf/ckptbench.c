@@ -36,6 +36,7 @@
 #include "ringcache.h"
 #include "s3.h"
 #include "upload.h"
+#include "../tools/upload_run.h"
 
 #define MAX_WRITERS 64
 #define MAX_JOBS 32

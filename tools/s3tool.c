@@ -18,7 +18,7 @@
 #include "clock.h"
 #include "creds.h"
 #include "s3.h"
-#include "upload.h"
+#include "upload_run.h"
 #include "dataset.h"
 #include "vec.h"
 

@@ -2,10 +2,9 @@
  * to S3, as a single PUT (size <= part size) or a multipart upload with
  * parallel parts, Content-MD5 on every request, retries with the S3
  * client's backoff, CompleteMultipartUpload when every part is in and
- * AbortMultipartUpload on failure or cancel. Also the blocking helpers
- * around it: one upload run to its end on a private poll loop (the tools'
- * and benchmarks' multipart upload), clean-up of abandoned uploads and
- * rename of a completed object.
+ * AbortMultipartUpload on failure or cancel. Also the blocking clean-up
+ * of abandoned uploads; the blocking driver of the engine (one upload or
+ * rename run to its end on a private poll loop) is tools/upload_run.h.
  *
  * A copy job (upload_copy_start) is the rename of an object already in S3,
  * made of the same requests and retries: CopyObject up to a threshold
@@ -199,26 +198,6 @@ void upload_transfer_done(struct s3_req *req, CURLcode code);
  * keep callback of upload_cleanup_abandoned. */
 bool upload_engine_owns(void *engine, const char *key, const char *upload_id);
 
-/* A driver of one thread and no other work: a curl multi handle and a
- * timer list, run by curl_multi_poll. upload_run's loop, and a test's. */
-struct upload_loop;
-struct upload_loop *upload_loop_new(void);  /* NULL: out of memory */
-void upload_loop_free(struct upload_loop *l);
-const struct upload_driver *upload_loop_driver(struct upload_loop *l);
-/* One turn: due timers, curl progress, completions, then a wait of at most
- * 50 ms for sockets. */
-void upload_loop_turn(struct upload_loop *l);
-/* Transfers added and not yet done or removed. */
-unsigned upload_loop_in_flight(const struct upload_loop *l);
-
-/* Blocking: one upload (p->done and p->done_ctx are ignored) on a private
- * upload_loop, parts p->concurrency at a time, until it is done and every
- * request and timer has ended. daemon_id as in upload_engine_new. Returns
- * out->err (0 or a negated errno, out filled); -ENOMEM before anything
- * was sent. */
-int upload_run(struct s3_client *s3, const struct upload_params *p,
-	       const char *daemon_id, struct upload_outcome *out);
-
 /* Blocking (s3_perform): aborts the multipart uploads under bucket/prefix
  * initiated more than older_than_s seconds ago, except those keep() claims
  * (keep may be NULL). S3 does not list an upload's metadata, so ownership
@@ -235,19 +214,6 @@ int upload_cleanup_abandoned(struct s3_client *s3, const char *bucket,
  * failure, else a copy's source_err; code, message, status and ETag. */
 void upload_outcome_result(const struct upload_outcome *out,
 			   struct s3_result *res);
-
-/* Blocking: a copy job (p->done ignored) on a private upload_loop, as
- * upload_run. Returns out->err. */
-int upload_copy_run(struct s3_client *s3, const struct upload_copy_params *p,
-		    struct upload_outcome *out);
-
-/* Blocking: rename a completed object: a HEAD for its size, then
- * upload_copy_run with the defaults. etag (may be NULL) receives the new
- * object's ETag. 0 or a negated errno (res filled; a failed DELETE of the
- * source is its error, the copy then stands). */
-int upload_rename_completed(struct s3_client *s3, const char *bucket,
-			    const char *from_key, const char *to_key,
-			    char *etag, size_t etaglen, struct s3_result *res);
 
 /* The multipart ETag of parts whose raw MD5s are md5s[0..n): hex MD5 of
  * their concatenation, "-n", in quotes. */

@@ -21,6 +21,7 @@
 #include "creds.h"
 #include "s3.h"
 #include "upload.h"
+#include "../../tools/upload_run.h"
 
 #define MiB (1024u * 1024u)
 /* The driver is upload.h's upload_loop, the one upload_run uses. */
