@@ -1,8 +1,8 @@
 /* readkey.h - READ_KEY, the one-entry sample: OPEN, READ and CLOSE of a
  * key in one submission.
  *
- * Ownership: the op readkey_submit makes is owned like any op (daemon_open,
- * then daemon_read, then op_complete frees it); readkey_step takes over
+ * Ownership: the op readkey_submit makes is owned like any op (fetch_open,
+ * then fetch_read, then op_complete frees it); readkey_step takes over
  * op_complete's work between the two stages. The handle it opens belongs
  * to the session until closed here (RC_READ_KEY_CLOSE) or by the client.
  * Use: session.c calls readkey_submit for an RC_OP_READ_KEY entry whose
