@@ -93,6 +93,26 @@ static char *key_of(size_t n)
 	return k;
 }
 
+/* An attacker's session: attached, one dataset, one buffer. */
+struct nobody {
+	struct rc_client c;
+	int ds, buf;
+	void *mem;
+};
+
+/* Attaches at socket and takes dataset and a buffer of size bytes: 0, or
+ * the exit code of the step that failed (2: attach, 3: dataset or
+ * buffer), as every attacker below numbers them. */
+static int nobody_attach(struct nobody *n, const char *socket,
+			 const char *dataset, size_t size)
+{
+	if (rc_attach(&n->c, socket, NULL))
+		return 2;
+	n->ds = rc_dataset(&n->c, dataset);
+	n->buf = rc_alloc_buffer(&n->c, size, &n->mem);
+	return n->ds < 0 || n->buf < 0 ? 3 : 0;
+}
+
 struct attack {
 	const char *socket;
 	size_t fit;       /* the longest key that fits under ck's prefix */
@@ -103,56 +123,58 @@ struct attack {
 static int attack(void *arg)
 {
 	const struct attack *a = arg;
-	struct rc_client c;
-	void *mem;
-	if (rc_attach(&c, a->socket, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "ck"), tiny = rc_dataset(&c, "tiny");
-	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	struct nobody n;
+	int step = nobody_attach(&n, a->socket, "ck", MiB);
+	if (step)
+		return step;
+	int tiny = rc_dataset(&n.c, "tiny");
 	char *too_long = key_of(a->fit + 1), *fits = key_of(a->fit);
-	if (ds < 0 || tiny < 0 || buf < 0 || !too_long || !fits)
+	if (tiny < 0 || !too_long || !fits)
 		return 3;
-	if (rc_write_open(&c, ds, too_long) != -ENAMETOOLONG)
+	if (rc_write_open(&n.c, n.ds, too_long) != -ENAMETOOLONG)
 		return 4;
-	int h = rc_write_open(&c, ds, fits);
-	if (h < 0 || rc_abort(&c, (uint32_t)h) != 0)
+	int h = rc_write_open(&n.c, n.ds, fits);
+	if (h < 0 || rc_abort(&n.c, (uint32_t)h) != 0)
 		return 5;
 	for (unsigned i = 0; i < ATTEMPTS; i++) {
 		char tmp[32];
 		snprintf(tmp, sizeof(tmp), "evil.tmp-%u", i);
-		if ((h = rc_write_open(&c, ds, tmp)) < 0)
+		if ((h = rc_write_open(&n.c, n.ds, tmp)) < 0)
 			return 6;
-		fx_fill_pattern(mem, MiB, i);
-		if (rc_write(&c, (uint32_t)h, 0, MiB, (uint32_t)buf, 0) != MiB)
+		fx_fill_pattern(n.mem, MiB, i);
+		if (rc_write(&n.c, (uint32_t)h, 0, MiB, (uint32_t)n.buf, 0) !=
+		    MiB)
 			return 7;
-		if (rc_rename(&c, (uint32_t)h, too_long) != -ENAMETOOLONG)
+		if (rc_rename(&n.c, (uint32_t)h, too_long) != -ENAMETOOLONG)
 			return 8;
 		/* 5 bytes at 1 TiB: past what 10000 parts of 5 MiB hold. */
-		if (rc_write(&c, (uint32_t)h, 1ull << 40, 5, (uint32_t)buf, 0) !=
-		    -EFBIG)
+		if (rc_write(&n.c, (uint32_t)h, 1ull << 40, 5,
+			     (uint32_t)n.buf, 0) != -EFBIG)
 			return 9;
-		if (rc_commit(&c, (uint32_t)h) != 0)
+		if (rc_commit(&n.c, (uint32_t)h) != 0)
 			return 10;
-		if (rc_rename(&c, (uint32_t)h, "evil") != 0)
+		if (rc_rename(&n.c, (uint32_t)h, "evil") != 0)
 			return 11;
-		if (rc_rename(&c, (uint32_t)h, too_long) != -ENAMETOOLONG)
+		if (rc_rename(&n.c, (uint32_t)h, too_long) != -ENAMETOOLONG)
 			return 12;
-		if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+		if (rc_sync(&n.c, (uint32_t)h) != 0 ||
+		    rc_close(&n.c, (uint32_t)h))
 			return 13;
 	}
 	/* tiny: max_object_size = 1M, a sparse write just past it. */
-	if ((h = rc_write_open(&c, tiny, "sparse")) < 0)
+	if ((h = rc_write_open(&n.c, tiny, "sparse")) < 0)
 		return 14;
-	if (rc_write(&c, (uint32_t)h, MiB - 2, 5, (uint32_t)buf, 0) != -EFBIG)
-		return 15;
-	if (rc_write(&c, (uint32_t)h, UINT64_MAX - 2, 5, (uint32_t)buf, 0) !=
+	if (rc_write(&n.c, (uint32_t)h, MiB - 2, 5, (uint32_t)n.buf, 0) !=
 	    -EFBIG)
+		return 15;
+	if (rc_write(&n.c, (uint32_t)h, UINT64_MAX - 2, 5, (uint32_t)n.buf,
+		     0) != -EFBIG)
 		return 16;
-	if (rc_abort(&c, (uint32_t)h) != 0)
+	if (rc_abort(&n.c, (uint32_t)h) != 0)
 		return 17;
 	free(too_long);
 	free(fits);
-	rc_detach(&c);
+	rc_detach(&n.c);
 	return 0;
 }
 
@@ -222,33 +244,31 @@ struct holder {
 static int hold_one_byte(void *arg)
 {
 	struct holder *hd = arg;
-	struct rc_client c;
-	void *mem;
+	struct nobody n;
 	char ch = 'R';
 	close(hd->ready[0]);
 	close(hd->go[1]);
-	if (rc_attach(&c, hd->socket, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "ck");
-	int buf = rc_alloc_buffer(&c, 4 * MiB, &mem);
-	int h = rc_write_open(&c, ds, "held");
-	if (ds < 0 || buf < 0 || h < 0)
+	int step = nobody_attach(&n, hd->socket, "ck", 4 * MiB);
+	if (step)
+		return step;
+	int h = rc_write_open(&n.c, n.ds, "held");
+	if (h < 0)
 		return 3;
-	fx_fill_pattern(mem, 1 + HELD_TAIL, 777);
-	if (rc_write(&c, (uint32_t)h, 0, 1, (uint32_t)buf, 0) != 1)
+	fx_fill_pattern(n.mem, 1 + HELD_TAIL, 777);
+	if (rc_write(&n.c, (uint32_t)h, 0, 1, (uint32_t)n.buf, 0) != 1)
 		return 4;
 	if (write(hd->ready[1], &ch, 1) != 1)
 		return 5;
 	while (read(hd->go[0], &ch, 1) < 0 && errno == EINTR)
 		;
-	if (rc_write(&c, (uint32_t)h, 1, HELD_TAIL, (uint32_t)buf, 1) !=
+	if (rc_write(&n.c, (uint32_t)h, 1, HELD_TAIL, (uint32_t)n.buf, 1) !=
 	    (ssize_t)HELD_TAIL)
 		return 6;
-	if (rc_commit(&c, (uint32_t)h) != 0)
+	if (rc_commit(&n.c, (uint32_t)h) != 0)
 		return 7;
-	if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+	if (rc_sync(&n.c, (uint32_t)h) != 0 || rc_close(&n.c, (uint32_t)h))
 		return 8;
-	rc_detach(&c);
+	rc_detach(&n.c);
 	return 0;
 }
 
@@ -341,24 +361,20 @@ Test(writepath, an_open_byte_does_not_block_the_journal, .fini = teardown,
 static int hold_staging(void *arg)
 {
 	struct holder *hd = arg;
-	struct rc_client c;
-	void *mem;
+	struct nobody s;
 	char ch = 'R';
 	int n = 0, h, r = 0;
 	close(hd->ready[0]);
 	close(hd->go[1]);
-	if (rc_attach(&c, hd->socket, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "ck");
-	int buf = rc_alloc_buffer(&c, MiB, &mem);
-	if (ds < 0 || buf < 0)
-		return 3;
+	int step = nobody_attach(&s, hd->socket, "ck", MiB);
+	if (step)
+		return step;
 	for (; n < 8; n++) {
 		char key[32];
 		snprintf(key, sizeof(key), "hoard-%d", n);
-		if ((h = rc_write_open(&c, ds, key)) < 0)
+		if ((h = rc_write_open(&s.c, s.ds, key)) < 0)
 			return 4;
-		r = (int)rc_write(&c, (uint32_t)h, 0, 1, (uint32_t)buf, 0);
+		r = (int)rc_write(&s.c, (uint32_t)h, 0, 1, (uint32_t)s.buf, 0);
 		if (r != 1)
 			break;
 	}
@@ -368,7 +384,7 @@ static int hold_staging(void *arg)
 		return 6;
 	while (read(hd->go[0], &ch, 1) < 0 && errno == EINTR)
 		;
-	rc_detach(&c); /* aborts them: the share comes back */
+	rc_detach(&s.c); /* aborts them: the share comes back */
 	return 0;
 }
 
@@ -431,31 +447,29 @@ Test(writepath, open_objects_cannot_hold_all_staging, .fini = teardown,
 static int rename_loop(void *arg)
 {
 	const struct attack *a = arg;
-	struct rc_client c;
-	void *mem;
-	if (rc_attach(&c, a->socket, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "ck");
-	int buf = rc_alloc_buffer(&c, 16 * MiB, &mem);
-	int h = rc_write_open(&c, ds, "loop-0");
-	if (ds < 0 || buf < 0 || h < 0)
+	struct nobody s;
+	int step = nobody_attach(&s, a->socket, "ck", 16 * MiB);
+	if (step)
+		return step;
+	int h = rc_write_open(&s.c, s.ds, "loop-0");
+	if (h < 0)
 		return 3;
-	fx_fill_pattern(mem, LOOPED_SIZE, 999);
-	if (rc_write(&c, (uint32_t)h, 0, LOOPED_SIZE, (uint32_t)buf, 0) !=
-	    (ssize_t)LOOPED_SIZE || rc_commit(&c, (uint32_t)h) != 0)
+	fx_fill_pattern(s.mem, LOOPED_SIZE, 999);
+	if (rc_write(&s.c, (uint32_t)h, 0, LOOPED_SIZE, (uint32_t)s.buf, 0) !=
+	    (ssize_t)LOOPED_SIZE || rc_commit(&s.c, (uint32_t)h) != 0)
 		return 4;
 	int r = 0, n = 0;
 	for (; n < 200; n++) {
 		char key[32];
 		snprintf(key, sizeof(key), "loop-%d", n + 1);
-		if ((r = rc_rename(&c, (uint32_t)h, key)) != 0)
+		if ((r = rc_rename(&s.c, (uint32_t)h, key)) != 0)
 			break;
 	}
 	if (r != -EBUSY || n != 8)
 		return 5;
-	if (rc_sync(&c, (uint32_t)h) != 0 || rc_close(&c, (uint32_t)h))
+	if (rc_sync(&s.c, (uint32_t)h) != 0 || rc_close(&s.c, (uint32_t)h))
 		return 6;
-	rc_detach(&c);
+	rc_detach(&s.c);
 	return 0;
 }
 
@@ -507,34 +521,47 @@ static void root_writes(const char *key, size_t len, unsigned seed)
 /* An object of nobody's at key of "keep": WRITE_OPEN, one WRITE of len
  * bytes from buf; committed unless rename_first is set, in which case it
  * is renamed to rename_first before COMMIT. The handle, or -step. */
-static int nobody_object(struct rc_client *c, int ds, int buf,
-			 const char *key, size_t len, const char *rename_first,
-			 int step)
+static int nobody_object(struct nobody *n, const char *key, size_t len,
+			 const char *rename_first, int step)
 {
-	int h = rc_write_open(c, ds, key);
-	if (h < 0 || rc_write(c, (uint32_t)h, 0, len, (uint32_t)buf, 0) !=
-	    (ssize_t)len)
+	int h = rc_write_open(&n->c, n->ds, key);
+	if (h < 0 || rc_write(&n->c, (uint32_t)h, 0, len, (uint32_t)n->buf,
+			      0) != (ssize_t)len)
 		return -step;
-	if (rename_first && rc_rename(c, (uint32_t)h, rename_first) != 0)
+	if (rename_first && rc_rename(&n->c, (uint32_t)h, rename_first) != 0)
 		return -step - 1;
-	if (rc_commit(c, (uint32_t)h) != 0)
+	if (rc_commit(&n->c, (uint32_t)h) != 0)
 		return -step - 2;
+	return h;
+}
+
+/* Its own object at key, len bytes of seed's pattern, in S3 (synced):
+ * the handle, or -step .. -(step + 3) for the step that failed. */
+static int nobody_in_s3(struct nobody *n, const char *key, size_t len,
+			unsigned seed, int step)
+{
+	fx_fill_pattern(n->mem, len, seed);
+	int h = nobody_object(n, key, len, NULL, step);
+	if (h >= 0 && rc_sync(&n->c, (uint32_t)h) != 0)
+		return -step - 3;
 	return h;
 }
 
 /* Through the daemon, the bytes of key: len of them, equal to seed's
  * pattern, and never a staged version ("ringcache-pending-N"). 0 if so. */
-static int reads_exactly(struct rc_client *c, int ds, int buf, void *mem,
-			 const char *key, size_t len, unsigned seed)
+static int reads_exactly(struct nobody *n, const char *key, size_t len,
+			 unsigned seed)
 {
 	struct rc_stat st;
-	int h = rc_open(c, ds, key, &st);
+	int h = rc_open(&n->c, n->ds, key, &st);
 	if (h < 0 || st.size != len || strstr(st.etag, "ringcache-pending"))
 		return 1;
-	ssize_t n = rc_read_into(c, (uint32_t)h, 0, len, (uint32_t)buf, 0);
-	rc_close(c, (uint32_t)h);
+	ssize_t got = rc_read_into(&n->c, (uint32_t)h, 0, len,
+				   (uint32_t)n->buf, 0);
+	rc_close(&n->c, (uint32_t)h);
 	unsigned char *want = fx_pattern(len, seed);
-	int bad = n != (ssize_t)len || !want || memcmp(mem, want, len) != 0;
+	int bad = got != (ssize_t)len || !want ||
+		  memcmp(n->mem, want, len) != 0;
 	free(want);
 	return bad;
 }
@@ -543,64 +570,50 @@ static int reads_exactly(struct rc_client *c, int ds, int buf, void *mem,
 static int attack_overwrite(void *arg)
 {
 	(void)arg;
-	struct rc_client c;
-	void *mem;
-	if (rc_attach(&c, D.socket_path, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "keep");
-	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
-	if (ds < 0 || buf < 0)
-		return 3;
+	struct nobody n;
+	int step = nobody_attach(&n, D.socket_path, "keep", 8 * MiB);
+	if (step)
+		return step;
 	/* 1. Its own objects, in S3, renamed onto root's: CopyObject and a
 	 * multipart copy. Refused; they keep their names; renaming one onto
 	 * its own name changes nothing. */
-	fx_fill_pattern(mem, SMALL, 201);
-	int h = nobody_object(&c, ds, buf, "a.tmp", SMALL, NULL, 10);
+	int h = nobody_in_s3(&n, "a.tmp", SMALL, 201, 10);
 	if (h < 0)
 		return -h;
-	if (rc_sync(&c, (uint32_t)h) != 0)
-		return 13;
-	if (rc_rename(&c, (uint32_t)h, "small") != -EEXIST)
+	if (rc_rename(&n.c, (uint32_t)h, "small") != -EEXIST)
 		return 14;
-	if (rc_rename(&c, (uint32_t)h, "a.tmp") != 0)
+	if (rc_rename(&n.c, (uint32_t)h, "a.tmp") != 0)
 		return 15;
-	fx_fill_pattern(mem, BIG, 202);
-	h = nobody_object(&c, ds, buf, "b.tmp", BIG, NULL, 20);
+	h = nobody_in_s3(&n, "b.tmp", BIG, 202, 20);
 	if (h < 0)
 		return -h;
-	if (rc_sync(&c, (uint32_t)h) != 0)
-		return 23;
-	if (rc_rename(&c, (uint32_t)h, "big") != -EEXIST)
+	if (rc_rename(&n.c, (uint32_t)h, "big") != -EEXIST)
 		return 24;
 	/* 2. Renamed onto root's before the upload: the upload is a write
 	 * to that key, refused at SYNC; nothing lands under either name. */
-	fx_fill_pattern(mem, SMALL, 203);
-	h = nobody_object(&c, ds, buf, "c.tmp", SMALL, "small", 30);
+	fx_fill_pattern(n.mem, SMALL, 203);
+	h = nobody_object(&n, "c.tmp", SMALL, "small", 30);
 	if (h < 0)
 		return -h;
-	if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+	if (rc_sync(&n.c, (uint32_t)h) != -EEXIST)
 		return 33;
-	fx_fill_pattern(mem, BIG, 204);
-	h = nobody_object(&c, ds, buf, "d.tmp", BIG, "big", 40);
+	fx_fill_pattern(n.mem, BIG, 204);
+	h = nobody_object(&n, "d.tmp", BIG, "big", 40);
 	if (h < 0)
 		return -h;
-	if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+	if (rc_sync(&n.c, (uint32_t)h) != -EEXIST)
 		return 43;
-	rc_detach(&c);
+	rc_detach(&n.c);
 	return 0;
 }
 
 static int attack_same_bytes(void *arg)
 {
 	(void)arg;
-	struct rc_client c;
-	void *mem;
-	if (rc_attach(&c, D.socket_path, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "keep");
-	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
-	if (ds < 0 || buf < 0)
-		return 3;
+	struct nobody n;
+	int step = nobody_attach(&n, D.socket_path, "keep", 8 * MiB);
+	if (step)
+		return step;
 	/* Root's bytes, read and written back to root's keys: S3's 412
 	 * (PUT) or the HEAD before Complete find an object without this
 	 * writer's token: not a retry of its own, so no uploaded handle
@@ -609,19 +622,17 @@ static int attack_same_bytes(void *arg)
 	const size_t lens[] = {SMALL, BIG};
 	const unsigned seeds[] = {SEED_SMALL, SEED_BIG};
 	for (int i = 0; i < 2; i++) {
-		if (reads_exactly(&c, ds, buf, mem, keys[i], lens[i],
-				  seeds[i]))
+		if (reads_exactly(&n, keys[i], lens[i], seeds[i]))
 			return 50 + 10 * i;
-		int h = nobody_object(&c, ds, buf, keys[i], lens[i], NULL,
-				  51 + 10 * i);
+		int h = nobody_object(&n, keys[i], lens[i], NULL, 51 + 10 * i);
 		if (h < 0)
 			return -h;
-		if (rc_sync(&c, (uint32_t)h) != -EEXIST)
+		if (rc_sync(&n.c, (uint32_t)h) != -EEXIST)
 			return 54 + 10 * i;
-		if (rc_rename(&c, (uint32_t)h, "stolen") != -EINVAL)
+		if (rc_rename(&n.c, (uint32_t)h, "stolen") != -EINVAL)
 			return 55 + 10 * i;
 	}
-	rc_detach(&c);
+	rc_detach(&n.c);
 	return 0;
 }
 
@@ -692,30 +703,26 @@ Test(writepath, same_bytes_are_not_our_own_retry, .fini = teardown,
 static int attack_pending(void *arg)
 {
 	(void)arg;
-	struct rc_client w, r;
-	void *wmem, *rmem;
-	if (rc_attach(&w, D.socket_path, NULL) ||
-	    rc_attach(&r, D.socket_path, NULL))
-		return 2;
-	int wds = rc_dataset(&w, "keep"), rds = rc_dataset(&r, "keep");
-	int wbuf = rc_alloc_buffer(&w, REFUSED, &wmem);
-	int rbuf = rc_alloc_buffer(&r, SERVED, &rmem);
-	if (wds < 0 || rds < 0 || wbuf < 0 || rbuf < 0)
-		return 3;
-	fx_fill_pattern(wmem, REFUSED, 302);
-	int h = nobody_object(&w, wds, wbuf, "served", REFUSED, NULL, 4);
+	struct nobody w, r;
+	int step = nobody_attach(&w, D.socket_path, "keep", REFUSED);
+	if (!step)
+		step = nobody_attach(&r, D.socket_path, "keep", SERVED);
+	if (step)
+		return step;
+	fx_fill_pattern(w.mem, REFUSED, 302);
+	int h = nobody_object(&w, "served", REFUSED, NULL, 4);
 	if (h < 0)
 		return -h;
-	if (reads_exactly(&r, rds, rbuf, rmem, "served", SERVED, 301))
+	if (reads_exactly(&r, "served", SERVED, 301))
 		return 10; /* another session was served the staged bytes */
-	if (reads_exactly(&w, wds, wbuf, wmem, "served", SERVED, 301))
+	if (reads_exactly(&w, "served", SERVED, 301))
 		return 11; /* so was the writer's */
-	if (rc_sync(&w, (uint32_t)h) != -EEXIST)
+	if (rc_sync(&w.c, (uint32_t)h) != -EEXIST)
 		return 12;
-	if (reads_exactly(&r, rds, rbuf, rmem, "served", SERVED, 301))
+	if (reads_exactly(&r, "served", SERVED, 301))
 		return 13;
-	rc_detach(&r);
-	rc_detach(&w);
+	rc_detach(&r.c);
+	rc_detach(&w.c);
 	return 0;
 }
 
@@ -812,67 +819,60 @@ Test(writepath, precreated_tier_and_journal_are_made_owner_only,
 static int attack_fresh(void *arg)
 {
 	(void)arg;
-	struct rc_client c;
-	void *mem;
-	if (rc_attach(&c, D.socket_path, NULL))
-		return 2;
-	int ds = rc_dataset(&c, "keep");
-	int buf = rc_alloc_buffer(&c, 8 * MiB, &mem);
-	if (ds < 0 || buf < 0)
-		return 3;
+	struct nobody n;
+	int step = nobody_attach(&n, D.socket_path, "keep", 8 * MiB);
+	if (step)
+		return step;
 	/* Its object in S3, renamed onto "race", which root holds open. */
-	fx_fill_pattern(mem, SMALL, 401);
-	int h = nobody_object(&c, ds, buf, "e.tmp", SMALL, NULL, 10);
+	int h = nobody_in_s3(&n, "e.tmp", SMALL, 401, 10);
 	if (h < 0)
 		return -h;
-	if (rc_sync(&c, (uint32_t)h) != 0)
-		return 13;
-	if (rc_rename(&c, (uint32_t)h, "race") != 0)
+	if (rc_rename(&n.c, (uint32_t)h, "race") != 0)
 		return 14; /* nothing there yet: a write there is allowed */
 	/* COMMIT and RENAME onto root's "small" in one batch, then a
 	 * RENAME onto its own name: SYNC -EEXIST, nothing lands. */
-	h = rc_write_open(&c, ds, "f.tmp");
-	if (h < 0 || rc_write(&c, (uint32_t)h, 0, BIG, (uint32_t)buf, 0) !=
+	h = rc_write_open(&n.c, n.ds, "f.tmp");
+	if (h < 0 || rc_write(&n.c, (uint32_t)h, 0, BIG, (uint32_t)n.buf, 0) !=
 	    (ssize_t)BIG)
 		return 20;
-	struct rc_sqe *s1 = rc_get_sqe(&c), *s2;
-	int slot = rc_arg_get(&c);
+	struct rc_sqe *s1 = rc_get_sqe(&n.c), *s2;
+	int slot = rc_arg_get(&n.c);
 	if (!s1 || slot < 0)
 		return 21;
 	s1->opcode = RC_OP_COMMIT;
 	s1->handle = (uint32_t)h;
 	s1->user_data = 1;
-	s2 = rc_get_sqe(&c);
+	s2 = rc_get_sqe(&n.c);
 	if (!s2)
 		return 22;
 	s2->opcode = RC_OP_RENAME;
 	s2->handle = (uint32_t)h;
 	s2->arg = (uint16_t)slot;
 	s2->arg_len = (uint32_t)strlen("small");
-	memcpy(rc_arg_ptr(&c, (uint32_t)slot), "small", s2->arg_len);
+	memcpy(rc_arg_ptr(&n.c, (uint32_t)slot), "small", s2->arg_len);
 	s2->user_data = 2;
-	if (rc_submit(&c) != 2)
+	if (rc_submit(&n.c) != 2)
 		return 23;
 	int got = 0, res[3] = {0};
 	while (got < 2) {
 		struct rc_cqe *cq;
-		if (rc_wait_cqe(&c, &cq) < 0)
+		if (rc_wait_cqe(&n.c, &cq) < 0)
 			return 24;
 		if (cq->user_data == 1 || cq->user_data == 2) {
 			res[cq->user_data] = cq->res;
 			got++;
 		}
-		rc_cqe_seen(&c);
+		rc_cqe_seen(&n.c);
 	}
-	rc_arg_put(&c, slot);
+	rc_arg_put(&n.c, slot);
 	if (res[1] != 0 || (res[2] != 0 && res[2] != -EEXIST))
 		return 25;
-	if (rc_rename(&c, (uint32_t)h, res[2] ? "f.tmp" : "small") != 0)
+	if (rc_rename(&n.c, (uint32_t)h, res[2] ? "f.tmp" : "small") != 0)
 		return 26;
-	int sr = rc_sync(&c, (uint32_t)h);
+	int sr = rc_sync(&n.c, (uint32_t)h);
 	if (res[2] == 0 && sr != -EEXIST)
 		return 27;
-	rc_detach(&c);
+	rc_detach(&n.c);
 	return 0;
 }
 
