@@ -1,6 +1,10 @@
-/* config.c - owns the daemon's configuration file: reading it (inifile.h),
- * validating every key of [daemon], [s3] and [dataset NAME], the defaults,
- * and the dataset access rule (config_dataset_allows).
+/* config.c - owns the reading of the daemon's configuration file
+ * (inifile.h): its sections, every key of [daemon], [s3] and [dataset
+ * NAME] with its handler and bounds (the key tables), the defaults, the
+ * record of values a reload compares, and the error lines. The value
+ * readers are config_values.c's, the checks of keys against each other
+ * config_check.c's; what a loaded config is used for is config_acl.c's
+ * and config_running.c's.
  *
  * Every error is one line, "PATH:LINE: [section] key: what is wrong (got
  * 'value')", and every error of the file is reported, in one run (up to
@@ -13,9 +17,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,46 +28,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "config_parser.h"
 #include "inifile.h"
 #include "log.h"
 #include "vec.h"
 
 #define DEFAULT_SOCKET "/run/ringcache/ringcache.sock"
 #define DEFAULT_REGION "us-east-1"
-#define MAX_KEYS_PER_SECTION 64
 #define DATASET_NAME_MAX 63
 #define SUN_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
 #define MAX_ERRORS 50
 #define CONFIG_MAX_LINE 200 /* characters, blanks at either end aside */
-
-enum section_kind { SEC_NONE, SEC_DAEMON, SEC_S3, SEC_DATASET, SEC_INVALID };
-
-struct parser {
-	struct rc_config *cfg;
-	FILE *fp;
-	int line;
-
-	enum section_kind sec;
-	char label[80]; /* "daemon", "s3", "dataset NAME": for messages */
-	int seen_line[MAX_KEYS_PER_SECTION]; /* per key of the section */
-	int daemon_line, s3_line;
-
-	/* Lines of keys that are checked against each other at the end. */
-	int memory_line, block_line, addressing_line, credentials_line;
-	int tier_line;
-	int access_key_line, secret_key_line, session_token_line;
-
-	char *err;
-	size_t errlen;
-	size_t err_used;      /* bytes of err written */
-	unsigned n_errors;
-	bool failed;          /* any error: the file does not load */
-	bool section_failed;  /* an error in the current section */
-	bool daemon_failed;   /* an error in [daemon]: skip its cross-checks */
-	bool s3_failed;       /* an error in [s3]: skip its cross-checks */
-	bool *ds_failed;      /* by dataset index: skip its cross-checks */
-	uint32_t ds_failed_cap;
-};
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -112,10 +85,8 @@ static unsigned errors_shown(const struct parser *p)
 	return p->err_used ? n + 1 : 0;
 }
 
-/* Returns 0 so that key handlers can `return fail(...)`. */
-__attribute__((format(printf, 5, 6)))
-static int fail_at(struct parser *p, int line, const char *label,
-		   const char *key, const char *fmt, ...)
+int cfg_fail_at(struct parser *p, int line, const char *label,
+		const char *key, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -149,75 +120,7 @@ static int fail_value(struct parser *p, const char *key, const char *value,
 	return fail(p, key, "%s (got '%.120s')", what, value);
 }
 
-/* ---- value parsers ----------------------------------------------------- */
-
-static bool all_digits(const char *s, int base)
-{
-	if (*s == '\0')
-		return false;
-	for (; *s; s++) {
-		if (base == 8 ? (*s < '0' || *s > '7') : !isdigit((unsigned char)*s))
-			return false;
-	}
-	return true;
-}
-
-static int parse_u64(const char *s, int base, uint64_t *out)
-{
-	if (!all_digits(s, base))
-		return -1;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, base);
-	if (errno != 0 || *end != '\0')
-		return -1;
-	*out = v;
-	return 0;
-}
-
-int config_parse_size(const char *s, uint64_t *out)
-{
-	if (!s || !out || !isdigit((unsigned char)*s))
-		return -1;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	unsigned shift = 0;
-	if (*end != '\0') {
-		switch (toupper((unsigned char)*end)) {
-		case 'K': shift = 10; break;
-		case 'M': shift = 20; break;
-		case 'G': shift = 30; break;
-		case 'T': shift = 40; break;
-		default: return -1;
-		}
-		if (end[1] != '\0')
-			return -1;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-static int parse_bool(const char *s, bool *out)
-{
-	static const char *const yes[] = {"true", "yes", "on", "1"};
-	static const char *const no[] = {"false", "no", "off", "0"};
-	for (size_t i = 0; i < 4; i++) {
-		if (strcasecmp(s, yes[i]) == 0) {
-			*out = true;
-			return 0;
-		}
-		if (strcasecmp(s, no[i]) == 0) {
-			*out = false;
-			return 0;
-		}
-	}
-	return -1;
-}
+/* ---- values ------------------------------------------------------------ */
 
 static int set_string(struct parser *p, const char *key, char **field,
 		      const char *value)
@@ -250,7 +153,7 @@ static int key_socket_mode(struct parser *p, const char *key,
 			   const char *value)
 {
 	uint64_t mode;
-	if (parse_u64(value, 8, &mode) < 0 || mode > 0777)
+	if (cfg_parse_u64(value, 8, &mode) < 0 || mode > 0777)
 		return fail_value(p, key, value,
 				  "must be octal permission bits from 0000 to 0777");
 	p->cfg->socket_mode = (mode_t)mode;
@@ -313,7 +216,7 @@ static int key_metrics_listen(struct parser *p, const char *key,
 	uint64_t n;
 	bool v6 = value[0] == '[';
 	if (inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) != 1 ||
-	    parse_u64(port, 10, &n) < 0 || n < 1 || n > 65535)
+	    cfg_parse_u64(port, 10, &n) < 0 || n < 1 || n > 65535)
 		return fail_value(p, key, value, why);
 	snprintf(p->cfg->metrics_host, sizeof(p->cfg->metrics_host), "%s",
 		 host);
@@ -387,56 +290,9 @@ static int key_log_level(struct parser *p, const char *key,
 
 /* ---- [s3] -------------------------------------------------------------- */
 
-/* Checks scheme://host[:port][/path]; NULL if fine, else why not. */
-static const char *endpoint_problem(const char *url)
-{
-	const char *rest;
-	if (strncasecmp(url, "https://", 8) == 0)
-		rest = url + 8;
-	else if (strncasecmp(url, "http://", 7) == 0)
-		rest = url + 7;
-	else
-		return "must start with http:// or https://";
-	for (const char *c = url; *c; c++)
-		if (isspace((unsigned char)*c) || iscntrl((unsigned char)*c))
-			return "must not contain spaces or control characters";
-	if (strpbrk(rest, "?#"))
-		return "must not have a query or fragment";
-	size_t auth_len = strcspn(rest, "/");
-	if (auth_len == 0)
-		return "has no host";
-	if (memchr(rest, '@', auth_len))
-		return "must not contain user info (use access_key and secret_key)";
-	const char *host_end = rest;
-	if (*rest == '[') { /* [IPv6]:port */
-		host_end = memchr(rest, ']', auth_len);
-		if (!host_end)
-			return "has an unterminated [IPv6] host";
-		host_end++;
-	} else {
-		host_end = rest + strcspn(rest, ":/");
-		if (host_end == rest)
-			return "has no host";
-	}
-	if (host_end < rest + auth_len) {
-		if (*host_end != ':')
-			return "has junk after the host";
-		char port[8] = "";
-		size_t plen = (size_t)(rest + auth_len - host_end - 1);
-		if (plen == 0 || plen >= sizeof(port))
-			return "has a bad port";
-		memcpy(port, host_end + 1, plen);
-		port[plen] = '\0';
-		uint64_t n;
-		if (parse_u64(port, 10, &n) < 0 || n == 0 || n > 65535)
-			return "has a bad port";
-	}
-	return NULL;
-}
-
 static int key_endpoint(struct parser *p, const char *key, const char *value)
 {
-	const char *why = endpoint_problem(value);
+	const char *why = cfg_endpoint_problem(value);
 	if (why)
 		return fail_value(p, key, value, why);
 	if (set_string(p, key, &p->cfg->endpoint, value) == 0)
@@ -569,201 +425,16 @@ static struct rc_dataset_config *current_dataset(struct parser *p)
 	return &p->cfg->datasets[p->cfg->n_datasets - 1];
 }
 
-static bool looks_like_ipv4(const char *s)
-{
-	int parts = 0;
-	while (*s) {
-		size_t n = strspn(s, "0123456789");
-		if (n == 0)
-			return false;
-		parts++;
-		s += n;
-		if (*s == '.')
-			s++;
-		else if (*s)
-			return false;
-	}
-	return parts == 4;
-}
-
-static bool has_prefix(const char *s, const char *prefix)
-{
-	return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-	size_t ls = strlen(s), lx = strlen(suffix);
-	return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
-}
-
-/* S3's bucket naming rules; NULL if the name is valid. */
-static const char *bucket_problem(const char *b)
-{
-	size_t len = strlen(b);
-	if (len < 3 || len > 63)
-		return "bucket name must be 3 to 63 characters";
-	if (strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") != len)
-		return "bucket name may only hold lowercase letters, digits, '.' and '-'";
-	if (!isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[len - 1]))
-		return "bucket name must begin and end with a letter or digit";
-	if (strstr(b, "..") || strstr(b, ".-") || strstr(b, "-."))
-		return "bucket name must not hold '..', '.-' or '-.'";
-	if (looks_like_ipv4(b))
-		return "bucket name must not look like an IP address";
-	if (has_prefix(b, "xn--") || has_prefix(b, "sthree-") ||
-	    has_suffix(b, "-s3alias") || has_suffix(b, "--ol-s3"))
-		return "bucket name uses a prefix or suffix that S3 reserves";
-	return NULL;
-}
-
-/* Splits s3://bucket[/prefix] into owned bucket and prefix ("" or ending
- * in '/'); NULL if fine, else why not (nothing is allocated then). */
-static const char *split_s3_uri(const char *uri, char **bucket, char **prefix)
-{
-	if (strncmp(uri, "s3://", 5) != 0)
-		return "must be an s3:// URI like s3://bucket/prefix/";
-	for (const char *c = uri; *c; c++)
-		if (iscntrl((unsigned char)*c))
-			return "must not contain control characters";
-	const char *b = uri + 5;
-	size_t blen = strcspn(b, "/");
-	const char *rest = b[blen] == '/' ? b + blen + 1 : b + blen;
-	if (blen == 0)
-		return "has no bucket name";
-	if (*rest == '/' || strstr(rest, "//"))
-		return "prefix has an empty path segment ('//')";
-	char *bk = strndup(b, blen);
-	if (!bk)
-		return "out of memory";
-	const char *why = bucket_problem(bk);
-	if (why) {
-		free(bk);
-		return why;
-	}
-	size_t plen = strlen(rest);
-	bool add_slash = plen > 0 && rest[plen - 1] != '/';
-	char *px = malloc(plen + 2);
-	if (!px) {
-		free(bk);
-		return "out of memory";
-	}
-	memcpy(px, rest, plen);
-	if (add_slash)
-		px[plen++] = '/';
-	px[plen] = '\0';
-	*bucket = bk;
-	*prefix = px;
-	return NULL;
-}
-
 static int key_uri(struct parser *p, const char *key, const char *value)
 {
 	struct rc_dataset_config *ds = current_dataset(p);
 	char *bucket, *prefix;
-	const char *why = split_s3_uri(value, &bucket, &prefix);
+	const char *why = cfg_split_s3_uri(value, &bucket, &prefix);
 	if (why)
 		return fail_value(p, key, value, why);
 	ds->bucket = bucket;
 	ds->prefix = prefix;
 	return set_string(p, key, &ds->uri, value);
-}
-
-/* getpwnam_r/getgrnam_r with a growing buffer: 1 found, 0 not, -1 error. */
-static int lookup_id(const char *name, bool group, uint32_t *id)
-{
-	char *buf = NULL;
-	uint32_t size = 0;
-	int rc;
-	for (;;) {
-		if (RC_GROW_FROM(buf, size, (uint64_t)size + 1, 1024)) {
-			free(buf);
-			return -1;
-		}
-		if (group) {
-			struct group gr, *found = NULL;
-			rc = getgrnam_r(name, &gr, buf, size, &found);
-			if (rc == 0 && found)
-				*id = gr.gr_gid;
-			if (rc == 0)
-				rc = found ? 1 : 0;
-			else if (rc == ERANGE && size < (1u << 20))
-				continue;
-			else
-				rc = -1;
-		} else {
-			struct passwd pw, *found = NULL;
-			rc = getpwnam_r(name, &pw, buf, size, &found);
-			if (rc == 0 && found)
-				*id = pw.pw_uid;
-			if (rc == 0)
-				rc = found ? 1 : 0;
-			else if (rc == ERANGE && size < (1u << 20))
-				continue;
-			else
-				rc = -1;
-		}
-		free(buf);
-		return rc;
-	}
-}
-
-/* Parses "0, alice, 1001" into ids[]; numbers or names looked up in the
- * user (or group) database. On error writes why into `why`. */
-static int parse_id_list(const char *value, bool group, uint32_t **out,
-			 size_t *n_out, char *why, size_t whylen)
-{
-	char *copy = strdup(value);
-	uint32_t *ids = calloc(strlen(value) / 2 + 1, sizeof(*ids));
-	size_t n = 0;
-	if (!copy || !ids) {
-		snprintf(why, whylen, "out of memory");
-		goto fail;
-	}
-	char *cursor = copy;
-	char *tok;
-	while ((tok = strsep(&cursor, ",")) != NULL) {
-		while (isspace((unsigned char)*tok))
-			tok++;
-		size_t len = strlen(tok);
-		while (len > 0 && isspace((unsigned char)tok[len - 1]))
-			tok[--len] = '\0';
-		uint64_t num;
-		if (len == 0) {
-			snprintf(why, whylen, "has an empty entry");
-			goto fail;
-		} else if (strcmp(tok, "*") == 0) {
-			snprintf(why, whylen, group ?
-				 "'*' is not allowed here: use allow_uids = * to admit everyone" :
-				 "'*' must be the only entry");
-			goto fail;
-		} else if (isdigit((unsigned char)tok[0])) {
-			if (parse_u64(tok, 10, &num) < 0 || num >= UINT32_MAX) {
-				snprintf(why, whylen, "'%.40s' is not a valid %s",
-					 tok, group ? "gid" : "uid");
-				goto fail;
-			}
-			ids[n++] = (uint32_t)num;
-		} else {
-			uint32_t id;
-			int found = lookup_id(tok, group, &id);
-			if (found <= 0) {
-				snprintf(why, whylen, "%s '%.40s'%s",
-					 group ? "unknown group" : "unknown user",
-					 tok, found < 0 ? " (lookup failed)" : "");
-				goto fail;
-			}
-			ids[n++] = id;
-		}
-	}
-	free(copy);
-	*out = ids;
-	*n_out = n;
-	return 0;
-fail:
-	free(copy);
-	free(ids);
-	return -1;
 }
 
 /* A uid or gid list key: "*" (uids only) or ids and names, comma
@@ -776,7 +447,7 @@ static int set_id_list(struct parser *p, const char *key, const char *value,
 		return 1;
 	}
 	char why[128];
-	if (parse_id_list(value, groups, ids, n, why, sizeof(why)) < 0)
+	if (cfg_parse_id_list(value, groups, ids, n, why, sizeof(why)) < 0)
 		return fail_value(p, key, value, why);
 	return 1;
 }
@@ -802,7 +473,7 @@ static int key_allow_gids(struct parser *p, const char *key,
 
 static int key_writable(struct parser *p, const char *key, const char *value)
 {
-	if (parse_bool(value, &current_dataset(p)->writable) < 0)
+	if (cfg_parse_bool(value, &current_dataset(p)->writable) < 0)
 		return fail_value(p, key, value, "must be true or false");
 	return 1;
 }
@@ -876,7 +547,7 @@ static int key_max_object_size(struct parser *p, const char *key,
 static int key_overwrite(struct parser *p, const char *key, const char *value)
 {
 	bool overwrite;
-	if (parse_bool(value, &overwrite) < 0)
+	if (cfg_parse_bool(value, &overwrite) < 0)
 		return fail_value(p, key, value, "must be true or false");
 	current_dataset(p)->no_overwrite = !overwrite;
 	return 1;
@@ -1139,7 +810,7 @@ static int apply_key(struct parser *p, const struct key_spec *k,
 	case K_FN:
 		return k->fn(p, k->name, value);
 	case K_U32:
-		if (parse_u64(value, 10, &n) < 0 || n < k->min || n > k->max) {
+		if (cfg_parse_u64(value, 10, &n) < 0 || n < k->min || n > k->max) {
 			snprintf(what, sizeof(what),
 				 "must be a whole number from %u to %u",
 				 k->min, k->max);
@@ -1148,7 +819,7 @@ static int apply_key(struct parser *p, const struct key_spec *k,
 		*(uint32_t *)(void *)field = (uint32_t)n;
 		return 1;
 	case K_BOOL:
-		if (parse_bool(value, (bool *)field) < 0)
+		if (cfg_parse_bool(value, (bool *)field) < 0)
 			return fail_value(p, k->name, value,
 					  "must be true or false (also yes/no, on/off, 1/0)");
 		return 1;
@@ -1272,7 +943,7 @@ static int apply_line(struct parser *p, const char *name, const char *value)
 	case SEC_S3: keys = s3_keys; break;
 	case SEC_DATASET: keys = dataset_keys; break;
 	case SEC_NONE:
-		return fail_at(p, p->line, "", name,
+		return cfg_fail_at(p, p->line, "", name,
 			       "key outside of any section (put it under [daemon], [s3] or [dataset NAME])");
 	default:
 		return 1; /* in a section already reported as bad */
@@ -1407,7 +1078,7 @@ static void on_error(void *user, int line, enum ini_fault fault,
 	if (fault == INI_FAULT_HEADER)
 		begin_section(p, header);
 	/* A syntax error is not about the section it happens to be in. */
-	fail_at(p, line, fault == INI_FAULT_SYNTAX ? "" : p->label, NULL,
+	cfg_fail_at(p, line, fault == INI_FAULT_SYNTAX ? "" : p->label, NULL,
 		"%s", what);
 }
 
@@ -1417,171 +1088,6 @@ static const struct ini_reader config_reader = {
 	.key = on_key,
 	.error = on_error,
 };
-
-/* ---- whole-file checks ------------------------------------------------- */
-
-static bool same_ids(const uint32_t *a, size_t na, const uint32_t *b,
-		     size_t nb)
-{
-	for (size_t i = 0; i < na; i++) {
-		size_t j = 0;
-		while (j < nb && b[j] != a[i])
-			j++;
-		if (j == nb)
-			return false;
-	}
-	for (size_t j = 0; j < nb; j++) {
-		size_t i = 0;
-		while (i < na && a[i] != b[j])
-			i++;
-		if (i == na)
-			return false;
-	}
-	return true;
-}
-
-bool config_dataset_same_acl(const struct rc_dataset_config *a,
-			     const struct rc_dataset_config *b)
-{
-	return a->allow_all == b->allow_all &&
-	       same_ids(a->uids, a->n_uids, b->uids, b->n_uids) &&
-	       same_ids(a->gids, a->n_gids, b->gids, b->n_gids) &&
-	       a->writable == b->writable && a->write_all == b->write_all &&
-	       same_ids(a->write_uids, a->n_write_uids, b->write_uids,
-			b->n_write_uids) &&
-	       same_ids(a->write_gids, a->n_write_gids, b->write_gids,
-			b->n_write_gids);
-}
-
-/* True if one dataset's keys include the other's: same bucket, and one
- * prefix starts the other (equal prefixes too). */
-static bool datasets_overlap(const struct rc_dataset_config *a,
-			     const struct rc_dataset_config *b)
-{
-	size_t la = strlen(a->prefix), lb = strlen(b->prefix);
-	return strcmp(a->bucket, b->bucket) == 0 &&
-	       strncmp(a->prefix, b->prefix, la < lb ? la : lb) == 0;
-}
-
-/* A root-only dataset inside a public one would be readable through the
- * public one: the ACL of a key must not depend on which name reads it. */
-static void check_overlaps(struct parser *p)
-{
-	struct rc_config *cfg = p->cfg;
-	for (size_t i = 0; i < cfg->n_datasets; i++) {
-		const struct rc_dataset_config *a = &cfg->datasets[i];
-		if (p->ds_failed[i] || !a->uri)
-			continue;
-		for (size_t j = i + 1; j < cfg->n_datasets; j++) {
-			const struct rc_dataset_config *b = &cfg->datasets[j];
-			if (p->ds_failed[j] || !b->uri ||
-			    !datasets_overlap(a, b) || config_dataset_same_acl(a, b))
-				continue;
-			char label[80];
-			snprintf(label, sizeof(label), "dataset %s", b->name);
-			fail_at(p, b->line, label, "uri",
-				"s3://%s/%s overlaps dataset %s (line %d, s3://%s/%s) "
-				"and their allow_*/write_* differ: the keys both hold "
-				"would be reachable under the looser one; give them "
-				"the same ACL or disjoint prefixes",
-				b->bucket, b->prefix, a->name, a->line, a->bucket,
-				a->prefix);
-		}
-	}
-}
-
-static void check_datasets(struct parser *p)
-{
-	struct rc_config *cfg = p->cfg;
-	if (cfg->n_datasets == 0) {
-		if (p->failed)
-			return; /* a bad [dataset ...] header said enough */
-		fail_at(p, p->line > 0 ? p->line : 1, "dataset NAME", NULL,
-			"no dataset configured: add a [dataset NAME] section with uri = s3://bucket/prefix/");
-		return;
-	}
-	for (size_t i = 0; i < cfg->n_datasets; i++) {
-		struct rc_dataset_config *ds = &cfg->datasets[i];
-		if (p->ds_failed[i])
-			continue; /* its own error is reported */
-		char label[80];
-		snprintf(label, sizeof(label), "dataset %s", ds->name);
-		if (!ds->uri) {
-			fail_at(p, ds->line, label, "uri",
-				"missing required key (e.g. uri = s3://bucket/prefix/)");
-			continue;
-		}
-		if (ds->writable && ds->durability == DURABILITY_LOCAL &&
-		    !cfg->journal_path && !p->daemon_failed) {
-			fail_at(p, ds->line, label, "durability",
-				"durability = local needs journal = PATH in [daemon] (or durability = memory | s3)");
-			continue;
-		}
-		/* Secure default: nobody but the daemon's user (and root). */
-		if (!ds->allow_all && ds->n_uids == 0 && ds->n_gids == 0) {
-			ds->uids = malloc(sizeof(*ds->uids));
-			if (!ds->uids) {
-				fail_at(p, ds->line, label, NULL, "out of memory");
-				return;
-			}
-			ds->uids[0] = geteuid();
-			ds->n_uids = 1;
-		}
-	}
-	check_overlaps(p);
-}
-
-static void check_credentials(struct parser *p)
-{
-	struct rc_config *cfg = p->cfg;
-	if (cfg->access_key && !cfg->secret_key) {
-		fail_at(p, p->access_key_line, "s3", "access_key",
-			"access_key is set but secret_key is missing: set both access_key and secret_key");
-	} else if (cfg->secret_key && !cfg->access_key) {
-		fail_at(p, p->secret_key_line, "s3", "secret_key",
-			"secret_key is set but access_key is missing: set both access_key and secret_key");
-	} else if (cfg->session_token && !cfg->access_key) {
-		fail_at(p, p->session_token_line, "s3", "session_token",
-			"session_token needs access_key and secret_key too");
-	} else if (cfg->creds_source == CREDS_CONFIG && !cfg->access_key) {
-		fail_at(p, p->credentials_line, "s3", "credentials",
-			"credentials = config requires access_key and secret_key in [s3]");
-	}
-}
-
-/* Keys checked against each other; a section with an error of its own is
- * left out, so one mistake is reported once. */
-static void check_whole(struct parser *p)
-{
-	struct rc_config *cfg = p->cfg;
-	p->sec = SEC_NONE; /* errors below belong to no open section */
-	if (!p->daemon_failed && cfg->memory_bytes < cfg->block_bytes)
-		fail_at(p, p->memory_line ? p->memory_line : p->block_line,
-			"daemon", p->memory_line ? "memory" : "block_size",
-			"memory (%llu bytes) must hold at least one block (%u bytes)",
-			(unsigned long long)cfg->memory_bytes, cfg->block_bytes);
-	if (!p->daemon_failed && !cfg->tier_path != !cfg->tier_bytes)
-		fail_at(p, p->tier_line, "daemon",
-			cfg->tier_path ? "tier_path" : "tier_size",
-			"tier_path and tier_size go together");
-	if (!p->s3_failed)
-		check_credentials(p);
-	check_datasets(p);
-	/* AWS wants virtual-hosted requests; most other stores path-style. */
-	if (!p->addressing_line)
-		cfg->addressing = cfg->endpoint ? S3_PATH_STYLE :
-						  S3_VIRTUAL_HOSTED;
-}
-
-static void warn_risky_choices(const struct rc_config *cfg, const struct stat *st)
-{
-	if (!cfg->tls_verify)
-		log_warn("%s: tls_verify = false: S3 server certificates are not checked",
-			 cfg->path);
-	if ((cfg->secret_key || cfg->session_token) && (st->st_mode & S_IROTH))
-		log_warn("%s: holds secret_key but is readable by every user (chmod 600 it)",
-			 cfg->path);
-}
 
 /* ---- public ------------------------------------------------------------ */
 
@@ -1645,7 +1151,7 @@ static int parse_file(struct parser *p)
 		return -1;
 	}
 	p->line = rc;
-	check_whole(p);
+	cfg_check_whole(p);
 	if (p->failed) {
 		unsigned shown = errors_shown(p);
 		if (p->n_errors > shown)
@@ -1655,7 +1161,7 @@ static int parse_file(struct parser *p)
 				 p->n_errors - shown);
 		return -1;
 	}
-	warn_risky_choices(cfg, &st);
+	cfg_warn_risky_choices(cfg, &st);
 	return 0;
 }
 
@@ -1699,197 +1205,3 @@ int config_load(const char *path, struct rc_config *cfg, char *err,
 	return rc;
 }
 
-static struct rc_config_value *find_value(const struct rc_config *cfg,
-					   const char *section, const char *key)
-{
-	for (size_t i = 0; i < cfg->n_values; i++)
-		if (strcmp(cfg->values[i].section, section) == 0 &&
-		    strcmp(cfg->values[i].key, key) == 0)
-			return &cfg->values[i];
-	return NULL;
-}
-
-static void report_if_changed(const struct rc_config *old,
-			      const struct rc_config *new, const char *section,
-			      const char *key, config_change_fn *fn, void *ctx)
-{
-	const struct rc_config_value *a = find_value(old, section, key);
-	const struct rc_config_value *b = find_value(new, section, key);
-	const char *va = a ? a->value : NULL, *vb = b ? b->value : NULL;
-	if (va == vb || (va && vb && strcmp(va, vb) == 0))
-		return;
-	fn(ctx, section, key, va, vb);
-}
-
-void config_changes(const struct rc_config *old, const struct rc_config *new,
-		    config_change_fn *fn, void *ctx)
-{
-	for (size_t i = 0; i < old->n_values; i++)
-		report_if_changed(old, new, old->values[i].section,
-				  old->values[i].key, fn, ctx);
-	for (size_t i = 0; i < new->n_values; i++)
-		if (!find_value(old, new->values[i].section, new->values[i].key))
-			report_if_changed(old, new, new->values[i].section,
-					  new->values[i].key, fn, ctx);
-}
-
-int config_adopt_value(struct rc_config *running, const struct rc_config *from,
-		       const char *section, const char *key)
-{
-	const struct rc_config_value *src = find_value(from, section, key);
-	struct rc_config_value *dst = find_value(running, section, key);
-	if (!src && !dst)
-		return 0;
-	if (!src) { /* back to the default: drop the record */
-		free(dst->key);
-		free(dst->value);
-		*dst = running->values[--running->n_values];
-		return 0;
-	}
-	char *value = strdup(src->value);
-	if (!value)
-		return -ENOMEM;
-	if (dst) {
-		free(dst->value);
-		dst->value = value;
-		return 0;
-	}
-	char *k = strdup(key);
-	if (!k || RC_GROW(running->values, running->values_cap,
-			  running->n_values + 1)) {
-		free(value);
-		free(k);
-		return -ENOMEM;
-	}
-	running->values[running->n_values++] = (struct rc_config_value){
-		src->section, k, value};
-	return 0;
-}
-
-void config_dataset_clear(struct rc_dataset_config *ds)
-{
-	free(ds->name);
-	free(ds->uri);
-	free(ds->bucket);
-	free(ds->prefix);
-	free(ds->uids);
-	free(ds->gids);
-	free(ds->write_uids);
-	free(ds->write_gids);
-	memset(ds, 0, sizeof(*ds));
-}
-
-struct rc_dataset_config *config_dataset_dup(const struct rc_dataset_config *s)
-{
-	struct rc_dataset_config *c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	*c = *s;
-	c->name = strdup(s->name);
-	c->uri = strdup(s->uri);
-	c->bucket = strdup(s->bucket);
-	c->prefix = strdup(s->prefix);
-	c->uids = s->n_uids ? malloc(s->n_uids * sizeof(uid_t)) : NULL;
-	c->gids = s->n_gids ? malloc(s->n_gids * sizeof(gid_t)) : NULL;
-	c->write_uids = s->n_write_uids ?
-		malloc(s->n_write_uids * sizeof(uid_t)) : NULL;
-	c->write_gids = s->n_write_gids ?
-		malloc(s->n_write_gids * sizeof(gid_t)) : NULL;
-	if (!c->name || !c->uri || !c->bucket || !c->prefix ||
-	    (s->n_uids && !c->uids) || (s->n_gids && !c->gids) ||
-	    (s->n_write_uids && !c->write_uids) ||
-	    (s->n_write_gids && !c->write_gids)) {
-		config_dataset_clear(c);
-		free(c);
-		return NULL;
-	}
-	if (s->n_uids)
-		memcpy(c->uids, s->uids, s->n_uids * sizeof(uid_t));
-	if (s->n_gids)
-		memcpy(c->gids, s->gids, s->n_gids * sizeof(gid_t));
-	if (s->n_write_uids)
-		memcpy(c->write_uids, s->write_uids,
-		       s->n_write_uids * sizeof(uid_t));
-	if (s->n_write_gids)
-		memcpy(c->write_gids, s->write_gids,
-		       s->n_write_gids * sizeof(gid_t));
-	return c;
-}
-
-void config_free(struct rc_config *cfg)
-{
-	if (!cfg)
-		return;
-	for (size_t i = 0; i < cfg->n_datasets; i++)
-		config_dataset_clear(&cfg->datasets[i]);
-	free(cfg->datasets);
-	for (size_t i = 0; i < cfg->n_values; i++) {
-		if (config_key_is_secret(cfg->values[i].key))
-			explicit_bzero(cfg->values[i].value,
-				       strlen(cfg->values[i].value));
-		free(cfg->values[i].key);
-		free(cfg->values[i].value);
-	}
-	free(cfg->values);
-	free(cfg->path);
-	free(cfg->socket_path);
-	free(cfg->endpoint);
-	free(cfg->region);
-	free(cfg->ca_file);
-	free(cfg->tier_path);
-	free(cfg->topology_file);
-	free(cfg->journal_path);
-	if (cfg->secret_key)
-		explicit_bzero(cfg->secret_key, strlen(cfg->secret_key));
-	if (cfg->session_token)
-		explicit_bzero(cfg->session_token, strlen(cfg->session_token));
-	free(cfg->access_key);
-	free(cfg->secret_key);
-	free(cfg->session_token);
-	free(cfg->profile);
-	free(cfg->credentials_file);
-	memset(cfg, 0, sizeof(*cfg));
-}
-
-static bool ids_allow(const uid_t *uids, size_t n_uids, const gid_t *gids,
-		      size_t n_gids, uid_t uid, gid_t gid, const gid_t *groups,
-		      int ngroups)
-{
-	for (size_t i = 0; i < n_uids; i++)
-		if (uids[i] == uid)
-			return true;
-	for (size_t i = 0; i < n_gids; i++) {
-		if (gids[i] == gid)
-			return true;
-		for (int g = 0; groups && g < ngroups; g++)
-			if (gids[i] == groups[g])
-				return true;
-	}
-	return false;
-}
-
-bool config_dataset_allows_write(const struct rc_dataset_config *ds, uid_t uid,
-				 gid_t gid, const gid_t *groups, int ngroups)
-{
-	if (!ds || !ds->writable)
-		return false;
-	if (uid == 0 || ds->write_all)
-		return true;
-	if (ds->n_write_uids == 0 && ds->n_write_gids == 0)
-		return uid == geteuid(); /* secure default, as for reads */
-	return ids_allow(ds->write_uids, ds->n_write_uids, ds->write_gids,
-			 ds->n_write_gids, uid, gid, groups, ngroups);
-}
-
-bool config_dataset_allows(const struct rc_dataset_config *ds, uid_t uid,
-			   gid_t gid, const gid_t *groups, int ngroups)
-{
-	if (uid == 0)
-		return true;
-	if (!ds)
-		return false;
-	if (ds->allow_all)
-		return true;
-	return ids_allow(ds->uids, ds->n_uids, ds->gids, ds->n_gids, uid, gid,
-			 groups, ngroups);
-}

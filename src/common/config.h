@@ -1,4 +1,7 @@
-/* config.h - the daemon's INI configuration (read by inifile.h). */
+/* config.h - the daemon's INI configuration (read by inifile.h): loaded
+ * by config.c (values read by config_values.c, checked whole by
+ * config_check.c), its dataset access rule in config_acl.c, what a reload
+ * compares and the release in config_running.c. */
 #ifndef RC_CONFIG_H
 #define RC_CONFIG_H
 
