@@ -166,6 +166,24 @@ static int assign_shards(struct topology *t, char *err, size_t errlen)
 
 /* ---- sysfs ------------------------------------------------------------ */
 
+/* A node's CPUs (a cpulist file) and memory (a meminfo file's MemTotal). */
+static int read_node_files(struct topology_node *n, const char *cpulist,
+			   const char *meminfo, char *err, size_t errlen)
+{
+	char buf[4096];
+	if (read_small_file(cpulist, buf, sizeof(buf)) < 0 ||
+	    topology_parse_cpulist(buf, &n->cpus) < 0) {
+		rc_set_err(err, errlen, "%s: unreadable or not a cpu list",
+			   cpulist);
+		return -1;
+	}
+	if (read_meminfo_total(meminfo, &n->mem_bytes) < 0) {
+		rc_set_err(err, errlen, "%s: no MemTotal", meminfo);
+		return -1;
+	}
+	return 0;
+}
+
 static int sysfs_add_node(struct topology *t, const char *dir, int id,
 			  char *err, size_t errlen)
 {
@@ -176,20 +194,10 @@ static int sysfs_add_node(struct topology *t, const char *dir, int id,
 	}
 	struct topology_node *n = &t->nodes[t->n_nodes++];
 	n->id = id;
-	char path[PATH_MAX], buf[4096];
-	pathf(path, "%s/node%d/cpulist", dir, id);
-	if (read_small_file(path, buf, sizeof(buf)) < 0 ||
-	    topology_parse_cpulist(buf, &n->cpus) < 0) {
-		rc_set_err(err, errlen, "%s: unreadable or not a cpu list",
-			   path);
-		return -1;
-	}
-	pathf(path, "%s/node%d/meminfo", dir, id);
-	if (read_meminfo_total(path, &n->mem_bytes) < 0) {
-		rc_set_err(err, errlen, "%s: no MemTotal", path);
-		return -1;
-	}
-	return 0;
+	char cpulist[PATH_MAX], meminfo[PATH_MAX];
+	pathf(cpulist, "%s/node%d/cpulist", dir, id);
+	pathf(meminfo, "%s/node%d/meminfo", dir, id);
+	return read_node_files(n, cpulist, meminfo, err, errlen);
 }
 
 /* A kernel without CONFIG_NUMA has no node directory: one node 0. */
@@ -197,20 +205,10 @@ static int sysfs_single_node(struct topology *t, const char *root, char *err,
 			     size_t errlen)
 {
 	struct topology_node *n = &t->nodes[t->n_nodes++];
-	char path[PATH_MAX], buf[4096];
-	pathf(path, "%s" CPU_ONLINE, root);
-	if (read_small_file(path, buf, sizeof(buf)) < 0 ||
-	    topology_parse_cpulist(buf, &n->cpus) < 0) {
-		rc_set_err(err, errlen, "%s: unreadable or not a cpu list",
-			   path);
-		return -1;
-	}
-	pathf(path, "%s/proc/meminfo", root);
-	if (read_meminfo_total(path, &n->mem_bytes) < 0) {
-		rc_set_err(err, errlen, "%s: no MemTotal", path);
-		return -1;
-	}
-	return 0;
+	char cpulist[PATH_MAX], meminfo[PATH_MAX];
+	pathf(cpulist, "%s" CPU_ONLINE, root);
+	pathf(meminfo, "%s/proc/meminfo", root);
+	return read_node_files(n, cpulist, meminfo, err, errlen);
 }
 
 static int sysfs_read_nodes(struct topology *t, const char *root, char *err,
