@@ -699,6 +699,26 @@ static void register_with_ring(struct tier *t, const struct iovec *iovs,
 	t->n_iovs = n_iovs;
 }
 
+/* Frees t and all it holds, of which a failed open may have only part;
+ * closes its file. */
+static void tier_free(struct tier *t)
+{
+	if (t->fd >= 0)
+		close(t->fd);
+	while (t->io_free) {
+		struct tier_io *io = t->io_free;
+		t->io_free = io->next_free;
+		free(io);
+	}
+	free(t->iovs);
+	free(t->buckets);
+	free(t->slots);
+	free(t->free_stack);
+	free(t->idxbuf);
+	free(t->path);
+	free(t);
+}
+
 struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 		       const struct iovec *arena_iovs, unsigned n_iovs,
 		       char *err, size_t errlen)
@@ -712,6 +732,8 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 	}
 	struct tier *t = calloc(1, sizeof(*t));
 	void *hdr = NULL;
+	if (t)
+		t->fd = -1; /* before any failure: tier_free closes an fd >= 0 */
 	if (!t || !(t->path = strdup(cfg->path)) ||
 	    posix_memalign(&hdr, TIER_ALIGN, TIER_ALIGN)) {
 		rc_set_err(err, errlen, "tier: out of memory");
@@ -719,7 +741,6 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 	}
 	t->idxbuf = hdr;
 	t->ring = ring;
-	t->fd = -1;
 	t->block_bytes = cfg->block_bytes;
 	t->size_bytes = cfg->size_bytes;
 	t->offset = cfg->offset;
@@ -747,16 +768,8 @@ struct tier *tier_open(const struct tier_config *cfg, struct io_uring *ring,
 		 t->fixed_bufs ? ", fixed buffers" : "");
 	return t;
 fail:
-	if (t) {
-		if (t->fd >= 0)
-			close(t->fd);
-		free(t->buckets);
-		free(t->slots);
-		free(t->free_stack);
-		free(t->idxbuf);
-		free(t->path);
-		free(t);
-	}
+	if (t)
+		tier_free(t);
 	return NULL;
 }
 
@@ -772,19 +785,7 @@ void tier_close(struct tier *t)
 		io_uring_unregister_buffers(t->ring);
 	if (t->fixed_file)
 		io_uring_unregister_files(t->ring);
-	close(t->fd);
-	while (t->io_free) {
-		struct tier_io *io = t->io_free;
-		t->io_free = io->next_free;
-		free(io);
-	}
-	free(t->iovs);
-	free(t->buckets);
-	free(t->slots);
-	free(t->free_stack);
-	free(t->idxbuf);
-	free(t->path);
-	free(t);
+	tier_free(t);
 }
 
 bool tier_enabled(const struct tier *t)
