@@ -217,43 +217,44 @@ const char *cfg_split_s3_uri(const char *uri, char **bucket, char **prefix)
 	return NULL;
 }
 
+/* One getgrnam_r (group) or getpwnam_r into buf: its error (ERANGE: buf
+ * is too small), else 0 with *found and, if found, *id. */
+static int id_by_name(const char *name, bool group, char *buf, size_t size,
+		      uint32_t *id, bool *found)
+{
+	int rc;
+	if (group) {
+		struct group gr, *g = NULL;
+		rc = getgrnam_r(name, &gr, buf, size, &g);
+		if (rc == 0 && g)
+			*id = gr.gr_gid;
+		*found = g != NULL;
+	} else {
+		struct passwd pw, *u = NULL;
+		rc = getpwnam_r(name, &pw, buf, size, &u);
+		if (rc == 0 && u)
+			*id = pw.pw_uid;
+		*found = u != NULL;
+	}
+	return rc;
+}
+
 /* getpwnam_r/getgrnam_r with a growing buffer: 1 found, 0 not, -1 error. */
 static int lookup_id(const char *name, bool group, uint32_t *id)
 {
 	char *buf = NULL;
 	uint32_t size = 0;
+	bool found = false;
 	int rc;
-	for (;;) {
+	do {
 		if (RC_GROW_FROM(buf, size, (uint64_t)size + 1, 1024)) {
 			free(buf);
 			return -1;
 		}
-		if (group) {
-			struct group gr, *found = NULL;
-			rc = getgrnam_r(name, &gr, buf, size, &found);
-			if (rc == 0 && found)
-				*id = gr.gr_gid;
-			if (rc == 0)
-				rc = found ? 1 : 0;
-			else if (rc == ERANGE && size < (1u << 20))
-				continue;
-			else
-				rc = -1;
-		} else {
-			struct passwd pw, *found = NULL;
-			rc = getpwnam_r(name, &pw, buf, size, &found);
-			if (rc == 0 && found)
-				*id = pw.pw_uid;
-			if (rc == 0)
-				rc = found ? 1 : 0;
-			else if (rc == ERANGE && size < (1u << 20))
-				continue;
-			else
-				rc = -1;
-		}
-		free(buf);
-		return rc;
-	}
+		rc = id_by_name(name, group, buf, size, id, &found);
+	} while (rc == ERANGE && size < (1u << 20));
+	free(buf);
+	return rc ? -1 : found;
 }
 
 int cfg_parse_id_list(const char *value, bool group, uint32_t **out,
