@@ -21,6 +21,8 @@ import re
 import subprocess
 import sys
 
+from tapreport import report
+
 DOC = "docs/ARCHITECTURE.md"
 EXTS = (".c", ".h", ".cpp", ".py", ".sh", ".md", ".map", ".in", ".build",
         ".txt", ".conf", ".json", ".yaml", ".yml", ".gp", ".supp", ".5",
@@ -110,17 +112,7 @@ def main():
         errs = [f"{DOC} has no \"File map\" section"]
     results.append((f"{DOC}'s file map names every file of src/", errs))
 
-    tap, failed = [f"1..{len(results)}"], 0
-    for i, (name, errs) in enumerate(results, 1):
-        tap.append(f"{'not ok' if errs else 'ok'} {i} - {name}")
-        for e in errs:
-            print(f"archmap: {name}: {e}", file=sys.stderr)
-        failed += bool(errs)
-    print("\n".join(tap))
-    if os.environ.get("RINGCACHE_TAP_FILE"):
-        with open(os.environ["RINGCACHE_TAP_FILE"], "w") as f:
-            f.write("\n".join(tap) + "\n")
-    return 1 if failed else 0
+    return report("archmap", results)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from tapreport import report
+
 LAYERS = ["common", "s3", "store", "engine", "server"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -162,17 +164,7 @@ def main():
                     [f"{g}: gone, remove it from tools/layers.allow"
                      for g in gone]))
 
-    tap, failed = [f"1..{len(results)}"], 0
-    for i, (name, errs) in enumerate(results, 1):
-        tap.append(f"{'not ok' if errs else 'ok'} {i} - {name}")
-        for e in errs:
-            print(f"layers: {name}: {e}", file=sys.stderr)
-        failed += bool(errs)
-    print("\n".join(tap))
-    if os.environ.get("RINGCACHE_TAP_FILE"):
-        with open(os.environ["RINGCACHE_TAP_FILE"], "w") as f:
-            f.write("\n".join(tap) + "\n")
-    return 1 if failed else 0
+    return report("layers", results)
 
 
 if __name__ == "__main__":
