@@ -5,7 +5,11 @@
 # lands in a folder Debian's /usr/bin/python3 searches (its own sys.path,
 # not PYTHONPATH) and imports from there with the fsspec protocol
 # registered, and every binary, the package, the .pc file, the
-# dist-info and debian/changelog name the same version.
+# dist-info and debian/changelog name the same version. And the rest of
+# the README's install section: the unit's paths, the docs, the example
+# configs accepted by the installed daemon, man and the completion
+# finding their files, and a client compiled with pkg-config against
+# the installed and the uninstalled library.
 #
 # usage: test_install.sh BUILD_DIR (meson's test `install` passes it).
 # Writes TAP to $RINGCACHE_TAP_FILE.
@@ -160,4 +164,63 @@ check "the dist-info's METADATA says Version: $version" \
 	grep -qx "Version: $version" "$STAGE$site/ringcache-$version.dist-info/METADATA"
 check "debian/changelog's newest entry is $version" \
 	grep -q "^ringcache ($version)" <(head -n 1 "$SRC/debian/changelog")
+
+# The rest of the README's install section, on the staged files.
+unitdir=$(meson introspect --buildoptions "$BUILD" | /usr/bin/python3 -c '
+import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "systemdunitdir") or "")')
+unit=$STAGE${unitdir:-$prefix/lib/systemd/system}/ringcached.service
+exec_start=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit" 2>/dev/null)
+check "the unit's ExecStart is this prefix's daemon ($exec_start)" \
+	test "$exec_start" = "$prefix/sbin/ringcached" -a -x "$STAGE$exec_start"
+doc=$(sed -n 's#^Documentation=file://\([^ ]*\).*#\1#p' "$unit" 2>/dev/null)
+check "the unit's Documentation= ($doc) is installed" test -f "$STAGE$doc"
+for f in ARCHITECTURE.md MOUNT.md SECURITY.md ERRORS.md RESTART.md \
+		examples/ringcache-dashboard.json; do
+	check "installed: PREFIX/share/doc/ringcache/$f" \
+		test -f "$P/share/doc/ringcache/$f"
+done
+# "copy one to /etc/ringcache/ringcache.conf": each example is a config
+# the installed daemon accepts as shipped.
+for ex in "$P"/share/doc/ringcache/examples/*.conf; do
+	out=$("$P/sbin/ringcached" --check-config "$ex" --offline 2>&1)
+	rc=$?
+	check "ringcached --check-config --offline accepts examples/${ex##*/}" \
+		test "$rc" = 0
+	[ "$rc" = 0 ] || echo "$out" >&2
+done
+check "man finds ringcache.conf(5) where it was installed" \
+	env MANPATH="$P/share/man" man -w ringcache.conf
+check "the installed completion, sourced, completes ringcache" \
+	bash -c '. "$1" && complete -p ringcache' _ \
+	"$P/share/bash-completion/completions/ringcache"
+# Compile against the library with pkg-config: installed (the staged
+# .pc through pkgconf's sysroot) and uninstalled (build/meson-uninstalled).
+cat >"$STAGE/app.c" <<'APP'
+#include <ringcache.h>
+#include <stdio.h>
+int main(void)
+{
+	struct rc_client c;
+	int err = rc_attach(&c, "/nonexistent/ringcache.sock", NULL);
+	printf("%s\n", err ? rc_strerror(err) : "attached");
+	return err == 0;
+}
+APP
+for how in installed uninstalled; do
+	if [ "$how" = installed ]; then
+		pc=(env PKG_CONFIG_SYSROOT_DIR="$STAGE" PKG_CONFIG_LIBDIR="$P/$libdir/pkgconfig" pkg-config)
+		lib=$P/$libdir
+	else
+		pc=(env PKG_CONFIG_PATH="$BUILD/meson-uninstalled" pkg-config)
+		lib=$BUILD
+	fi
+	flags=$("${pc[@]}" --cflags --libs ringcache 2>&1)
+	rm -f "$STAGE/a.out"
+	cc -o "$STAGE/a.out" "$STAGE/app.c" $flags >"$STAGE/cc.log" 2>&1
+	out=$(LD_LIBRARY_PATH=$lib "$STAGE/a.out" 2>&1)
+	check "cc app.c \$(pkg-config --cflags --libs ringcache), $how: runs ($out)" \
+		test -x "$STAGE/a.out" -a -n "$out" -a "$out" != attached
+	[ -x "$STAGE/a.out" ] || cat "$STAGE/cc.log" >&2
+done
 finish
