@@ -5,7 +5,11 @@
 # the drain at SIGTERM; with the suite's S3 (RINGCACHE_TEST_S3_*, _PREFIX
 # with the sample dataset) also LIST, cold and warm reads, a prefetch,
 # and a checkpoint written, synced and uploaded through the Python
-# binding (write-back, journal, upload). Every step must succeed.
+# binding (write-back, journal, upload). Every step must succeed. The
+# processes a kubelet runs in the daemon's container run under the
+# profile too, so they are traced (or confined) as well: the probes'
+# `ringcache status` and the reload the DaemonSet's header documents,
+# `sh -c 'kill -HUP 1'` (the image has no kill binary).
 #
 #   trace_syscalls.sh BUILD_DIR
 #       under strace -f: prints the system calls made, sorted, one a line
@@ -20,16 +24,18 @@ set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: trace_syscalls.sh BUILD_DIR [--confined PROFILE]}" && pwd)
 PROFILE=
+D=$(mktemp -d "${RINGCACHE_TEST_TMP:-/tmp}/trace.XXXXXX")
 if [ "${2:-}" = --confined ]; then
 	PROFILE=$(readlink -f "${3:?--confined PROFILE}")
 	launch=(setpriv --regid 2000 --clear-groups --inh-caps=-all
 		--bounding-set=-all -- /usr/bin/python3
 		"$SRC/tests/kubernetes/seccomp_exec.py" "$PROFILE")
+	in_pod=("${launch[@]}")
 else
-	command -v strace >/dev/null || { echo "trace_syscalls: strace missing" >&2; exit 2; }
+	command -v strace >/dev/null || { echo "trace_syscalls: strace missing" >&2; rm -rf "$D"; exit 2; }
 	launch=(strace -f -qq -o TRACE)
+	in_pod=(strace -f -qq -o "$D/trace.exec" -A)
 fi
-D=$(mktemp -d "${RINGCACHE_TEST_TMP:-/tmp}/trace.XXXXXX")
 PID= DPID=
 cleanup() {
 	# strace detaches at a signal: stop the daemon itself.
@@ -96,6 +102,8 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 cli status >/dev/null
+# The readiness and liveness probes' command, in the container.
+"${in_pod[@]}" "$BUILD/ringcache" -s "$D/rc.sock" status >/dev/null
 cli stats --prometheus >/dev/null
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
@@ -130,7 +138,8 @@ if [ -n "$PROFILE" ]; then
 	fi
 fi
 conf 32M >"$D/rc.conf" # a key that needs a restart: logged
-kill -HUP "$DPID"
+# The reload as `kubectl exec ds/ringcached -- sh -c 'kill -HUP 1'` runs it.
+"${in_pod[@]}" /bin/sh -c "kill -HUP $DPID"
 for _ in $(seq 300); do
 	grep -q "reloaded \|reload refused" "$D/log" && break
 	sleep 0.1
@@ -145,5 +154,5 @@ if [ -n "$PROFILE" ]; then
 	exit 0
 fi
 # "PID name(args..." and "PID <... name resumed>": the names.
-sed -nE 's/^[0-9]+ +(<\.\.\. )?([a-z0-9_]+)[( ].*/\2/p' "$D/trace" |
+sed -nE 's/^[0-9]+ +(<\.\.\. )?([a-z0-9_]+)[( ].*/\2/p' "$D/trace" "$D/trace.exec" |
 	sort -u
