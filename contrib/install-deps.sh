@@ -8,8 +8,9 @@
 #   --python  also python3-torch, -cffi, -numpy, -fsspec, -pil, -torchvision
 #             (binding, PyTorch, fsspec, the mount's ImageFolder test)
 #   --cluster also slurm-wlm, munge, python3-yaml, yamllint, strace,
-#             python3-seccomp (contrib/slurm and contrib/kubernetes tests;
-#             the Slurm test starts its own)
+#             python3-seccomp, docker.io, mmdebstrap (contrib/slurm and
+#             contrib/kubernetes tests; the Slurm test starts its own
+#             daemons, the image test its own dockerd if none runs)
 #   --package also debhelper, dpkg-dev, lintian (tests/package builds debian/
 #             and runs lintian on the packages)
 set -euo pipefail
@@ -30,11 +31,12 @@ packages=(
 perf_packages=(s3fs rclone fio gnuplot-nox)
 python_packages=(python3-torch python3-cffi python3-numpy python3-fsspec
 	python3-pil python3-torchvision)
-cluster_packages=(slurm-wlm munge python3-yaml yamllint strace python3-seccomp)
+cluster_packages=(slurm-wlm munge python3-yaml yamllint strace python3-seccomp
+	docker.io mmdebstrap)
 package_packages=(debhelper dpkg-dev lintian) # tests/package: dpkg-buildpackage -b, lintian
 
 usage() {
-	sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '6,15p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 for arg in "$@"; do
