@@ -21,8 +21,9 @@
 # here by mmdebstrap from the Debian mirror (RINGCACHE_DEBIAN_MIRROR,
 # default deb.debian.org) and `docker import`ed: the same Debian 12
 # without a registry. The packages: RINGCACHE_DEBS (a folder holding
-# ringcached_*.deb and libringcache1_*.deb of this version), else built
-# here by dpkg-buildpackage -b (a few minutes).
+# ringcached_*.deb and libringcache1_*.deb of this version), else those
+# the package test built from this same tree (RINGCACHE_TEST_TMP/
+# package-debs), else built here by dpkg-buildpackage -b (minutes).
 #
 # Skips, saying why, where no engine runs and none can be started.
 # Needs root, RINGCACHE_TEST_S3_* and _PREFIX with the sample dataset, a
@@ -91,8 +92,15 @@ fi
 
 version=$(sed -n '1s/^ringcache (\([^)]*\)).*/\1/p' "$SRC/debian/changelog")
 
-# The packages, as the Dockerfile's header builds them.
+# The packages, as the Dockerfile's header builds them: those the
+# package test just built from this very tree, where it ran first.
 mkdir "$D/context"
+reuse=${RINGCACHE_TEST_TMP:-/tmp}/package-debs
+if [ -z "${RINGCACHE_DEBS:-}" ] && [ -f "$reuse/tree" ] &&
+		[ "$(cat "$reuse/tree")" = "$(tree_digest "$SRC")" ]; then
+	RINGCACHE_DEBS=$reuse
+	echo "test_image: the packages of the package test ($reuse)"
+fi
 if [ -n "${RINGCACHE_DEBS:-}" ]; then
 	cp "$RINGCACHE_DEBS"/ringcached_"$version"_*.deb \
 		"$RINGCACHE_DEBS"/libringcache1_"$version"_*.deb "$D/context/" 2>/dev/null

@@ -74,6 +74,11 @@ else
 	failt "lintian: errors or warnings (log: $D/lintian.log)"
 	grep '^[EW]:' "$D/lintian.log" >&2
 fi
+# The image test (tests/kubernetes/test_image.sh) builds from these
+# packages while the tree is the one they were built from.
+pdebs=${RINGCACHE_TEST_TMP:-/tmp}/package-debs
+mkdir -p "$pdebs" && rm -f "$pdebs"/*
+cp "$D"/*.deb "$pdebs/" && tree_digest "$SRC" >"$pdebs/tree"
 debs=()
 for p in "${PKGS[@]}"; do
 	debs+=("$(ls "$D"/"${p}"_*.deb)")
