@@ -6,8 +6,11 @@ server. A file may include headers of its own layer or of one below,
 never above; src/client (libringcache, the CLI) includes only include/ and
 src/common. No header may include itself through others (a cycle between
 files). And no two modules (name.c + name.h) may include each other
-through any path. tools/layers.allow lists the known exceptions (debts,
-each with why): a new one fails, and so does a listed one that is gone.
+through any path. A struct type is named (defined, pointed to, taken)
+only at or above a layer that defines it: the engine sees no server
+struct, so it holds no session (the include rule alone is met by moving
+a type down). tools/layers.allow lists the known exceptions (debts, each
+with why): a new one fails, and so does a listed one that is gone.
 
 usage: tools/layers.py [SOURCE_ROOT]; exit 0 when clean. With
 RINGCACHE_TAP_FILE set, writes one TAP line per rule (tests/run counts
@@ -20,6 +23,40 @@ from tapreport import report
 
 LAYERS = ["common", "s3", "store", "engine", "server"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+STRUCT_DEF = re.compile(r'^\s*(?:typedef\s+)?struct\s+(\w+)\s*\{', re.M)
+STRUCT_USE = re.compile(r'\bstruct\s+(\w+)')
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
+
+
+def scan_types(root):
+    """file -> (structs it defines, structs it names), comments out."""
+    out = {}
+    for layer in LAYERS:
+        d = os.path.join(root, "src", layer)
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".c", ".h")):
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    text = COMMENT.sub(" ", f.read())
+                out[f"{layer}/{name}"] = (set(STRUCT_DEF.findall(text)),
+                                          set(STRUCT_USE.findall(text)))
+    return out
+
+
+def upward_types(root):
+    """"FILE names struct T" for each T defined only above FILE's layer."""
+    files = scan_types(root)
+    home = {}
+    for f, (defs, _) in files.items():
+        for t in defs:
+            home.setdefault(t, set()).add(f.split("/")[0])
+    bad = []
+    for f, (_, uses) in sorted(files.items()):
+        li = LAYERS.index(f.split("/")[0])
+        for t in sorted(uses):
+            layers = home.get(t)
+            if layers and min(LAYERS.index(x) for x in layers) > li:
+                bad.append(f"{f} names struct {t}")
+    return bad
 
 
 def scan(root):
@@ -99,9 +136,10 @@ def strongly_connected(graph):
 
 
 def load_allow(root):
-    """tools/layers.allow: "upward SRC DST" or "cycle MODULE...", each
+    """tools/layers.allow: "upward SRC DST", "cycle MODULE..." or "type
+    FILE STRUCT" (FILE names a struct defined above it), each
     line a known debt (a comment says why); # starts a comment."""
-    allow = {"upward": [], "cycle": []}
+    allow = {"upward": [], "cycle": [], "type": []}
     path = os.path.join(root, "tools", "layers.allow")
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -109,6 +147,8 @@ def load_allow(root):
                 words = line.split("#", 1)[0].split()
                 if words and words[0] == "upward" and len(words) == 3:
                     allow["upward"].append(f"{words[1]} includes {words[2]}")
+                elif words and words[0] == "type" and len(words) == 3:
+                    allow["type"].append(f"{words[1]} names struct {words[2]}")
                 elif words and words[0] == "cycle":
                     allow["cycle"].append(sorted(words[1:]))
                 elif words:
@@ -158,7 +198,11 @@ def main():
     new = [" <-> ".join(c) for c in comps if c not in allow["cycle"]]
     results.append(("no new cycle between modules (name.c + name.h); "
                     "known ones in tools/layers.allow", new))
+    types = upward_types(root)
+    results.append(("a struct is named only at or above a layer that "
+                    "defines it", [t for t in types if t not in allow["type"]]))
     gone = [" ".join(a) for a in allow["cycle"] if a not in comps]
+    gone += [t for t in allow["type"] if t not in types]
     gone += [u for u in allow["upward"] if u not in upward]
     results.append(("tools/layers.allow lists only debts that exist",
                     [f"{g}: gone, remove it from tools/layers.allow"

@@ -1,6 +1,7 @@
-/* daemon.h - the daemon's shared state: datasets, shards, sessions,
- * objects, client operations and S3 fetches, and how they refer to each
- * other. Each subsystem file owns one part (see its header comment). */
+/* daemon.h - the daemon's shared state: datasets, shards, objects,
+ * client operations and S3 fetches, and how they refer to each other
+ * (sessions are the server's: session.h). Each subsystem file owns one
+ * part (see its header comment). */
 #ifndef RC_DAEMON_H
 #define RC_DAEMON_H
 
@@ -26,13 +27,13 @@
 #include "counters.h"
 #include "plan.h"
 #include "ringcache.h"
-#include "wire.h"
 #include "s3.h"
 #include "tier.h"
 #include "topology.h"
 
 struct shard;
-struct session;
+struct session;   /* the server's (session.h): ops name it, opaque here */
+struct regbuf;    /* the same */
 struct budget;
 struct fetch_ops;
 struct pqueue;
@@ -74,7 +75,8 @@ struct object {
 
 /* A client operation that waits for S3. */
 struct op {
-	struct session *s;
+	struct session *s;        /* the server's; the engine never looks in */
+	struct shard *sh;         /* where it runs: write-back completes there */
 	struct rc_cqe cqe;        /* the completion being built */
 	uint8_t opcode;
 	struct object *obj;       /* READ, READ_INTO, OPEN */
@@ -98,70 +100,6 @@ struct waiter {
 };
 
 struct fetch;
-
-struct lease_table {
-	struct cache_entry **e;
-	uint32_t cap, n_used;
-	uint32_t *free;            /* stack of free ids */
-	uint32_t n_free;
-};
-
-struct regbuf {
-	uint8_t *base;
-	uint64_t size;
-	uint32_t users;            /* ops in flight copying to or from it */
-};
-
-struct session {
-	struct rc_ev sock_ev, bell_ev;
-	struct shard *sh;
-	int sock, sq_efd, cq_efd, ring_fd;
-	uint64_t bell_buf;
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	bool closed;
-	bool attached;             /* holds a session slot (quota) */
-	bool sock_armed, bell_armed;
-	uint32_t refs;             /* 1 while open + pending ops */
-	uint8_t *region;
-	size_t region_size;
-	struct rc_ring_hdr *hdr;
-	struct rc_sqe *sqes;
-	struct rc_cqe *cqes;
-	uint8_t *args;
-	struct rc_attach_req attach;  /* kept while handed to another shard */
-	uint32_t sq_entries, cq_entries, arg_slots;
-	uint32_t sq_head, cq_tail; /* private copies: the client cannot move ours */
-	struct rc_cqe *backlog;    /* completions waiting for CQ room */
-	uint32_t n_backlog, cap_backlog;
-	bool cq_dirty;
-	uint32_t access[RC_MAX_DATASETS]; /* RC_ACCESS_* by dataset id */
-	uint64_t acl_gen;          /* the daemon's when access[] was computed */
-	struct object **handles;
-	_Atomic uint32_t n_handles; /* read by another shard's metrics */
-	uint32_t cap_handles;
-	uint32_t *handles_free;    /* stack of free handles */
-	uint32_t n_handles_free;
-	struct lease_table leases;
-	uint32_t lease_gen;        /* in every lease id's top bits (wire.h) */
-	uint64_t leased_bytes;     /* of the blocks its leases hold */
-	uint64_t inflight_bytes;   /* of the blocks its reads wait for */
-	struct regbuf bufs[64];
-	uint64_t registered_bytes;
-	struct uid_usage *usage;   /* its uid's, from accept to free */
-	struct pqueue *pq;         /* this session's GPU prefetch queue */
-	struct wobject **whandles; /* write handles (RC_WRITE_HANDLE | index) */
-	uint32_t cap_whandles;
-	int32_t last_err;          /* the last failed CQE's res (not lazy ones) */
-	char *last_cause;          /* and its cause in words, or NULL */
-	struct rc_list link;       /* on shard->sessions, or on an inbox */
-};
-
-static inline struct session *session_of(const struct rc_list *n)
-{
-	return rc_list_entry(n, struct session, link);
-}
 
 struct wtimer;
 struct wdelay;

@@ -156,12 +156,11 @@ static void plan_free(struct shard *sh, struct plan *p)
 /* Copies and validates the client's entries, covering at most
  * max_blocks blocks (-E2BIG past them). Returns the new plan (not yet
  * linked, p->blocks counted) or NULL with *err set. */
-static struct plan *plan_copy(struct session *s,
+static struct plan *plan_copy(const struct pf_client *c,
 			      const struct rc_plan_entry *entries, uint64_t n,
-			      uint64_t max_blocks, plan_resolve_fn resolve,
-			      int *err)
+			      uint64_t max_blocks, int *err)
 {
-	uint64_t bs = s->sh->d->cfg.block_bytes;
+	uint64_t bs = c->sh->d->cfg.block_bytes;
 	struct plan *p = calloc(1, sizeof(*p));
 	if (!p || (n && !(p->items = malloc(n * sizeof(*p->items))))) {
 		free(p);
@@ -172,7 +171,7 @@ static struct plan *plan_copy(struct session *s,
 	for (uint64_t i = 0; i < n && !*err; i++) {
 		struct rc_plan_entry e;
 		copy_from_client(&e, &entries[i], sizeof(e));
-		struct object *o = resolve(s, e.handle);
+		struct object *o = c->resolve(c->resolve_ctx, e.handle);
 		*err = o ? plan_entry_check(&e, o->size) : -EBADF;
 		if (*err)
 			break;
@@ -184,9 +183,9 @@ static struct plan *plan_copy(struct session *s,
 			*err = -E2BIG; /* the cost of a plan is its blocks */
 	}
 	if (*err == -E2BIG)
-		quota_refused(&s->sh->d->quota, REFUSED_PLAN_ENTRIES);
+		quota_refused(&c->sh->d->quota, REFUSED_PLAN_ENTRIES);
 	if (*err) {
-		plan_free(s->sh, p);
+		plan_free(c->sh, p);
 		return NULL;
 	}
 	return p;
@@ -268,48 +267,47 @@ void pqueue_put(struct shard *sh, struct pqueue *q)
 
 /* Charges the uid for n more plan blocks, where `freed` of its blocks go
  * once the change is made. */
-static int plan_charge(struct session *s, uint64_t n, uint64_t freed)
+static int plan_charge(const struct pf_client *c, uint64_t n, uint64_t freed)
 {
-	struct quota *q = &s->sh->d->quota;
-	return quota_charge(q, &s->usage->plan_entries, n,
+	struct quota *q = &c->sh->d->quota;
+	return quota_charge(q, &c->usage->plan_entries, n,
 			    q->v->plan_entries_per_uid + freed,
 			    REFUSED_PLAN_ENTRIES_PER_UID);
 }
 
-static int append_plan(struct session *s, struct plan *cur,
-		       const struct rc_plan_entry *entries, uint64_t n,
-		       plan_resolve_fn resolve)
+static int append_plan(const struct pf_client *c, struct plan *cur,
+		       const struct rc_plan_entry *entries, uint64_t n)
 {
-	struct shard *sh = s->sh;
+	struct shard *sh = c->sh;
 	uint64_t limit = sh->d->quota.v->plan_entries;
 	uint64_t kept = plan_blocks_ahead(cur);
 	uint64_t dropped = cur->charged - kept; /* plan_append drops them */
 	int err = 0;
 	if (n == 0)
 		return 0;
-	struct plan *p = plan_copy(s, entries, n, limit - kept, resolve,
-				   &err);
+	struct plan *p = plan_copy(c, entries, n, limit - kept, &err);
 	if (!p)
 		return err;
 	uint64_t added = p->blocks;
-	if ((err = plan_charge(s, added, dropped)) == 0 &&
+	if ((err = plan_charge(c, added, dropped)) == 0 &&
 	    (err = plan_append(sh, cur, p)) == 0) {
-		quota_uncharge(&s->usage->plan_entries, dropped);
+		quota_uncharge(&c->usage->plan_entries, dropped);
 		cur->charged = kept + added;
 		index_rebuild(sh);
 		return 0;
 	}
 	if (err != -EDQUOT)
-		quota_uncharge(&s->usage->plan_entries, added);
+		quota_uncharge(&c->usage->plan_entries, added);
 	plan_free(sh, p);
 	return err;
 }
 
-int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append, plan_resolve_fn resolve)
+int prefetch_set_plan(const struct pf_client *c,
+		      const struct rc_plan_entry *entries, uint64_t n,
+		      bool append)
 {
-	struct shard *sh = s->sh;
-	struct pqueue *q = s->pq;
+	struct shard *sh = c->sh;
+	struct pqueue *q = c->pq;
 	uint64_t limit = sh->d->quota.v->plan_entries;
 	int err;
 	if (n > limit) { /* every entry covers a block at least */
@@ -323,7 +321,7 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	int accepted = (int)(n > INT32_MAX ? INT32_MAX : n);
 	struct plan *cur = q->plan;
 	if (append && cur) {
-		err = append_plan(s, cur, entries, n, resolve);
+		err = append_plan(c, cur, entries, n);
 		return err ? err : accepted;
 	}
 	if (n == 0) {
@@ -331,14 +329,14 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 			queue_drop_plan(sh, q, true);
 		return 0;
 	}
-	struct plan *p = plan_copy(s, entries, n, limit, resolve, &err);
+	struct plan *p = plan_copy(c, entries, n, limit, &err);
 	if (!p)
 		return err;
-	if ((err = plan_charge(s, p->blocks, cur ? cur->charged : 0))) {
+	if ((err = plan_charge(c, p->blocks, cur ? cur->charged : 0))) {
 		plan_free(sh, p);
 		return err;
 	}
-	p->usage = s->usage;
+	p->usage = c->usage;
 	p->charged = p->blocks;
 	if (plan_link(p, sh->d->cfg.block_bytes) < 0) {
 		plan_free(sh, p);
@@ -355,18 +353,18 @@ int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
 	return accepted;
 }
 
-void prefetch_consumed(struct session *s, const struct object *obj,
+void prefetch_consumed(const struct pf_client *c, const struct object *obj,
 		       uint64_t offset)
 {
-	struct plan *p = s->pq ? s->pq->plan : NULL;
+	struct plan *p = c->pq ? c->pq->plan : NULL;
 	if (!p)
 		return;
 	uint64_t i = plan_find(p, obj, offset,
-			       s->sh->d->cfg.prefetch_window_entries + 16);
+			       c->sh->d->cfg.prefetch_window_entries + 16);
 	if (i == UINT64_MAX)
 		return;
 	plan_move_cursor(p, i);
-	unpin_until(s->sh, p, i);
+	unpin_until(c->sh, p, i);
 }
 
 void prefetch_fetch_done(struct shard *sh, uint64_t gen)

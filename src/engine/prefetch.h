@@ -28,7 +28,6 @@
 #include "ringcache.h"
 
 struct shard;
-struct session;
 struct object;
 struct cache_entry;
 struct uid_usage;
@@ -53,18 +52,29 @@ struct pqueue *pqueue_get(struct shard *sh, int gpu, uid_t uid);
 /* A session leaves its queue; the last one drops the plan. */
 void pqueue_put(struct shard *sh, struct pqueue *q);
 
+/* What prefetch needs of a client (the server's session): its shard, its
+ * queue, its uid's usage, and how its handles name objects. */
+typedef struct object *(*plan_resolve_fn)(void *ctx, uint32_t handle);
+struct pf_client {
+	struct shard *sh;
+	struct pqueue *pq;         /* pqueue_get's */
+	struct uid_usage *usage;
+	plan_resolve_fn resolve;   /* a handle's object, or NULL */
+	void *resolve_ctx;
+};
+
 /* PREFETCH_PLAN: entries is the client's array (already bounds-checked),
  * copied and validated here, each handle turned into its object by the
- * caller's resolve (NULL: -EBADF); append: RC_PLAN_APPEND. Returns entries
+ * client's resolve (NULL: -EBADF); append: RC_PLAN_APPEND. Returns entries
  * accepted or a negated errno: -E2BIG past max_plan_entries (counted in
  * blocks: an entry covering k blocks counts k; appended entries add to
  * those from the cursor on), -EDQUOT past the uid's
  * max_plan_entries_per_uid (the same count over its plans). */
-typedef struct object *(*plan_resolve_fn)(struct session *s, uint32_t handle);
-int prefetch_set_plan(struct session *s, const struct rc_plan_entry *entries,
-		      uint64_t n, bool append, plan_resolve_fn resolve);
-/* The session read obj at offset: slide its queue's window. */
-void prefetch_consumed(struct session *s, const struct object *obj,
+int prefetch_set_plan(const struct pf_client *c,
+		      const struct rc_plan_entry *entries, uint64_t n,
+		      bool append);
+/* The client read obj at offset: slide its queue's window. */
+void prefetch_consumed(const struct pf_client *c, const struct object *obj,
 		       uint64_t offset);
 /* The next planned use of block b of object obj_id, as a cache entry's
  * plan_hint (0: none); and the cache's next_use callback over hints. */

@@ -376,7 +376,7 @@ void writeback_set_completion(struct shard *sh, void (*fn)(struct op *))
 /* Through the callback the shard's owner registered: no call up. */
 static void op_done(struct op *op)
 {
-	op->s->sh->wb_op_done(op);
+	op->sh->wb_op_done(op);
 }
 
 static void sync_one_done(struct op *op, int err)
@@ -631,57 +631,57 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 	w->refs++; /* the upload's */
 }
 
-/* ---- session handles ---------------------------------------------------- */
+/* ---- a client's write handles --------------------------------------------- */
 
-static struct wobject *whandle(struct session *s, uint32_t h)
+static struct wobject *whandle(struct wb_client *wc, uint32_t h)
 {
 	if (!(h & RC_WRITE_HANDLE))
 		return NULL;
 	h &= ~RC_WRITE_HANDLE;
-	return h < s->cap_whandles ? s->whandles[h] : NULL;
+	return h < wc->cap_handles ? wc->handles[h] : NULL;
 }
 
 /* A reload may have removed the dataset or the writer's uid from its
  * write_* lists since WRITE_OPEN: no more bytes reach S3 through it. */
-static int write_revoked(const struct session *s, const struct wobject *w)
+static int write_revoked(const struct wb_client *wc, const struct wobject *w)
 {
 	if (!w->ds->enabled)
 		return -ENOENT;
 	if (!w->ds->cfg->writable)
 		return -EROFS;
-	return s->access[w->ds->id] & RC_ACCESS_WRITE ? 0 : -EACCES;
+	return wc->access[w->ds->id] & RC_ACCESS_WRITE ? 0 : -EACCES;
 }
 
-static int whandle_alloc(struct session *s, struct wobject *w, uint32_t *out)
+static int whandle_alloc(struct wb_client *wc, struct wobject *w, uint32_t *out)
 {
 	uint32_t i = 0;
-	while (i < s->cap_whandles && s->whandles[i])
+	while (i < wc->cap_handles && wc->handles[i])
 		i++;
-	if (i == s->cap_whandles) {
-		if (s->cap_whandles >= (1u << 16))
+	if (i == wc->cap_handles) {
+		if (wc->cap_handles >= (1u << 16))
 			return -EMFILE;
-		if (RC_GROW_FROM(s->whandles, s->cap_whandles, i + 1, 16) < 0)
+		if (RC_GROW_FROM(wc->handles, wc->cap_handles, i + 1, 16) < 0)
 			return -ENOMEM;
 	}
-	s->whandles[i] = w;
+	wc->handles[i] = w;
 	*out = i | RC_WRITE_HANDLE;
 	return 0;
 }
 
-int writeback_open(struct session *s, struct dataset *ds, const char *key,
+int writeback_open(struct wb_client *wc, struct dataset *ds, const char *key,
 		   uint32_t *handle)
 {
-	struct shard *sh = s->sh;
+	struct shard *sh = wc->sh;
 	if (!ds->cfg->writable)
 		return -EROFS;
-	if (!(s->access[ds->id] & RC_ACCESS_WRITE))
+	if (!(wc->access[ds->id] & RC_ACCESS_WRITE))
 		return -EACCES;
 	if (!key_fits(ds, key))
 		return -ENAMETOOLONG;
 	struct wobject *w = wobject_new(sh, ds, key);
 	if (!w)
 		return -ENOMEM;
-	w->usage = s->usage;
+	w->usage = wc->usage;
 	if (ds->cfg->durability == DURABILITY_LOCAL) {
 		int err = sh->journal ? journal_append_open(sh->journal, w->id,
 							    ds->cfg->name, key)
@@ -692,7 +692,7 @@ int writeback_open(struct session *s, struct dataset *ds, const char *key,
 		}
 		w->journaled = true;
 	}
-	int err = whandle_alloc(s, w, handle);
+	int err = whandle_alloc(wc, w, handle);
 	if (err) {
 		if (w->journaled)
 			journal_append_abort(sh->journal, w->id);
@@ -826,16 +826,16 @@ static void parked_retry(void *ctx, int res)
 	free(pw);
 }
 
-int writeback_write(struct session *s, uint32_t handle, uint64_t off,
+int writeback_write(struct wb_client *wc, uint32_t handle, uint64_t off,
 		    const uint8_t *src, uint64_t len, struct op *op)
 {
-	struct shard *sh = s->sh;
-	struct wobject *w = whandle(s, handle);
+	struct shard *sh = wc->sh;
+	struct wobject *w = whandle(wc, handle);
 	if (!w)
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL; /* written after COMMIT or ABORT */
-	int revoked = write_revoked(s, w);
+	int revoked = write_revoked(wc, w);
 	if (revoked)
 		return revoked;
 	if (off + len < off || off + len > largest_object(w->ds))
@@ -970,15 +970,15 @@ static void relog_resume(void *ctx, int res)
 		relog_end(rl, err);
 }
 
-int writeback_commit(struct session *s, uint32_t handle, struct op *op)
+int writeback_commit(struct wb_client *wc, uint32_t handle, struct op *op)
 {
-	struct shard *sh = s->sh;
-	struct wobject *w = whandle(s, handle);
+	struct shard *sh = wc->sh;
+	struct wobject *w = whandle(wc, handle);
 	if (!w)
 		return -EBADF;
 	if (w->state != W_OPEN)
 		return -EINVAL;
-	int revoked = write_revoked(s, w);
+	int revoked = write_revoked(wc, w);
 	if (revoked)
 		return revoked;
 	w->state = W_COMMITTED;
@@ -1039,10 +1039,10 @@ static void abort_object(struct shard *sh, struct wobject *w)
 	staging_free(sh, w);
 }
 
-int writeback_abort(struct session *s, uint32_t handle, struct op *op)
+int writeback_abort(struct wb_client *wc, uint32_t handle, struct op *op)
 {
-	struct shard *sh = s->sh;
-	struct wobject *w = whandle(s, handle);
+	struct shard *sh = wc->sh;
+	struct wobject *w = whandle(wc, handle);
 	if (!w)
 		return -EBADF;
 	if (w->state != W_OPEN)
@@ -1189,16 +1189,16 @@ static int rename_pending(struct shard *sh, struct wobject *w,
  * never replaced: before the upload, the new key is the upload's (its
  * If-None-Match and HEAD); after, the copy is conditional the same way
  * (-EEXIST, the object keeps its old name). */
-int writeback_rename(struct session *s, uint32_t handle, const char *key,
+int writeback_rename(struct wb_client *wc, uint32_t handle, const char *key,
 		     struct op *op)
 {
-	struct shard *sh = s->sh;
-	struct wobject *w = whandle(s, handle);
+	struct shard *sh = wc->sh;
+	struct wobject *w = whandle(wc, handle);
 	if (!w)
 		return -EBADF;
 	if (w->state == W_ABORTED || w->state == W_FAILED)
 		return -EINVAL;
-	int revoked = write_revoked(s, w);
+	int revoked = write_revoked(wc, w);
 	if (revoked)
 		return revoked;
 	if (!key_fits(w->ds, key))
@@ -1220,13 +1220,13 @@ static bool sync_matches(const struct wobject *w, const struct dataset *ds,
 					      strlen(prefix)) == 0);
 }
 
-int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
+int writeback_sync(struct wb_client *wc, uint32_t handle, struct dataset *ds,
 		   const char *prefix, struct op *op)
 {
-	struct shard *sh = s->sh;
+	struct shard *sh = wc->sh;
 	op->pending = 1; /* held until every object is counted */
 	if (handle != RC_SYNC_ALL && handle != RC_SYNC_PREFIX) {
-		struct wobject *w = whandle(s, handle);
+		struct wobject *w = whandle(wc, handle);
 		if (!w) {
 			op->pending = 0;
 			return -EBADF;
@@ -1261,27 +1261,27 @@ int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
 	return WB_DEFERRED;
 }
 
-int writeback_close(struct session *s, uint32_t handle)
+int writeback_close(struct wb_client *wc, uint32_t handle)
 {
-	struct shard *sh = s->sh;
-	struct wobject *w = whandle(s, handle);
+	struct shard *sh = wc->sh;
+	struct wobject *w = whandle(wc, handle);
 	if (!w)
 		return -EBADF;
 	if (w->state == W_OPEN) /* never committed: nothing acknowledged */
 		abort_object(sh, w);
-	s->whandles[handle & ~RC_WRITE_HANDLE] = NULL;
+	wc->handles[handle & ~RC_WRITE_HANDLE] = NULL;
 	wobject_put(sh, w);
 	return 0;
 }
 
-void writeback_session_closed(struct session *s)
+void writeback_client_closed(struct wb_client *wc)
 {
-	for (uint32_t i = 0; i < s->cap_whandles; i++)
-		if (s->whandles[i])
-			writeback_close(s, i | RC_WRITE_HANDLE);
-	free(s->whandles);
-	s->whandles = NULL;
-	s->cap_whandles = 0;
+	for (uint32_t i = 0; i < wc->cap_handles; i++)
+		if (wc->handles[i])
+			writeback_close(wc, i | RC_WRITE_HANDLE);
+	free(wc->handles);
+	wc->handles = NULL;
+	wc->cap_handles = 0;
 }
 
 /* ---- read your writes ----------------------------------------------------- */

@@ -15,8 +15,8 @@
 #include "s3_types.h"
 
 struct shard;
-struct session;
 struct dataset;
+struct uid_usage;
 struct op;
 struct waiter;
 struct upload;
@@ -66,6 +66,17 @@ static inline struct wobject *wobject_of(const struct rc_list *n)
 	return rc_list_entry(n, struct wobject, link);
 }
 
+/* A client of write-back: what the engine needs of a session (the
+ * server's), which embeds one and keeps sh, usage and access current.
+ * The engine owns the write handles in it. */
+struct wb_client {
+	struct shard *sh;          /* the session's */
+	struct uid_usage *usage;   /* its uid's (quota.h) */
+	const uint32_t *access;    /* RC_ACCESS_* by dataset id */
+	struct wobject **handles;  /* write handles (RC_WRITE_HANDLE | index) */
+	uint32_t cap_handles;
+};
+
 /* How write-back's deferred ops (COMMIT, SYNC, RENAME, ABORT) complete:
  * the session layer's completion, set before writeback_init. */
 void writeback_set_completion(struct shard *sh, void (*op_done)(struct op *));
@@ -77,20 +88,20 @@ int writeback_init(struct shard *sh, char *err, size_t errlen);
 void writeback_drain(struct shard *sh);
 void writeback_destroy(struct shard *sh);
 
-/* Session operations: each returns a result now, or WB_DEFERRED when an
+/* A client's operations: each returns a result now, or WB_DEFERRED when an
  * op completes it later (never a handle nor a negated errno). */
 #define WB_DEFERRED INT32_MIN
-int writeback_open(struct session *s, struct dataset *ds, const char *key,
+int writeback_open(struct wb_client *wc, struct dataset *ds, const char *key,
 		   uint32_t *handle);
-int writeback_write(struct session *s, uint32_t handle, uint64_t off,
+int writeback_write(struct wb_client *wc, uint32_t handle, uint64_t off,
 		    const uint8_t *src, uint64_t len, struct op *op);
-int writeback_commit(struct session *s, uint32_t handle, struct op *op);
-int writeback_abort(struct session *s, uint32_t handle, struct op *op);
-int writeback_rename(struct session *s, uint32_t handle, const char *key,
+int writeback_commit(struct wb_client *wc, uint32_t handle, struct op *op);
+int writeback_abort(struct wb_client *wc, uint32_t handle, struct op *op);
+int writeback_rename(struct wb_client *wc, uint32_t handle, const char *key,
 		     struct op *op);
-int writeback_sync(struct session *s, uint32_t handle, struct dataset *ds,
+int writeback_sync(struct wb_client *wc, uint32_t handle, struct dataset *ds,
 		   const char *prefix, struct op *op);
-int writeback_close(struct session *s, uint32_t handle);
+int writeback_close(struct wb_client *wc, uint32_t handle);
 /* Read your writes: the newest committed object for (ds, key) whose bytes
  * are still here (staged or journaled) and not yet in S3, with a
  * reference for the caller; NULL if none, and always NULL on an
@@ -101,7 +112,7 @@ struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
 int writeback_read(struct wobject *w, uint64_t off, void *dst, size_t len);
 void writeback_put(struct wobject *w);
 
-/* A closing session drops all its write handles. */
-void writeback_session_closed(struct session *s);
+/* A closing client drops all its write handles. */
+void writeback_client_closed(struct wb_client *wc);
 
 #endif

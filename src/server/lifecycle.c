@@ -222,7 +222,7 @@ static void shard_drain(struct shard *sh)
 	rc_list_for_each_safe(pos, tmp, &in) { /* handed over, never attached */
 		struct session *s = session_of(pos);
 		rc_list_del(pos);
-		s->sh = sh;
+		s->sh = s->wb.sh = sh;
 		s->closed = true;
 		sh->n_zombies++;
 		session_put(s);

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "prefetch.h"
+#include "session_state.h"
 #include "writeback.h"
 #include "journal.h"
 #include "metrics.h"

@@ -13,6 +13,7 @@
 #include "fetch.h"
 #include "prefetch.h"
 #include "readkey.h"
+#include "session_state.h"
 #include "validate.h"
 #include "writeback.h"
 
@@ -43,6 +44,7 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 		return -ENOMEM;
 	struct op *op = &rk->op;
 	op->s = s;
+	op->sh = s->sh;
 	op->opcode = RC_OP_READ_KEY;
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
@@ -103,7 +105,8 @@ static bool start_read(struct rk_op *rk)
 		op->err = -EDQUOT;
 		return false;
 	}
-	prefetch_consumed(s, o, op->offset);
+	struct pf_client pc = session_pf(s);
+	prefetch_consumed(&pc, o, op->offset);
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	uint64_t len = o->size - op->offset < op->len ? o->size - op->offset
 						       : op->len;

@@ -30,6 +30,8 @@ struct dataset *session_readable_dataset(struct session *s, uint32_t id,
 					 int *err);
 bool session_lease_quota_full(struct session *s);
 int session_handle_open(struct session *s, struct object *o);
+/* What prefetch needs of s (prefetch.h), as it is now. */
+struct pf_client session_pf(struct session *s);
 int session_handle_close(struct session *s, uint32_t h);
 
 #endif

@@ -104,7 +104,7 @@ void session_close(struct session *s)
 	s->closed = true;
 	struct shard *sh = s->sh;
 	sh->n_zombies++;
-	writeback_session_closed(s);
+	writeback_client_closed(&s->wb);
 	pqueue_put(sh, s->pq);
 	s->pq = NULL;
 	struct lease_table *lt = &s->leases;
@@ -195,6 +195,8 @@ void session_accept(struct daemon *d, int fd)
 	s->gid = cred.gid;
 	s->pid = cred.pid;
 	s->refs = 1;
+	s->wb = (struct wb_client){.sh = sh, .usage = usage,
+				   .access = s->access};
 	rc_list_init(&s->link);
 	session_link(sh, s);
 	arm_sock(s);
@@ -339,8 +341,10 @@ static void recheck_access(struct session *s)
 			 "its writes there now fail with EACCES");
 	}
 	/* Its plan would keep fetching into the arena it still maps. */
-	if (lost_read)
-		prefetch_set_plan(s, NULL, 0, false, session_handle);
+	if (lost_read) {
+		struct pf_client pc = session_pf(s);
+		prefetch_set_plan(&pc, NULL, 0, false);
+	}
 }
 
 static void handle_attach(struct session *s, const void *msg, size_t len)
@@ -576,7 +580,7 @@ static bool attach_elsewhere(struct session *s, const void *msg, size_t len)
 
 void session_adopt(struct shard *sh, struct session *s)
 {
-	s->sh = sh;
+	s->sh = s->wb.sh = sh;
 	session_link(sh, s);
 	handle_attach(s, &s->attach, sizeof(s->attach));
 	if (!s->closed)
@@ -1160,6 +1164,7 @@ static struct op *op_new(struct session *s, const struct rc_sqe *e)
 	if (!op)
 		return NULL;
 	op->s = s;
+	op->sh = s->sh;
 	op->opcode = e->opcode;
 	op->cqe.user_data = e->user_data;
 	op->cqe.lease = RC_NO_LEASE;
@@ -1232,7 +1237,8 @@ static int submit_read(struct session *s, const struct rc_sqe *e)
 		return 0; /* EOF */
 	if (e->opcode == RC_OP_READ && lease_quota_full(s))
 		return -EDQUOT; /* refused before fetching what it could not lease */
-	prefetch_consumed(s, o, e->offset);
+	struct pf_client pc = session_pf(s);
+	prefetch_consumed(&pc, o, e->offset);
 	uint64_t bs = s->sh->d->cfg.block_bytes;
 	uint64_t len = o->size - e->offset < e->len ? o->size - e->offset : e->len;
 	if (e->opcode == RC_OP_READ) {
@@ -1288,9 +1294,21 @@ static int submit_plan(struct session *s, const struct rc_sqe *e)
 	if ((err = validate_plan_len(e->len)) ||
 	    (err = check_buf(s, e, e->len, &src)))
 		return err;
-	return prefetch_set_plan(s, (const struct rc_plan_entry *)src,
+	struct pf_client pc = session_pf(s);
+	return prefetch_set_plan(&pc, (const struct rc_plan_entry *)src,
 				 e->len / sizeof(struct rc_plan_entry),
-				 e->flags & RC_PLAN_APPEND, session_handle);
+				 e->flags & RC_PLAN_APPEND);
+}
+
+static struct object *plan_handle(void *s, uint32_t handle)
+{
+	return session_handle(s, handle);
+}
+
+struct pf_client session_pf(struct session *s)
+{
+	return (struct pf_client){.sh = s->sh, .pq = s->pq, .usage = s->usage,
+				  .resolve = plan_handle, .resolve_ctx = s};
 }
 
 static struct dataset *writable_dataset(struct session *s, uint32_t id,
@@ -1314,7 +1332,7 @@ static int submit_write_open(struct session *s, const struct rc_sqe *e)
 	if (!ds || (err = copy_key(s, e, key, false)))
 		return err;
 	uint32_t h;
-	err = writeback_open(s, ds, key, &h);
+	err = writeback_open(&s->wb, ds, key, &h);
 	return err ? err : (int)h;
 }
 
@@ -1328,7 +1346,7 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 	struct op *op = op_new(s, e); /* used only if the journal is behind */
 	if (!op)
 		return -ENOMEM;
-	int r = writeback_write(s, e->handle, e->offset, src, e->len, op);
+	int r = writeback_write(&s->wb, e->handle, e->offset, src, e->len, op);
 	if (r != WB_DEFERRED) {
 		free(op);
 		session_put(s);
@@ -1343,13 +1361,13 @@ static int writeback_op(struct session *s, const struct rc_sqe *e,
 {
 	switch (e->opcode) {
 	case RC_OP_COMMIT:
-		return writeback_commit(s, e->handle, op);
+		return writeback_commit(&s->wb, e->handle, op);
 	case RC_OP_ABORT:
-		return writeback_abort(s, e->handle, op);
+		return writeback_abort(&s->wb, e->handle, op);
 	case RC_OP_RENAME:
-		return writeback_rename(s, e->handle, key, op);
+		return writeback_rename(&s->wb, e->handle, key, op);
 	default:
-		return writeback_sync(s, e->handle, ds, key, op);
+		return writeback_sync(&s->wb, e->handle, ds, key, op);
 	}
 }
 
@@ -1383,7 +1401,7 @@ static int submit_wait_op(struct session *s, const struct rc_sqe *e)
 static int submit_close(struct session *s, uint32_t h)
 {
 	if (h & RC_WRITE_HANDLE)
-		return writeback_close(s, h);
+		return writeback_close(&s->wb, h);
 	struct object *o = handle_get(s, h);
 	if (!o)
 		return -EBADF;

@@ -12,10 +12,12 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "session_state.h"
 
 struct daemon;
 struct shard;
-struct session;
 struct op;
 struct object;
 struct cache_entry;
