@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+from tapreport import report
+
 LAYERS = ["common", "s3", "store", "engine", "server"]
 SINKS = {
     "s3_perform": "a blocking S3 request with backoff sleeps",
@@ -186,17 +188,7 @@ def main():
     results = [("no blocking call reachable from a reactor callback "
                 "(known ones in tools/blocking.allow)", new),
                ("tools/blocking.allow lists only calls that exist", gone)]
-    tap, failed = [f"1..{len(results)}"], 0
-    for i, (name, errs) in enumerate(results, 1):
-        tap.append(f"{'not ok' if errs else 'ok'} {i} - {name}")
-        for e in errs:
-            print(f"blocking: {e}", file=sys.stderr)
-        failed += bool(errs)
-    print("\n".join(tap))
-    if os.environ.get("RINGCACHE_TAP_FILE"):
-        with open(os.environ["RINGCACHE_TAP_FILE"], "w") as f:
-            f.write("\n".join(tap) + "\n")
-    return 1 if failed else 0
+    return report("blocking", results)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """tapreport.py - the verdict of the tree checks in tools/ (layers.py,
-archmap.py): one TAP line per rule on stdout, each failure on stderr
+archmap.py, blocking.py): one TAP line per rule on stdout, each failure on stderr
 prefixed with the tool's name, and the TAP lines also into
 RINGCACHE_TAP_FILE when it is set (tests/run counts them)."""
 import os
