@@ -237,6 +237,11 @@ struct rc_cqe {
 #define RC_LEASE_GEN_SHIFT 20u
 #define RC_LEASE_GEN_MAX 2047u
 #define RC_LEASE_GEN(lease) ((uint32_t)(lease) >> RC_LEASE_GEN_SHIFT)
+/* The daemon's lease ids stay below 1u << 31 (RC_LEASE_GEN_MAX); the
+ * library marks its own with this bit: an extent of rc_read_many copied
+ * into this process's memory (see struct rc_read_req). RC_NO_LEASE has it
+ * too and is no lease. */
+#define RC_LEASE_LOCAL 0x80000000u
 
 /* The one user_data value the library keeps for itself: the completions
  * of lazily posted RELEASE and CLOSE (rc_release_lazy, rc_close_lazy).
@@ -740,7 +745,8 @@ int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
 		 size_t n, int32_t *results, uint64_t *sizes);
 int rc_close(struct rc_client *c, uint32_t handle);
 
-/* One zero-copy extent of a read. */
+/* One extent of a read: zero-copy (a lease on arena bytes) from rc_read;
+ * from rc_read_many/rc_read_key either that or a copy (below). */
 struct rc_extent {
 	const void *data;
 	uint32_t len;
@@ -766,7 +772,18 @@ int rc_release(struct rc_client *c, uint32_t lease);
  * bytes in ext). The extents stay leased until released: rc_release_lazy
  * each one (or rc_release). Handles opened for multi-block reads are
  * closed lazily by the call. Returns 0, or a negated errno when the
- * session itself failed (-EPIPE: the daemon is gone). */
+ * session itself failed (-EPIPE: the daemon is gone).
+ * Copy or map: where the kernel maps an arena with 4 KiB pages, a fresh
+ * process's first touch of an extent costs more than copying it, so the
+ * library measures it once per arena (are the pages it mapped huge?) and
+ * from then copies the extents of such an arena, as read() would, into a
+ * buffer of this process it reuses (pread from the arena's memfd; the
+ * daemon's lease is released at once). Such an extent's lease has
+ * RC_LEASE_LOCAL set; release it like any other (rc_release_lazy,
+ * rc_release), it stays valid across a re-attach. Extents of arenas
+ * pinned for CUDA stay mapped; so does one when the buffer (256 MiB of
+ * address space, resident as far as used at once) is full.
+ * $RINGCACHE_READ_COPY=0 never copies, =1 always does. */
 struct rc_read_req {
 	const char *key;          /* in: relative to the dataset */
 	uint64_t offset, len;     /* in: the range; len 0: to the end */

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "client_priv.h"
 #include "cuda_visible.h"
+#include "copyread.h"
 #include "prefault.h"
 #include "wire.h"
 
@@ -120,9 +121,11 @@ void client_unmap_session(struct rc_client *c, const void *owner)
 	if (c->arenas) {
 		rc_cuda_unpin_arenas(c);
 		for (uint32_t i = 0; i < c->n_datasets; i++)
-			if (c->arenas[i].base)
+			if (c->arenas[i].base) {
+				copyread_arena_drop(c->arenas[i].base);
 				munmap((void *)c->arenas[i].base,
 				       c->arenas[i].size);
+			}
 	}
 	if (c->region)
 		munmap(c->region, c->region_size);
@@ -183,6 +186,7 @@ static int map_arenas(struct rc_client *c, const void *owner,
 			return -errno;
 		rc_prefault_start(owner, fds[next - 1], p,
 				  c->datasets[i].arena_size);
+		copyread_arena_add(p, c->datasets[i].arena_size, fds[next - 1]);
 		c->arenas[i].base = p;
 		c->arenas[i].size = c->datasets[i].arena_size;
 	}
@@ -847,6 +851,8 @@ int rc_close(struct rc_client *c, uint32_t handle)
  * that held it is gone. */
 int rc_release(struct rc_client *c, uint32_t lease)
 {
+	if (lease != RC_NO_LEASE && (lease & RC_LEASE_LOCAL))
+		return copyread_release(c, lease);
 	if (client_lease_is_old(c, lease))
 		return 0;
 	return simple_call(c, RC_OP_RELEASE, lease);

@@ -7,7 +7,8 @@
  * rc_client.arg_free points at its last member, so the state is found
  * from the client without a field of its own. It owns the key strings of
  * its handle records, the dup'ed fds of registered buffers, a copy of the
- * prefetch plan and the arena mappings of earlier sessions. */
+ * prefetch plan, the arena mappings of earlier sessions and the bounce
+ * region of copied extents. */
 #ifndef RC_CLIENT_PRIV_H
 #define RC_CLIENT_PRIV_H
 
@@ -61,6 +62,7 @@ struct client_state {
 	uint32_t cap_plan;
 	struct old_map *old;        /* arenas of sessions before a re-attach */
 	size_t n_old;
+	struct bounce *bounce;      /* copied extents (copyread.c), or NULL */
 	uint64_t arg_free[];        /* rc_client.arg_free points here */
 };
 

@@ -13,6 +13,7 @@
 
 #include "ringcache.h"
 #include "client_priv.h"
+#include "copyread.h"
 
 #define EXT_BITS 20 /* user_data: request index << EXT_BITS | extent */
 #define EXT_MAX ((1u << EXT_BITS) - 1)
@@ -75,6 +76,11 @@ static int lazy_post_or_back(struct rc_client *c, uint8_t op, uint32_t id)
 
 int rc_release_lazy(struct rc_client *c, uint32_t lease)
 {
+	if (lease != RC_NO_LEASE && (lease & RC_LEASE_LOCAL)) {
+		if (copyread_release(c, lease) < 0)
+			c->lazy_errors++; /* as the daemon's -EBADF would be */
+		return 0;
+	}
 	if (client_lease_is_old(c, lease))
 		return 0;
 	return lazy_post_or_back(c, RC_OP_RELEASE, lease);
@@ -223,6 +229,7 @@ static void key_done(struct rc_read_batch *b, size_t i,
 	if (cqe->res > 0) {
 		q->ext[0] = (struct rc_extent){rc_cqe_data(b->c, cqe),
 					       (uint32_t)cqe->res, cqe->lease};
+		copyread_settle(b->c, &q->ext[0]);
 		q->n_ext = 1;
 	}
 	s->issued = 1;
@@ -251,6 +258,7 @@ static void read_done(struct rc_read_batch *b, size_t i, uint32_t e,
 	if (cqe->res > 0 && e < q->max_ext) {
 		q->ext[e] = (struct rc_extent){rc_cqe_data(b->c, cqe),
 					       (uint32_t)cqe->res, cqe->lease};
+		copyread_settle(b->c, &q->ext[e]);
 		if (e + 1 > q->n_ext)
 			q->n_ext = e + 1;
 	}
@@ -316,6 +324,11 @@ static int batch_restart(struct rc_read_batch *b, int lost)
 		if (s->stage == ST_KEY)
 			rc_arg_put(b->c, s->slot);
 		*s = (struct req_state){.stage = ST_IDLE};
+		/* Copied extents outlive the session: give their room back. */
+		for (uint32_t e = 0; e < b->reqs[i].n_ext; e++)
+			if ((b->reqs[i].ext[e].lease & RC_LEASE_LOCAL) &&
+			    b->reqs[i].ext[e].lease != RC_NO_LEASE)
+				copyread_release(b->c, b->reqs[i].ext[e].lease);
 		b->reqs[i].n_ext = 0;
 		b->redo[b->n_redo++] = i;
 	}

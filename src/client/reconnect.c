@@ -27,6 +27,7 @@
 #include "ringcache.h"
 #include "client_priv.h"
 #include "clock.h"
+#include "copyread.h"
 #include "prefault.h"
 #include "vec.h"
 
@@ -121,7 +122,7 @@ int client_handle_check(struct rc_client *c, uint32_t h)
 
 int client_lease_is_old(struct rc_client *c, uint32_t lease)
 {
-	return lease != RC_NO_LEASE &&
+	return lease != RC_NO_LEASE && !(lease & RC_LEASE_LOCAL) &&
 	       RC_LEASE_GEN(lease) != client_state(c)->lease_gen;
 }
 
@@ -180,6 +181,7 @@ void client_state_free(struct rc_client *c)
 		if (st->bufs[i].fd >= 0)
 			close(st->bufs[i].fd);
 	unmap_old(st);
+	copyread_free(c);
 	free(st->old);
 	free(st->plan);
 	free(st->socket_path);
@@ -209,6 +211,7 @@ static int swap_in(struct rc_client *c, struct rc_client *n)
 		if (!a->base)
 			continue;
 		repin |= a->cuda_pinned;
+		copyread_arena_drop(a->base); /* no new extents from it */
 		st->old[st->n_old++] = (struct old_map){(void *)a->base,
 							a->size,
 							a->cuda_pinned};

@@ -309,6 +309,8 @@ Test(readkey, lazy_release_never_leaks, .init = start_default,
 		struct rc_extent e2[MAX_EXT];
 		struct rc_read_req rq[16];
 		char kk[16][DS_KEY_MAX];
+		/* The daemon's leases, not copies (whose leases went at once) */
+		setenv("RINGCACHE_READ_COPY", "0", 1);
 		if (rc_attach(&cc, D.socket_path, NULL) < 0)
 			_exit(2);
 		int d2 = rc_dataset(&cc, "ds");
@@ -335,6 +337,87 @@ Test(readkey, lazy_release_never_leaks, .init = start_default,
 	waitpid(pid, NULL, 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
 				  5000), 0, "leases of a killed client remain");
+	stop_daemon();
+}
+
+/* Reads the ranges of a large object around its block edges in the
+ * current $RINGCACHE_READ_COPY mode; returns how many extents came back
+ * copied (RC_LEASE_LOCAL) and sets *mapped to how many stayed leased. */
+static int read_edges(size_t big, int *mapped)
+{
+	static const struct { uint64_t off, len; } rg[] = {
+		{MiB - 1, 2}, {MiB - 3, 10}, {MiB + 17, 2 * MiB + 5},
+		{0, 3 * MiB}, {2 * MiB, 1}, {2 * MiB - 4096, 8192},
+		{12345, 0},
+	};
+	enum { NR = sizeof(rg) / sizeof(rg[0]) };
+	struct rc_client c;
+	struct rc_read_req q[NR];
+	struct rc_extent ext[NR * MAX_EXT];
+	char key[DS_KEY_MAX];
+	int copied = 0;
+
+	*mapped = 0;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	cr_assert_geq(ds, 0);
+	for (int pass = 0; pass < 2; pass++) { /* cold, then warm */
+		for (size_t k = 0; k < NR; k++)
+			q[k] = (struct rc_read_req){
+				.key = ds_key(&S, big, key), .offset = rg[k].off,
+				.len = rg[k].len, .ext = ext + k * MAX_EXT,
+				.max_ext = MAX_EXT};
+		cr_assert_eq(rc_read_many(&c, ds, q, NR), 0);
+		for (size_t k = 0; k < NR; k++) {
+			check_req(&q[k], big, clamp_want(big, rg[k].off,
+							 rg[k].len));
+			for (uint32_t e = 0; e < q[k].n_ext; e++) {
+				if (q[k].ext[e].lease & RC_LEASE_LOCAL)
+					copied++;
+				else
+					(*mapped)++;
+			}
+		}
+		release_all(&c, q, NR);
+	}
+	/* A local lease nobody holds, released: -EBADF, nothing else. */
+	cr_assert_eq(rc_release(&c, RC_LEASE_LOCAL | 7), -EBADF);
+	cr_assert_eq(rc_release(&c, RC_LEASE_LOCAL | 0x7ffffffeu), -EBADF);
+	cr_assert_eq(rc_submit(&c) >= 0, 1);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
+				  5000), 0, "a copied extent kept its lease");
+	cr_assert_eq(c.lazy_errors, 0);
+	rc_detach(&c);
+	return copied;
+}
+
+/* Copy or map (include/ringcache.h, struct rc_read_req): both give the
+ * bytes of every range across block edges, a copied extent holds no
+ * lease of the daemon's, and the choice made by itself is one of them
+ * for a whole arena. */
+Test(readkey, copy_or_map_same_bytes_across_block_edges,
+     .init = start_default, .fini = kill_daemon, .timeout = 300)
+{
+	size_t big = fx_ds_find(&S, "large/0.bin");
+	int mapped, copied;
+
+	cr_assert_geq(ds_size(&S, big), 3 * MiB + 1);
+	setenv("RINGCACHE_READ_COPY", "1", 1);
+	copied = read_edges(big, &mapped);
+	cr_assert(copied > 0 && mapped == 0, "forced copy: %d copied, %d "
+		  "mapped", copied, mapped);
+	setenv("RINGCACHE_READ_COPY", "0", 1);
+	copied = read_edges(big, &mapped);
+	cr_assert(copied == 0 && mapped > 0, "forced map: %d copied, %d "
+		  "mapped", copied, mapped);
+	unsetenv("RINGCACHE_READ_COPY");
+	copied = read_edges(big, &mapped);
+	/* The first extents are mapped while the choice is measured (3
+	 * where the kernel has no PAGEMAP_SCAN). */
+	cr_log_info("chosen by the library: %d extents copied, %d mapped",
+		    copied, mapped);
+	cr_assert(copied <= 3 || mapped <= 3, "copied %d and mapped %d "
+		  "extents of one arena", copied, mapped);
 	stop_daemon();
 }
 
