@@ -12,11 +12,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture/fixture.h"
@@ -154,13 +156,23 @@ Test(firsttouch, prefaulted_first_pass_takes_no_faults_and_no_holes,
 		     rc_strerror(off.err));
 	cr_assert_eq(on.err, 0, "bytes read with pre-faulting: %s",
 		     rc_strerror(on.err));
-	/* 570 KB is ~140 pages: fault-around maps 16 a fault */
-	cr_assert_geq(off.faults, 5 * N_OBJ, "the control took %ld faults",
-		      off.faults);
-	/* what is left is the process's own: heap, stack, and under a
-	 * sanitizer the shadow of each new page (~1 an object) */
-	cr_assert_leq(on.faults * 4, off.faults, "pre-faulted pass took %ld "
-		      "faults, %ld without", on.faults, off.faults);
+	/* 570 KB is ~140 pages: fault-around maps 16 a fault. In 2 MiB
+	 * pages (shmem THP on, as the package sets it) one fault maps
+	 * several objects and there is nothing for pre-faulting to save. */
+	int64_t huge = fx_stat_value(D.socket_path,
+				     "ringcache_arena_hugepage_bytes");
+	if (huge > 0) {
+		cr_log_info("%" PRId64 " B of the arenas in 2 MiB pages: the "
+			    "fault counts are not compared", huge);
+	} else {
+		cr_assert_geq(off.faults, 5 * N_OBJ,
+			      "the control took %ld faults", off.faults);
+		/* what is left is the process's own: heap, stack, and under
+		 * a sanitizer the shadow of each new page (~1 an object) */
+		cr_assert_leq(on.faults * 4, off.faults, "pre-faulted pass "
+			      "took %ld faults, %ld without", on.faults,
+			      off.faults);
+	}
 	/* Data only: the mapping is twice the memory, mostly holes. */
 	cr_assert_leq(on.rss_kb * 1024, cached + cached / 8 + (4 << 20),
 		      "%ld KiB mapped for %" PRId64 " B cached", on.rss_kb,
@@ -325,6 +337,24 @@ Test(firsttouch, fork_stops_the_parents_helpers, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
+/* Whether this thread gets most of a CPU over 100 ms of spinning: on a
+ * machine whose CPUs are all taken (a busy CI runner, `tests/run
+ * --busy`), an unhindered helper is starved too and rightly gives up. */
+static bool a_cpu_is_free(void)
+{
+	struct timespec w0, w1, c0, c1;
+	clock_gettime(CLOCK_MONOTONIC, &w0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &w1);
+	while ((w1.tv_sec - w0.tv_sec) * 1000000000L + (w1.tv_nsec - w0.tv_nsec) <
+	       100000000L);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	long wall = (w1.tv_sec - w0.tv_sec) * 1000000000L + (w1.tv_nsec - w0.tv_nsec);
+	long cpu = (c1.tv_sec - c0.tv_sec) * 1000000000L + (c1.tv_nsec - c0.tv_nsec);
+	return cpu * 10 >= wall * 8;
+}
+
 /* Every process populating the whole cache costs O(processes x cache):
  * a helper that cannot get half a CPU (readers outnumber the CPUs) stops
  * for good, and one with a CPU to itself maps everything. */
@@ -339,15 +369,25 @@ Test(firsttouch, a_starved_helper_gives_up, .fini = teardown,
 	/* Other tests running beside this one starve an unpinned helper
 	 * too, and it rightly gives up: the best of up to five tries. */
 	long free_cpu = -1;
+	int tries_with_a_free_cpu = 0;
 	for (int k = 0; k < 5 && free_cpu < 90; k++) {
 		long pct = helper_mapped_percent(0, cached);
 		free_cpu = pct > free_cpu ? pct : free_cpu;
+		if (pct < 90 && a_cpu_is_free())
+			tries_with_a_free_cpu++;
 	}
 	long starved = helper_mapped_percent(7, cached);
 	cr_log_info("helper mapped %ld%% of %" PRId64 " B cached alone, %ld%% "
 		    "beside 7 busy threads", free_cpu, cached, starved);
-	cr_assert_geq(free_cpu, 90, "a helper with a CPU mapped %ld%%",
-		      free_cpu);
+	/* Whether a helper with a CPU maps everything can only be asked
+	 * where a CPU is free, so each failed try asks the machine too: the
+	 * verdict never depends on the load, only what is checked does. */
+	if (free_cpu < 90 && tries_with_a_free_cpu < 3)
+		cr_log_info("a CPU was free in %d of 5 tries only: the starved "
+			    "case alone is checked here", tries_with_a_free_cpu);
+	else
+		cr_assert_geq(free_cpu, 90, "a helper with a CPU mapped %ld%%",
+			      free_cpu);
 	/* It stops once it waited for a CPU: what it mapped before is about
 	 * one scheduler slice's worth (19-52% measured, ASan and load
 	 * included), never the whole. */
