@@ -19,12 +19,16 @@ workers re-created each epoch (persistent_workers=False), default collate;
 against a Dataset reading the same files from LOCALDIR (page cache warm)
 the same way. Prints the median samples/s over EPOCHS epochs, after one
 warm-up epoch, for native, native through a subclass that overrides
-__getitem__, ctypes and local.
+__getitem__, ctypes and local; with MOUNTDIR (`ringcache mount` of the
+dataset) also the local-files Dataset, unchanged, reading the mount: what
+an unmodified loader gets (issue 22), and its ratio to local files.
 
-usage: pybench.py SOCKET DATASET LOCALDIR [PASSES] [EPOCHS]
+usage: pybench.py SOCKET DATASET LOCALDIR [PASSES] [EPOCHS] [MOUNTDIR]
 LOCALDIR holds the objects as files under their keys (pybench.sh makes
 both). PYTHONPATH must reach contrib/python (and the build of the
-extension: RINGCACHE_BUILD_DIR).
+extension: RINGCACHE_BUILD_DIR). PYBENCH_PARTS (default "1 2") picks the
+parts; PYBENCH_SOURCES (default all: native,overridden,ctypes,local,mount)
+the DataLoader's rows.
 """
 import os
 import statistics
@@ -139,25 +143,36 @@ def epochs(ds, n_epochs):
     return rates[1:]  # the first epoch warms up
 
 
-def part2(sock, dataset, local, keys, n_epochs):
+def part2(sock, dataset, local, keys, n_epochs, mount=None):
     print(f"## DataLoader: batch {BATCH}, {WORKERS} workers re-created each "
           f"epoch, shuffled, warm ({len(keys)} samples, median of "
           f"{n_epochs} epochs)\n")
     print("| source | samples/s | epoch s |")
     print("|---|---|---|")
-    for name, backend, cls in (
-            ("ringcache native", "native", RingcacheDataset),
-            ("ringcache native, __getitem__ overridden", "native", Overriding),
-            ("ringcache ctypes", "ctypes", RingcacheDataset),
-            ("local files", None, None)):
+    want = os.environ.get("PYBENCH_SOURCES",
+                          "native,overridden,ctypes,local,mount").split(",")
+    rates = {}
+    for tag, name, backend, cls in (
+            ("native", "ringcache native", "native", RingcacheDataset),
+            ("overridden", "ringcache native, __getitem__ overridden",
+             "native", Overriding),
+            ("ctypes", "ringcache ctypes", "ctypes", RingcacheDataset),
+            ("local", "local files", None, local),
+            ("mount", "the same files through `ringcache mount`", None,
+             mount)):
+        if tag not in want or (not backend and not cls):
+            continue
         if backend:
             os.environ["RINGCACHE_PY_BACKEND"] = backend  # for the workers
             ds = cls(sock, dataset, keys=keys, output="tensor")
         else:
-            ds = LocalFiles(local, keys)
-        rate = statistics.median(epochs(ds, n_epochs))
+            ds = LocalFiles(cls, keys)
+        rate = rates[tag] = statistics.median(epochs(ds, n_epochs))
         print(f"| {name} | {rate:.0f} | {len(keys) / rate:.2f} |")
     print()
+    if "local" in rates and "mount" in rates:
+        print(f"mount / local files: {rates['mount'] / rates['local']:.2f}x"
+              "\n")
 
 
 def main():
@@ -166,9 +181,13 @@ def main():
     sock, dataset, local = sys.argv[1:4]
     passes = int(sys.argv[4]) if len(sys.argv) > 4 else 7
     n_epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 5
+    mount = sys.argv[6] if len(sys.argv) > 6 else None
+    parts = os.environ.get("PYBENCH_PARTS", "1 2").split()
     keys = sorted(os.listdir(local))
-    part1(sock, dataset, keys, passes)
-    part2(sock, dataset, local, keys, n_epochs)
+    if "1" in parts:
+        part1(sock, dataset, keys, passes)
+    if "2" in parts:
+        part2(sock, dataset, local, keys, n_epochs, mount)
 
 
 if __name__ == "__main__":

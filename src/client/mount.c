@@ -60,6 +60,7 @@ struct node {
 	struct node *next_ino, *next_key;
 	uint64_t size; /* the size last told to the kernel */
 	uint64_t listed_ns; /* a directory: when a lookup last LISTed it */
+	uint64_t etag_ns;   /* when the daemon last gave etag */
 	/* The version whose bytes the kernel may hold in its page cache
 	 * ("": none yet): an open that finds the same ETag keeps them. */
 	char etag[RC_MAX_ETAG];
@@ -141,8 +142,9 @@ struct mnt {
 	double ttl; /* the daemon's metadata_ttl: how long the kernel trusts */
 	pthread_mutex_t pool_lock;
 	pthread_cond_t pool_cond;
-	struct pclient *pool_free;
-	unsigned pool_used, pool_live; /* slots tried, sessions attached */
+	struct pclient *pool_free; /* attached, not in use */
+	struct pclient *pool_idle; /* not attached (yet, or it failed) */
+	unsigned pool_live;        /* attached */
 	struct pclient pool[POOL_MAX];
 };
 
@@ -167,8 +169,10 @@ static int pc_attach(struct mnt *m, struct pclient *p)
 	return 0;
 }
 
-/* A session of the pool, attaching another while fewer than POOL_MAX
- * are; NULL when none can be had at all (the daemon refused them). */
+/* A session of the pool: an attached one that is free, else a slot
+ * attached now (up to POOL_MAX), else the next one given back. NULL when
+ * none is attached and none can be (the daemon is gone or refuses): the
+ * call fails (EIO) and the next one tries again. */
 static struct pclient *pc_get(struct mnt *m)
 {
 	pthread_mutex_lock(&m->pool_lock);
@@ -179,8 +183,8 @@ static struct pclient *pc_get(struct mnt *m)
 			pthread_mutex_unlock(&m->pool_lock);
 			return p;
 		}
-		if (m->pool_used < POOL_MAX) {
-			p = &m->pool[m->pool_used++];
+		if ((p = m->pool_idle)) {
+			m->pool_idle = p->next;
 			pthread_mutex_unlock(&m->pool_lock);
 			int r = pc_attach(m, p);
 			pthread_mutex_lock(&m->pool_lock);
@@ -189,15 +193,14 @@ static struct pclient *pc_get(struct mnt *m)
 				pthread_mutex_unlock(&m->pool_lock);
 				return p;
 			}
-			fprintf(stderr, "ringcache mount: %s: another session: "
-				"%s (working with %u)\n", m->dataset,
-				rc_strerror(r), m->pool_live);
-			m->pool_used = POOL_MAX; /* no more tries */
-			continue;
-		}
-		if (!m->pool_live) {
-			pthread_mutex_unlock(&m->pool_lock);
-			return NULL;
+			p->next = m->pool_idle; /* tried again later */
+			m->pool_idle = p;
+			if (!m->pool_live) {
+				pthread_mutex_unlock(&m->pool_lock);
+				fprintf(stderr, "ringcache mount: %s: no session: "
+					"%s\n", m->dataset, rc_strerror(r));
+				return NULL;
+			}
 		}
 		pthread_cond_wait(&m->pool_cond, &m->pool_lock);
 	}
@@ -219,6 +222,14 @@ static void pc_put(struct mnt *m, struct pclient *p)
 }
 
 /* ---- keys and nodes ------------------------------------------------------ */
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 
 static unsigned key_hash(const char *k)
 {
@@ -490,6 +501,8 @@ static void saw_etag(struct node *n, const char *etag, const struct stat *st)
 {
 	if (etag[0] && n->etag[0] && strcmp(n->etag, etag) != 0)
 		n->etag[0] = 0;
+	else if (etag[0] && n->etag[0])
+		n->etag_ns = now_ns();
 	n->size = (uint64_t)st->st_size;
 }
 
@@ -549,13 +562,6 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 	 * the kernel's FUSE_MAX_MAX_PAGES), so a READ carries up to 1 MiB. */
 	conn->max_readahead = conn->max_readahead ? conn->max_readahead
 						  : MAX_READ;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* The first lookup in a directory (again once metadata_ttl passed) LISTs
@@ -999,7 +1005,18 @@ static bool keep_cache(struct node *n, const char *etag)
 {
 	bool same = n->etag[0] && strcmp(n->etag, etag) == 0;
 	snprintf(n->etag, sizeof(n->etag), "%s", etag);
+	n->etag_ns = now_ns();
 	return same;
+}
+
+/* The ETag the daemon gave for n less than metadata_ttl ago, trusted as
+ * the kernel trusts its attributes: a warm open then asks the daemon
+ * nothing (one FUSE round trip, no ring round trip). A replacement is
+ * seen at most metadata_ttl after the daemon saw it. */
+static bool etag_fresh(const struct mnt *m, const struct node *n)
+{
+	return m->ttl >= 1.0 && n->etag[0] &&
+	       now_ns() - n->etag_ns < (uint64_t)(m->ttl * 1e9);
 }
 
 /* An open for reading: the object's size and ETag now (OPEN, closed at
@@ -1010,28 +1027,42 @@ static bool keep_cache(struct node *n, const char *etag)
 static int open_read(struct mnt *m, fuse_ino_t ino, const char *key,
 		     struct ofile **out, bool *keep)
 {
-	pthread_mutex_lock(&m->lock);
-	struct wfile *w = wfile_find(m, key);
-	bool busy = w && w->state == W_OPEN;
-	pthread_mutex_unlock(&m->lock);
-	if (busy)
-		return -EBUSY; /* not committed: nothing to read yet */
 	struct ofile *of = calloc(1, sizeof(*of));
 	if (!of || !(of->key = strdup(key))) {
 		free(of);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&of->mu, NULL);
+	pthread_mutex_lock(&m->lock);
+	struct wfile *w = wfile_find(m, key);
+	bool busy = w && w->state == W_OPEN;
+	struct node *n = node_by_ino(m, ino);
+	bool warm = !busy && !w && n && etag_fresh(m, n);
+	if (warm)
+		memcpy(of->etag, n->etag, RC_MAX_ETAG);
+	pthread_mutex_unlock(&m->lock);
+	if (busy || warm) {
+		if (busy) {
+			pthread_mutex_destroy(&of->mu);
+			free(of->key);
+			free(of);
+			return -EBUSY; /* not committed: nothing to read yet */
+		}
+		*keep = true;
+		*out = of;
+		return 0;
+	}
 	struct rc_stat st;
 	int r = open_key(m, key, &st);
 	if (r < 0) {
+		pthread_mutex_destroy(&of->mu);
 		free(of->key);
 		free(of);
 		return fs_err(r);
 	}
-	pthread_mutex_init(&of->mu, NULL);
 	memcpy(of->etag, st.etag, RC_MAX_ETAG);
 	pthread_mutex_lock(&m->lock);
-	struct node *n = node_by_ino(m, ino);
+	n = node_by_ino(m, ino);
 	bool changed = n && ((n->etag[0] && strcmp(n->etag, st.etag) != 0) ||
 			     n->size != st.size);
 	*keep = n && keep_cache(n, st.etag);
@@ -1612,7 +1643,7 @@ static double daemon_ttl(const char *socket_path)
 
 static void mnt_free(struct mnt *m)
 {
-	for (unsigned i = 0; i < m->pool_used; i++)
+	for (unsigned i = 0; i < POOL_MAX; i++)
 		if (m->pool[i].attached)
 			rc_detach(&m->pool[i].c);
 	for (unsigned b = 0; b < NODE_BUCKETS; b++) {
@@ -1745,6 +1776,10 @@ int mount_main(int argc, char **argv, const char *socket_path)
 	pthread_mutexattr_destroy(&ma);
 	pthread_mutex_init(&m->pool_lock, NULL);
 	pthread_cond_init(&m->pool_cond, NULL);
+	for (unsigned i = POOL_MAX; i-- > 0;) {
+		m->pool[i].next = m->pool_idle;
+		m->pool_idle = &m->pool[i];
+	}
 	clock_gettime(CLOCK_REALTIME, &m->mounted);
 	if (mnt_attach(m, socket_path, dataset) < 0) {
 		pthread_mutex_destroy(&m->lock);
