@@ -360,13 +360,6 @@ int64_t tier_block_offset(struct tier *t, const struct tier_key *k)
 	return s == NO_SLOT ? -ENOENT : (int64_t)slot_off(t, s);
 }
 
-void tier_drop(struct tier *t, const struct tier_key *k)
-{
-	uint32_t s = index_find(t, k);
-	if (s != NO_SLOT && t->slots[s].state == SLOT_VALID)
-		slot_drop(t, s);
-}
-
 static int read_done(struct tier *t, struct tier_io *io, int res)
 {
 	struct slot *sl = &t->slots[io->slot];

@@ -93,9 +93,6 @@ int tier_read(struct tier *t, const struct tier_key *k, void *dst,
 int tier_write(struct tier *t, const struct tier_key *k, const void *src,
 	       uint32_t len, tier_done_fn done, void *ctx);
 
-/* Drops a block (its object changed or was deleted). */
-void tier_drop(struct tier *t, const struct tier_key *k);
-
 /* Handles one CQE of the tier's (its rc_ev handler calls this). */
 void tier_complete(struct tier *t, struct io_uring_cqe *cqe);
 
