@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "vec.h"
 
 #define SMALL_PERCENT 10
 #define MAX_FREQ 3
@@ -461,15 +462,10 @@ void cache_unpin(struct cache *c, struct cache_entry *e)
 struct cache_arena *cache_add_arena(struct cache *c, struct arena *a)
 {
 	struct cache_arena *ca = calloc(1, sizeof(*ca));
-	struct cache_arena **arr =
-		realloc(c->arenas, (c->n_arenas + 1) * sizeof(*arr));
-	if (!ca || !arr) {
+	if (!ca || RC_GROW(c->arenas, c->cap_arenas, c->n_arenas + 1)) {
 		free(ca);
-		if (arr)
-			c->arenas = arr;
 		return NULL;
 	}
-	c->arenas = arr;
 	ca->arena = a;
 	ca->owners = calloc(a->n_sb, sizeof(*ca->owners));
 	ca->owners_cap = calloc(a->n_sb, sizeof(*ca->owners_cap));

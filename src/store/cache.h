@@ -67,7 +67,7 @@ struct cache {
 	uint64_t mask;
 	struct arena_budget *budget;
 	struct cache_arena **arenas;
-	uint32_t n_arenas;
+	uint32_t n_arenas, cap_arenas;
 	uint64_t *ghost;
 	uint64_t ghost_mask;
 	uint64_t reclaim_hand;        /* clock over all superblocks */

@@ -177,10 +177,8 @@ static void object_free(struct journal_object *o)
  * upload under an older one may have left in S3. */
 static int push_old_key(struct journal_object *o, char *key)
 {
-	char **n = realloc(o->old_keys, (o->n_old_keys + 1) * sizeof(*n));
-	if (!n)
+	if (RC_GROW(o->old_keys, o->cap_old_keys, o->n_old_keys + 1))
 		return -ENOMEM;
-	o->old_keys = n;
 	o->old_keys[o->n_old_keys++] = key;
 	return 0;
 }
@@ -188,8 +186,9 @@ static int push_old_key(struct journal_object *o, char *key)
 static int copy_old_keys(struct journal_object *dst,
 			 const struct journal_object *src)
 {
-	dst->old_keys = NULL;
+	dst->old_keys = NULL; /* dst is a copy of src: none of its own yet */
 	dst->n_old_keys = 0;
+	dst->cap_old_keys = 0;
 	for (size_t i = 0; i < src->n_old_keys; i++) {
 		char *k = strdup(src->old_keys[i]);
 		if (!k || push_old_key(dst, k) < 0) {

@@ -101,6 +101,7 @@ struct journal_object {
 	char **old_keys; /* replayed: the keys it had before, oldest first
 			    (uploads under them may have reached S3) */
 	size_t n_old_keys;
+	uint32_t cap_old_keys; /* RC_GROW's */
 	uint64_t size;   /* from COMMIT; 0 for a discarded object */
 	bool has_md5;
 	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */
