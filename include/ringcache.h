@@ -774,11 +774,13 @@ int rc_release(struct rc_client *c, uint32_t lease);
  * closed lazily by the call. Returns 0, or a negated errno when the
  * session itself failed (-EPIPE: the daemon is gone).
  * Copy or map: where the kernel maps an arena with 4 KiB pages, a fresh
- * process's first touch of an extent costs more than copying it, so the
- * library measures it once per arena (are the pages it mapped huge?) and
- * from then copies the extents of such an arena, as read() would, into a
- * buffer of this process it reuses (pread from the arena's memfd; the
- * daemon's lease is released at once). Such an extent's lease has
+ * process's first touch of an extent can cost more than copying it. The
+ * library learns once per arena whether its pages are huge (then every
+ * extent is mapped); on a 4 KiB arena an extent whose pages this process
+ * has mapped already stays mapped (free), and one it has not goes the way
+ * measured faster here: mapped (populated), or copied as read() would
+ * into a buffer of this process it reuses (pread from the arena's memfd;
+ * the daemon's lease is released at once). A copied extent's lease has
  * RC_LEASE_LOCAL set; release it like any other (rc_release_lazy,
  * rc_release), it stays valid across a re-attach. Extents of arenas
  * pinned for CUDA stay mapped; so does one when the buffer (256 MiB of

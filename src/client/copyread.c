@@ -10,10 +10,15 @@
  * out a local lease (RC_LEASE_LOCAL) that rc_release/rc_release_lazy free
  * here. The daemon never writes into this process's memory for it.
  *
- * The measure, once per arena: the first extent is mapped (as always),
- * populated, and PAGEMAP_SCAN says whether the kernel mapped it with huge
- * pages; on kernels without it (before 6.7), the populate's speed over
- * the first 3 extents of 64 KiB or more against MAP_MIN_BPNS decides.
+ * The measure: once per arena, whether the kernel maps it with huge
+ * pages (the first extent is populated and PAGEMAP_SCAN asked; before
+ * Linux 6.7 the populate's speed over 3 extents against MAP_MIN_BPNS):
+ * huge pages are always mapped. On a 4 KiB arena, per extent: one whose
+ * pages this process has mapped already (/proc/self/pagemap's present
+ * bits: an earlier epoch, the prefault helper) is mapped, it costs
+ * nothing; one that is not goes the way measured faster on this machine
+ * so far, first-touch populate or pread, each timed as it is used (the
+ * slower one tried again every EXPLORE_EVERY choices: load changes both).
  * $RINGCACHE_READ_COPY=0 never copies, =1 always does (tests, benches).
  *
  * Ownership: the arena table (process-wide, a dup of each arena's fd,
@@ -34,7 +39,6 @@
 
 #include "clock.h"
 #include "client_priv.h"
-#include "prefault.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
@@ -67,6 +71,12 @@ struct copyread_page_region {
 #define BOUNCE_CHUNKS 4096u /* 256 MiB of address space */
 #define BOUNCE_WORDS (BOUNCE_CHUNKS / 64)
 
+/* Every this many choices for an unmapped extent, the way measured
+ * slower is taken again (its figure ages with the load). */
+#define EXPLORE_EVERY 16u
+#define PAGEMAP_MAX 1024u /* present bits read per extent at most */
+
+/* MAP: huge pages, always mapped; COPY: 4 KiB pages, chosen per extent. */
 enum mode { UNKNOWN, MAP, COPY };
 
 struct arena {
@@ -76,6 +86,8 @@ struct arena {
 	enum mode mode;
 	int samples;
 	double best_bpns;
+	double fault_bpns, copy_bpns; /* measured so far; 0: not yet */
+	uint32_t choices;
 };
 
 struct bounce {
@@ -86,7 +98,11 @@ struct bounce {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct arena arenas[MAX_ARENAS];
-static int pagemap_fd = -2; /* -2: not opened yet, -1: unusable */
+/* /proc/self/pagemap of pagemap_pid (a fork()ed child opens its own);
+ * -1: unusable. Under the lock. */
+static int pagemap_fd = -1;
+static pid_t pagemap_pid;
+static bool no_pagemap_scan;
 
 static int forced_mode(void)
 {
@@ -130,12 +146,22 @@ void copyread_arena_drop(const void *base)
 		close(fd);
 }
 
+static int pagemap(void)
+{
+	pid_t pid = getpid();
+	if (pagemap_pid != pid) {
+		if (pagemap_fd >= 0)
+			close(pagemap_fd); /* the parent's */
+		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+		pagemap_pid = pid;
+	}
+	return pagemap_fd;
+}
+
 /* 1: some page of [p, p+len) is mapped huge, 0: none, -1: no PAGEMAP_SCAN. */
 static int mapped_huge(const void *p, size_t len)
 {
-	if (pagemap_fd == -2)
-		pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (pagemap_fd < 0)
+	if (no_pagemap_scan || pagemap() < 0)
 		return -1;
 	struct copyread_page_region r[1];
 	struct copyread_pm_scan_arg a = {
@@ -145,20 +171,44 @@ static int mapped_huge(const void *p, size_t len)
 		.return_mask = COPYREAD_PAGE_IS_HUGE};
 	long n = ioctl(pagemap_fd, COPYREAD_PAGEMAP_SCAN, &a);
 	if (n < 0) {
-		close(pagemap_fd);
-		pagemap_fd = -1; /* ENOTTY/EINVAL: before 6.7 */
+		no_pagemap_scan = true; /* ENOTTY/EINVAL: before 6.7 */
 		return -1;
 	}
 	return n > 0;
 }
 
-/* Maps the extent's pages in (the caller reads them next anyway) and
- * learns from it; called under the lock with a mapped extent. */
-static void measure(struct arena *a, const struct rc_extent *e)
+/* Whether this process has every page of [lo, hi) mapped (a pagemap
+ * entry's bit 63), as far as PAGEMAP_MAX pages; false when unknown. */
+static bool all_present(uintptr_t lo, uintptr_t hi, uintptr_t pg)
 {
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t lo = (uintptr_t)e->data & ~(pg - 1);
-	uintptr_t hi = ((uintptr_t)e->data + e->len + pg - 1) & ~(pg - 1);
+	uint64_t ent[PAGEMAP_MAX];
+	size_t n = (hi - lo) / pg;
+	if (n > PAGEMAP_MAX)
+		n = PAGEMAP_MAX;
+	if (pagemap() < 0)
+		return false;
+	ssize_t got = pread(pagemap_fd, ent, n * sizeof(ent[0]),
+			    (off_t)(lo / pg * sizeof(ent[0])));
+	if (got != (ssize_t)(n * sizeof(ent[0])))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(ent[i] >> 63))
+			return false;
+	return true;
+}
+
+static void page_range(const struct rc_extent *e, uintptr_t *lo,
+		       uintptr_t *hi, uintptr_t *pg)
+{
+	*pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	*lo = (uintptr_t)e->data & ~(*pg - 1);
+	*hi = ((uintptr_t)e->data + e->len + *pg - 1) & ~(*pg - 1);
+}
+
+/* Maps the extent's pages in (the caller reads them next anyway);
+ * returns bytes per ns. */
+static double populate(uintptr_t lo, uintptr_t hi, uintptr_t pg)
+{
 	uint64_t t0 = rc_now_ns();
 	if (madvise((void *)lo, hi - lo, MADV_POPULATE_READ) < 0) {
 		volatile const uint8_t *v = (const uint8_t *)lo;
@@ -166,47 +216,84 @@ static void measure(struct arena *a, const struct rc_extent *e)
 			(void)v[at]; /* before 5.14: fault them in */
 	}
 	uint64_t ns = rc_now_ns() - t0;
+	return (double)(hi - lo) / (double)(ns ? ns : 1);
+}
+
+static void learn(double *avg, double bpns)
+{
+	*avg = *avg == 0 ? bpns : 0.75 * *avg + 0.25 * bpns;
+}
+
+/* The page size the arena is mapped with, learnt from a mapped extent;
+ * called under the lock. */
+static void measure(struct arena *a, const struct rc_extent *e)
+{
+	uintptr_t lo, hi, pg;
+	page_range(e, &lo, &hi, &pg);
+	bool was_mapped = all_present(lo, hi, pg);
+	double bpns = populate(lo, hi, pg);
+	if (!was_mapped && e->len >= TIMED_MIN_LEN)
+		learn(&a->fault_bpns, bpns);
 	int huge = mapped_huge((const void *)lo, hi - lo);
 	if (huge >= 0) {
 		a->mode = huge ? MAP : COPY;
 		return;
 	}
-	if (e->len < TIMED_MIN_LEN)
+	if (e->len < TIMED_MIN_LEN || was_mapped)
 		return;
-	double bpns = (double)(hi - lo) / (double)(ns ? ns : 1);
 	if (bpns > a->best_bpns)
 		a->best_bpns = bpns; /* the fastest: preemption only slows */
 	if (++a->samples >= TIMED_SAMPLES)
 		a->mode = a->best_bpns >= MAP_MIN_BPNS ? MAP : COPY;
 }
 
-/* The arena holding e and what to do with it; fd gets its dup. */
-static enum mode arena_mode(const struct rc_extent *e, int *fd,
-			    const void **base)
+/* A 4 KiB arena's extent: true to copy it. Mapped pages stay mapped; an
+ * unmapped extent goes the faster way, and a mapped one is timed. */
+static bool choose_copy(struct arena *a, const struct rc_extent *e)
+{
+	uintptr_t lo, hi, pg;
+	page_range(e, &lo, &hi, &pg);
+	if (all_present(lo, hi, pg))
+		return false;
+	bool copy;
+	if (a->copy_bpns == 0)
+		copy = true; /* not measured yet */
+	else if (a->fault_bpns == 0)
+		copy = false;
+	else
+		copy = a->copy_bpns >= a->fault_bpns;
+	if (++a->choices % EXPLORE_EVERY == 0)
+		copy = !copy;
+	if (!copy && e->len >= TIMED_MIN_LEN)
+		learn(&a->fault_bpns, populate(lo, hi, pg));
+	return copy;
+}
+
+/* The arena holding e and whether to copy e; fd gets the arena's dup. */
+static bool want_copy(const struct rc_extent *e, int *fd, const void **base,
+		      struct arena **arena)
 {
 	const uint8_t *p = e->data;
-	enum mode m = MAP;
-	bool decided = false;
+	bool copy = false;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_ARENAS; i++) {
 		struct arena *a = &arenas[i];
 		if (!a->base || p < a->base || p + e->len > a->base + a->size)
 			continue;
-		if (a->mode == UNKNOWN && (a->mode = forced_mode()) == UNKNOWN) {
-			measure(a, e);
-			decided = a->mode == COPY;
-			m = MAP; /* this one is mapped in now */
-		} else {
-			m = a->mode;
-		}
+		int forced = forced_mode();
+		if (forced != UNKNOWN)
+			copy = forced == COPY;
+		else if (a->mode == UNKNOWN)
+			measure(a, e); /* this one is mapped in now */
+		else
+			copy = a->mode == COPY && choose_copy(a, e);
 		*fd = a->fd;
 		*base = a->base;
+		*arena = a;
 		break;
 	}
 	pthread_mutex_unlock(&lock);
-	if (decided)
-		rc_prefault_stop_range(*base); /* its pages are not wanted */
-	return m;
+	return copy;
 }
 
 static struct bounce *bounce_get(struct rc_client *c)
@@ -274,7 +361,8 @@ void copyread_settle(struct rc_client *c, struct rc_extent *e)
 		return;
 	int fd = -1;
 	const void *base = NULL;
-	if (arena_mode(e, &fd, &base) != COPY)
+	struct arena *a = NULL;
+	if (!want_copy(e, &fd, &base, &a))
 		return;
 	for (uint32_t i = 0; i < c->n_datasets; i++)
 		if (c->arenas[i].base == base && c->arenas[i].cuda_pinned)
@@ -288,6 +376,7 @@ void copyread_settle(struct rc_client *c, struct rc_extent *e)
 	uint8_t *dst = b->base + ((size_t)at << CHUNK_SHIFT);
 	off_t off = (const uint8_t *)e->data - (const uint8_t *)base;
 	size_t got = 0;
+	uint64_t t0 = rc_now_ns();
 	while (got < e->len) {
 		ssize_t r = pread(fd, dst + got, e->len - got,
 				  off + (off_t)got);
@@ -300,6 +389,14 @@ void copyread_settle(struct rc_client *c, struct rc_extent *e)
 		chunks_set(b, (uint32_t)at, n, false);
 		b->run[at] = 0;
 		return;
+	}
+	if (e->len >= TIMED_MIN_LEN) {
+		uint64_t ns = rc_now_ns() - t0;
+		pthread_mutex_lock(&lock);
+		if (a->base == base && a->fd == fd)
+			learn(&a->copy_bpns,
+			      (double)e->len / (double)(ns ? ns : 1));
+		pthread_mutex_unlock(&lock);
 	}
 	rc_release_lazy(c, e->lease);
 	e->data = dst;

@@ -208,14 +208,14 @@ void rc_prefault_start(const void *owner, int fd, const void *base,
 	}
 }
 
-static void stop_where(const void *owner, const void *base)
+void rc_prefault_stop(const void *owner)
 {
 	/* Joined under the lock (helpers never take it): a fork in another
 	 * thread meanwhile waits rather than copy a helper mid-stop. */
 	pthread_mutex_lock(&jobs_lock);
 	for (struct job **pp = &jobs; *pp;) {
 		struct job *j = *pp;
-		if (owner ? j->owner != owner : (const void *)j->base != base) {
+		if (j->owner != owner) {
 			pp = &j->next;
 			continue;
 		}
@@ -225,14 +225,4 @@ static void stop_where(const void *owner, const void *base)
 		free(j);
 	}
 	pthread_mutex_unlock(&jobs_lock);
-}
-
-void rc_prefault_stop(const void *owner)
-{
-	stop_where(owner, NULL);
-}
-
-void rc_prefault_stop_range(const void *base)
-{
-	stop_where(NULL, base);
 }

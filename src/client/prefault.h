@@ -23,8 +23,5 @@ void rc_prefault_start(const void *owner, int fd, const void *base,
 		       size_t size);
 /* Stops and joins the owner's jobs. */
 void rc_prefault_stop(const void *owner);
-/* Stops and joins the jobs of the arena mapped at base (its extents are
- * copied, not mapped: copyread.c). */
-void rc_prefault_stop_range(const void *base);
 
 #endif
