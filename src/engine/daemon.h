@@ -196,6 +196,7 @@ struct daemon {
 	struct topology topo;
 	struct rc_dataset_config **retired_cfgs; /* replaced by reloads */
 	size_t n_retired;
+	uint32_t cap_retired;
 	_Alignas(8) uint8_t sigbuf[128];
 	uint64_t started_ns;
 	struct quota quota;

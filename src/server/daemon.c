@@ -23,6 +23,7 @@
 #include "prefetch.h"
 #include "preflight.h"
 #include "tiering.h"
+#include "vec.h"
 #include "writeback.h"
 
 /* ---- datasets ----------------------------------------------------------- */
@@ -93,12 +94,9 @@ void daemon_shard_sync_datasets(struct shard *sh)
 
 static void retire_cfg(struct daemon *d, struct rc_dataset_config *c)
 {
-	struct rc_dataset_config **r =
-		realloc(d->retired_cfgs, (d->n_retired + 1) * sizeof(*r));
-	if (!r)
+	if (RC_GROW(d->retired_cfgs, d->cap_retired, d->n_retired + 1))
 		return; /* leaked rather than freed under a reader */
-	d->retired_cfgs = r;
-	r[d->n_retired++] = c;
+	d->retired_cfgs[d->n_retired++] = c;
 }
 
 /* ---- reload ------------------------------------------------------------- */
