@@ -924,9 +924,11 @@ class TestTorch(unittest.TestCase):
             os.kill(victim, signal.SIGKILL)
             for _ in it:
                 pass
-        del it
+        del it  # the other worker ends too
         gc.collect()
-        self.assertTrue(no_leases_left(), "the killed worker's leases stay")
+        self.assertTrue(no_leases_left(), "leases stay after the killed "
+                        "worker: %d" % _counter(ringcache.stats(Env.socket),
+                                                "ringcache_leases_active"))
 
     @classmethod
     def setUpClass(cls):

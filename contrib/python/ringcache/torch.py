@@ -415,9 +415,13 @@ def _resolve_batch(socket, gpu, dataset, keys, output):
     try:
         return batch.resolve()
     except Exception:
-        return ExceptionWrapper(
+        wrapped = ExceptionWrapper(
             where=f"in ringcache reading a batch of {dataset} (keys "
                   f"{keys[0]!r}...) handed over by reference")
+    # An exception from inside the read (torch's SIGCHLD handler raises
+    # one when a worker dies) held the views in its traceback until here.
+    _attachment(socket, gpu).client.send_releases()
+    return wrapped
 
 
 def _resolve_sample(socket, gpu, dataset, key, output):
@@ -425,9 +429,11 @@ def _resolve_sample(socket, gpu, dataset, key, output):
         b = RingcacheBatch(socket, gpu, dataset, [key], output)
         return b.resolve()[0]
     except Exception:
-        return ExceptionWrapper(
+        wrapped = ExceptionWrapper(
             where=f"in ringcache reading {dataset}/{key} handed over by "
                   "reference")
+    _attachment(socket, gpu).client.send_releases()
+    return wrapped
 
 
 def _collate_refs(batch, *, collate_fn_map=None):
