@@ -43,32 +43,6 @@ static int attach(struct rc_client *c)
 	return rc_dataset(c, "ds");
 }
 
-/* Reads small object i whole through zero-copy READ; 0 if every byte
- * matches the dataset, else a negated errno. */
-static int read_object(struct rc_client *c, int ds, size_t i)
-{
-	char key[DS_KEY_MAX];
-	struct rc_stat st;
-	int h = rc_open(c, ds, ds_key(&S, i, key), &st);
-	if (h < 0)
-		return h;
-	int err = 0;
-	for (uint64_t off = 0; off < st.size && !err;) {
-		struct rc_extent ext[4];
-		int n = rc_read(c, (uint32_t)h, off, st.size - off, ext, 4);
-		if (n <= 0)
-			return n ? n : -EIO;
-		for (int k = 0; k < n; k++) {
-			if (ds_mismatch(&S, i, off, ext[k].data, ext[k].len) >= 0)
-				err = -EBADMSG;
-			off += ext[k].len;
-			rc_release(c, ext[k].lease);
-		}
-	}
-	rc_close(c, (uint32_t)h);
-	return err;
-}
-
 static void start_warm(void)
 {
 	ds_spec_default(&S);
@@ -78,7 +52,7 @@ static void start_warm(void)
 	int ds = attach(&c);
 	cr_assert_geq(ds, 0, "attach: %s", rc_strerror(ds));
 	for (size_t i = 0; i < N_OBJ; i++)
-		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+		cr_assert_eq(fx_read_whole(&c, ds, &S, i), 0, "object %zu", i);
 	rc_detach(&c);
 }
 
@@ -123,7 +97,7 @@ static struct pass fresh_pass(const char *mode)
 		int ds = attach(&c);
 		getrusage(RUSAGE_THREAD, &r0);
 		for (size_t i = 0; i < N_OBJ && ds >= 0 && !p.err; i++)
-			p.err = read_object(&c, ds, i);
+			p.err = fx_read_whole(&c, ds, &S, i);
 		getrusage(RUSAGE_THREAD, &r1);
 		p.err = ds < 0 ? ds : p.err;
 		p.faults = r1.ru_minflt - r0.ru_minflt;
@@ -202,13 +176,13 @@ Test(firsttouch, helper_survives_detach_and_fork, .fini = teardown,
 		int cds = attach(&cc);
 		int err = cds < 0 ? cds : 0;
 		for (size_t i = 0; i < N_OBJ && !err; i++)
-			err = read_object(&cc, cds, i);
+			err = fx_read_whole(&cc, cds, &S, i);
 		if (cds >= 0)
 			rc_detach(&cc);
 		_exit(err ? 1 : 0);
 	}
 	for (size_t i = 0; i < N_OBJ; i++)
-		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+		cr_assert_eq(fx_read_whole(&c, ds, &S, i), 0, "object %zu", i);
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
@@ -294,7 +268,7 @@ static int64_t warm_all(void)
 	int ds = attach(&c);
 	cr_assert_geq(ds, 0, "attach: %s", rc_strerror(ds));
 	for (size_t i = 0; i < ds_count(&S); i++)
-		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+		cr_assert_eq(fx_read_whole(&c, ds, &S, i), 0, "object %zu", i);
 	rc_detach(&c);
 	int64_t cached = fx_stat_value(D.socket_path, "ringcache_cache_bytes");
 	cr_assert_gt(cached, 200 << 20);

@@ -61,30 +61,6 @@ static void fake_policy(const char *line)
 	setenv("RINGCACHE_SYSFS_ROOT", root, 1);
 }
 
-static int read_object(struct rc_client *c, int ds, size_t i)
-{
-	char key[DS_KEY_MAX];
-	struct rc_stat st;
-	int h = rc_open(c, ds, ds_key(&S, i, key), &st);
-	if (h < 0)
-		return h;
-	int err = 0;
-	for (uint64_t off = 0; off < st.size && !err;) {
-		struct rc_extent ext[4];
-		int n = rc_read(c, (uint32_t)h, off, st.size - off, ext, 4);
-		if (n <= 0)
-			return n ? n : -EIO;
-		for (int k = 0; k < n; k++) {
-			if (ds_mismatch(&S, i, off, ext[k].data, ext[k].len) >= 0)
-				err = -EBADMSG;
-			off += ext[k].len;
-			rc_release(c, ext[k].lease);
-		}
-	}
-	rc_close(c, (uint32_t)h);
-	return err;
-}
-
 /* Starts the daemon under the fake policy (fake_policy first), reads N_OBJ objects (bytes
  * checked), and checks the start-up line, the status line and the
  * metrics against `want` (the verdict's words). */
@@ -108,7 +84,7 @@ static void check_case(bool asked, const char *want, bool huge)
 	int ds = rc_dataset(&c, "ds");
 	cr_assert_geq(ds, 0, "dataset: %s", rc_strerror(ds));
 	for (size_t i = 0; i < N_OBJ; i++)
-		cr_assert_eq(read_object(&c, ds, i), 0, "object %zu", i);
+		cr_assert_eq(fx_read_whole(&c, ds, &S, i), 0, "object %zu", i);
 	rc_detach(&c);
 
 	char *argv[] = {CLI, "-s", D.socket_path, "status", NULL};
