@@ -1399,10 +1399,12 @@ static void delete_if_ours(const struct wcleanup *c, const char *rel_key)
 static void cleanup_abandoned(struct wcleanup *c)
 {
 	struct daemon *d = c->sh->d;
+	uint32_t checked = 0;
 	for (uint32_t i = 0; i < d->n_datasets; i++) {
 		const struct rc_dataset_config *cfg = d->datasets[i]->cfg;
 		if (!cfg->writable)
 			continue;
+		checked++;
 		struct s3_result r;
 		char reason[512];
 		int n = upload_cleanup_abandoned(c->s3, cfg->bucket, cfg->prefix,
@@ -1416,6 +1418,12 @@ static void cleanup_abandoned(struct wcleanup *c)
 				 cfg->name, s3_result_reason(&r, reason,
 							     sizeof(reason)));
 	}
+	/* It runs beside the first requests now: say when it is over (its
+	 * S3 client is not the shards', so its requests are not in their
+	 * counters). */
+	if (checked)
+		log_info("writeback: abandoned multipart uploads checked in %u "
+			 "writable dataset(s)", checked);
 }
 
 /* The worker's half. Every name the object had: no multipart upload
