@@ -91,6 +91,15 @@ struct daemon *fuzz_daemon(void)
 	 * counts would catch its connection instead of a leak. */
 	preflight_join(daemon_.preflight);
 	daemon_.preflight = NULL;
+	/* So does the abandoned-upload sweep (writeback.c), on a worker. */
+	struct shard *sh = &daemon_.shards[0];
+	uint64_t until = rc_now_ns() + 30000000000ull;
+	while (!rc_list_empty(&sh->wb_cleanups) && rc_now_ns() < until)
+		shard_poll_once(sh);
+	if (!rc_list_empty(&sh->wb_cleanups)) {
+		fprintf(stderr, "fuzz: the start-up sweep did not end in 30 s\n");
+		abort();
+	}
 	rc_log_level = -1; /* refusals are what the fuzzer asks for */
 	started = true;
 	return &daemon_;
