@@ -484,16 +484,24 @@ Test(mount_rw, tmp_then_rename_reaches_s3)
 	mount_stop(&M);
 }
 
-static void read_file(const char *path, uint8_t *buf, size_t len)
+/* Reads path whole into buf (room for cap bytes); returns the length. */
+static size_t read_whole(const char *path, uint8_t *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY);
 	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
 	size_t got = 0;
-	ssize_t n;
-	while (got < len && (n = read(fd, buf + got, len - got)) > 0)
+	ssize_t n = 0;
+	while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
 		got += (size_t)n;
-	cr_assert_eq(got, len, "%s: %zu of %zu bytes", path, got, len);
+	cr_assert(n >= 0 || got == cap, "read %s: %s", path, strerror(errno));
 	close(fd);
+	return got;
+}
+
+static void read_file(const char *path, uint8_t *buf, size_t len)
+{
+	size_t got = read_whole(path, buf, len);
+	cr_assert_eq(got, len, "%s: %zu of %zu bytes", path, got, len);
 }
 
 /* A warm file is served from the kernel's page cache: the second read
@@ -865,20 +873,6 @@ Test(mount, many_files_open_at_once_and_never_read_pin_nothing)
 	free(buf);
 	free(fd);
 	mount_stop(&M);
-}
-
-/* Reads path whole into buf (room for cap bytes); returns the length. */
-static size_t read_whole(const char *path, uint8_t *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY);
-	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
-	size_t got = 0;
-	ssize_t n;
-	while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
-		got += (size_t)n;
-	cr_assert(n >= 0 || got == cap, "read %s: %s", path, strerror(errno));
-	close(fd);
-	return got;
 }
 
 /* Names and attributes are trusted for metadata_ttl; an object replaced
