@@ -45,8 +45,9 @@ static void tier_tick(struct reactor_timer *t)
 	if (!sh->tier)
 		return;
 	reactor_timer_after(sh->reactor, t, TIER_SYNC_NS);
-	if (tier_sync_index(sh->tier) < 0)
-		log_error("tier: index sync failed; tier disabled");
+	/* On the shard's ring: a disk failure disables the tier (logged by
+	 * the tier); -EBUSY (one still in flight) waits for the next tick. */
+	tier_sync_index_start(sh->tier);
 }
 
 static void tier_tick_start(struct shard *sh)

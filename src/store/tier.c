@@ -76,6 +76,15 @@ struct tier_io {
 
 static void tier_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe);
 
+/* The index sync in flight on the caller's ring: idxbuf written (in as
+ * many writes as the kernel takes), then one fdatasync. idxbuf is not
+ * touched meanwhile; changes made meanwhile leave the tier dirty again. */
+struct tier_sync {
+	struct rc_ev ev; /* the SQE's user_data: sync_on_cqe */
+	size_t written;
+	bool busy;
+};
+
 struct tier {
 	struct io_uring *ring;
 	char *path;
@@ -96,6 +105,7 @@ struct tier {
 	uint8_t *idxbuf; /* header + records, TIER_ALIGN aligned */
 	struct tier_io *io_free;
 	unsigned inflight;
+	struct tier_sync sync;
 	struct tier_stats st;
 };
 
@@ -439,10 +449,9 @@ static void hdr_fill(struct tier *t)
 	h->hdr_crc = crc32c(0, h, offsetof(struct tier_hdr, hdr_crc));
 }
 
-int tier_sync_index(struct tier *t)
+/* Header and records of the slots as they stand into idxbuf. */
+static void index_fill(struct tier *t)
 {
-	if (!t->dirty || !t->enabled)
-		return 0;
 	hdr_fill(t);
 	struct tier_rec *recs = (struct tier_rec *)(t->idxbuf + TIER_HDR_BYTES);
 	for (uint32_t s = 0; s < t->n_slots; s++) {
@@ -459,6 +468,15 @@ int tier_sync_index(struct tier *t)
 		}
 		rec_seal(r);
 	}
+}
+
+int tier_sync_index(struct tier *t)
+{
+	if (t->sync.busy)
+		return -EBUSY;
+	if (!t->dirty || !t->enabled)
+		return 0;
+	index_fill(t);
 	size_t n = t->data_off;
 	for (size_t done = 0; done < n;) {
 		ssize_t w = pwrite(t->fd, t->idxbuf + done, n - done,
@@ -477,6 +495,71 @@ int tier_sync_index(struct tier *t)
 	}
 	t->dirty = false;
 	return 0;
+}
+
+#define SYNC_CHUNK (1u << 30) /* one SQE's length is 32 bits */
+
+/* Queues the next step of the sync: the rest of idxbuf, else fdatasync. */
+static int sync_queue(struct tier *t)
+{
+	struct io_uring_sqe *sqe = get_sqe(t);
+	if (!sqe)
+		return -EBUSY;
+	int fd = t->fixed_file ? 0 : t->fd;
+	size_t left = t->data_off - t->sync.written;
+	if (left)
+		io_uring_prep_write(sqe, fd, t->idxbuf + t->sync.written,
+				    left < SYNC_CHUNK ? (unsigned)left
+						      : SYNC_CHUNK,
+				    t->offset + t->sync.written);
+	else
+		io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+	if (t->fixed_file)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	io_uring_sqe_set_data(sqe, &t->sync.ev);
+	t->inflight++;
+	return 0;
+}
+
+static void sync_on_cqe(struct rc_ev *ev, struct io_uring_cqe *cqe)
+{
+	struct tier *t = rc_container_of(ev, struct tier, sync.ev);
+	t->inflight--;
+	bool writing = t->sync.written < t->data_off;
+	if (cqe->res < 0 || (writing && cqe->res == 0)) {
+		t->sync.busy = false;
+		disable(t, cqe->res < 0 ? cqe->res : -EIO,
+			writing ? "index write" : "index fdatasync");
+		return;
+	}
+	if (!writing) {
+		t->sync.busy = false; /* on the disk */
+		return;
+	}
+	t->sync.written += (size_t)cqe->res;
+	if (sync_queue(t) < 0) { /* SQ full: the next sync writes it */
+		t->sync.busy = false;
+		t->dirty = true;
+	}
+}
+
+int tier_sync_index_start(struct tier *t)
+{
+	if (!t->enabled)
+		return -ENODEV;
+	if (t->sync.busy)
+		return -EBUSY;
+	if (!t->dirty)
+		return 0;
+	index_fill(t);
+	t->sync = (struct tier_sync){.ev = {sync_on_cqe}, .busy = true};
+	int r = sync_queue(t);
+	if (r < 0) {
+		t->sync.busy = false;
+		return r;
+	}
+	t->dirty = false; /* a change from now on sets it again */
+	return 1;
 }
 
 static bool hdr_matches(const struct tier *t)

@@ -96,9 +96,19 @@ int tier_write(struct tier *t, const struct tier_key *k, const void *src,
 /* Handles one CQE of the tier's (its rc_ev handler calls this). */
 void tier_complete(struct tier *t, struct io_uring_cqe *cqe);
 
-/* Writes the index (pwrite + fdatasync; blocks the caller) if it changed.
- * Returns 0 or -errno (the tier is then disabled). */
+/* Writes the index (pwrite + fdatasync; blocks the caller) if it changed:
+ * at open and close, off any reactor. Returns 0, -EBUSY while
+ * tier_sync_index_start's sync is in flight, or -errno (the tier is then
+ * disabled). */
 int tier_sync_index(struct tier *t);
+
+/* The same without blocking, for a reactor: queues the index's write and
+ * then an fdatasync on the tier's ring (counted in tier_inflight()).
+ * Returns 1 when queued, 0 when the index has not changed, -EBUSY while
+ * the previous one is in flight or the SQ is full (try again later),
+ * -ENODEV when the tier is disabled. A failure on the disk disables the
+ * tier (logged). Blocks written while it is in flight are in the next. */
+int tier_sync_index_start(struct tier *t);
 
 bool tier_enabled(const struct tier *t);
 unsigned tier_inflight(const struct tier *t);
