@@ -233,16 +233,23 @@ static int obj_add_extent(struct jobj *ob, const struct journal_extent *e)
 
 /* ---- the file header ---- */
 
-static int hdr_write(struct journal *j)
+/* The header block as it stands into blk (J_BLOCK bytes). */
+static void hdr_fill(const struct journal *j, uint8_t *blk)
 {
-	uint8_t *blk = aligned_alloc(J_BLOCK, J_BLOCK);
-	if (!blk)
-		return -ENOMEM;
 	memset(blk, 0, J_BLOCK);
 	struct file_hdr h = {.magic = J_HDR_MAGIC, .version = J_VERSION,
 			     .base_epoch = j->base_epoch, .epoch = j->epoch};
 	h.hdr_crc = crc32c(0, &h, offsetof(struct file_hdr, hdr_crc));
 	memcpy(blk, &h, sizeof(h));
+}
+
+/* Blocking: at open only (a rewind queues it on the ring: hdr_queue). */
+static int hdr_write(struct journal *j)
+{
+	uint8_t *blk = aligned_alloc(J_BLOCK, J_BLOCK);
+	if (!blk)
+		return -ENOMEM;
+	hdr_fill(j, blk);
 	int r = 0;
 	errno = 0;
 	if (pwrite(j->fd, blk, J_BLOCK, 0) != J_BLOCK || fdatasync(j->fd) < 0)
@@ -548,6 +555,22 @@ static void buf_pad(struct journal *j, struct jbuf *b)
 	b->used = end;
 }
 
+/* Writes b (whole blocks, lsn_end set) through sqe, after every buffer
+ * issued before it as far as written_lsn goes. */
+static void buf_issue(struct journal *j, struct jbuf *b,
+		      struct io_uring_sqe *sqe)
+{
+	io_uring_prep_write(sqe, j->fd, b->mem, b->used, b->file_off);
+	io_uring_sqe_set_data(sqe, &b->io);
+	/* At once, not at the reactor's next wait: the disk writes this
+	 * buffer while the reactor copies the next bytes of a WRITE. */
+	io_uring_submit(j->ring);
+	rc_list_add_tail(&j->issued, &b->link);
+	j->writes_inflight++;
+	j->pending_bytes += b->used;
+	j->st.writes++;
+}
+
 /* Queues cur's write and starts the next buffer after it. */
 static int buf_seal(struct journal *j)
 {
@@ -563,16 +586,31 @@ static int buf_seal(struct journal *j)
 	}
 	buf_pad(j, b);
 	b->lsn_end = j->lsn;
-	io_uring_prep_write(sqe, j->fd, b->mem, b->used, b->file_off);
-	io_uring_sqe_set_data(sqe, &b->io);
-	/* At once, not at the reactor's next wait: the disk writes this
-	 * buffer while the reactor copies the next bytes of a WRITE. */
-	io_uring_submit(j->ring);
-	rc_list_add_tail(&j->issued, &b->link);
-	j->writes_inflight++;
-	j->pending_bytes += b->used;
-	j->st.writes++;
+	buf_issue(j, b, sqe);
 	j->cur = next;
+	return 0;
+}
+
+/* A rewind's header, written on the ring like a buffer of records and
+ * issued before any record of the new epoch. written_lsn passes only a
+ * prefix of completed writes and an fdatasync covers written_lsn, so a
+ * record after the rewind is acknowledged only once the header is on the
+ * disk with it. Until then a crash finds the old header, whose epochs
+ * refuse the new records: replay ends where they begin, and none of them
+ * was acknowledged. No reactor waits for the disk. */
+static int hdr_queue(struct journal *j)
+{
+	struct jbuf *b = buf_get(j, 0);
+	struct io_uring_sqe *sqe = b ? get_sqe(j) : NULL;
+	if (!sqe) {
+		if (b)
+			buf_put(j, b);
+		return b ? -EBUSY : -ENOMEM;
+	}
+	hdr_fill(j, b->mem);
+	b->used = J_BLOCK;
+	b->lsn_end = j->lsn;
+	buf_issue(j, b, sqe);
 	return 0;
 }
 
@@ -669,9 +707,10 @@ static bool rewind_possible(const struct journal *j)
 }
 
 /* Restarts the log at the first record: when nothing is live, or (short
- * of room) when only open objects are. A new epoch, in the header before
- * any record, makes everything behind it stale. Records not yet written
- * must be written first (-EAGAIN: retry after the completions). */
+ * of room) when only open objects are. A new epoch, in the header
+ * (hdr_queue) ahead of any record, makes everything behind it stale.
+ * Records not yet written must be written first (-EAGAIN: retry after
+ * the completions): none of theirs may land after the new ones. */
 static int maybe_rewind(struct journal *j, bool short_of_room)
 {
 	if ((j->n_objs && !short_of_room) || !rewind_possible(j) ||
@@ -683,7 +722,7 @@ static int maybe_rewind(struct journal *j, bool short_of_room)
 		return buf_seal(j) < 0 ? -ENOSPC : -EAGAIN;
 	}
 	j->base_epoch = j->epoch = j->epoch + 1;
-	int r = hdr_write(j);
+	int r = hdr_queue(j);
 	if (r < 0) {
 		log_error("journal: rewinding %s: %s", j->path, strerror(-r));
 		return j->failed = -EIO;

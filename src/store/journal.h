@@ -56,7 +56,9 @@
  * records of the live objects; the caller applies back-pressure and tries
  * again later. Once every object is DONE or ABORTED and the writes have
  * completed, the next append rewinds the journal to its start (a new epoch,
- * written to the header with a blocking pwrite + fdatasync). Short of
+ * in the header, written on the ring ahead of the new records: a record
+ * after the rewind is durable, and its flush done, only with the header
+ * on the disk). Short of
  * room, it rewinds as well when the live objects are all open (not yet
  * committed, so nothing of them was acknowledged): their OPEN records are
  * written again and their DATA records become stale; journal_dropped()
