@@ -20,6 +20,7 @@ import gc
 import hashlib
 import io
 import os
+import resource
 import shutil
 import signal
 import socket as socketlib
@@ -884,6 +885,85 @@ class TestTorch(unittest.TestCase):
                 cls(Env.socket, "ds", keys=keys, handoff="reference", **kw)
         with self.assertRaisesRegex(ValueError, "handoff"):
             rt.RingcacheDataset(Env.socket, "ds", keys=keys, handoff="move")
+
+    def test_reference_batches_reuse_their_buffers(self):
+        """handoff="reference" with output="tensor": a batch read in the
+        main process goes into a buffer a dropped batch used (its pages
+        mapped already), never one a live batch or a view of it still
+        uses, and every byte is the batch's own; across epochs with
+        workers forked anew the buffers stay few."""
+        import torch
+        from torch.utils.data import DataLoader
+        import ringcache.torch as rt
+        key = small_key(7)
+        want = np.frombuffer(ds_bytes(key), dtype=np.uint8)
+
+        pages = 3 * len(want) // 4096
+
+        def batch():
+            return rt.RingcacheBatch(Env.socket, -1, "ds", [key] * 3,
+                                     "tensor").resolve()
+
+        def faults(fn):
+            """fn() and the minor faults this thread took in it."""
+            before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+            out = fn()
+            return out, resource.getrusage(
+                resource.RUSAGE_THREAD).ru_minflt - before
+        # The key's arena pages mapped here (or its copy made); its
+        # buffer stays in use, so the next batch takes a new one.
+        warm = batch()
+        a, n = faults(batch)
+        self.assertGreaterEqual(n, pages, "a new buffer faults its pages")
+        del warm
+        used = a.data_ptr()
+        a.fill_(0xAB)  # what a reused buffer held must not show through
+        del a
+        gc.collect()
+        b, n = faults(batch)
+        # The address alone proves nothing: a new mapping of the same
+        # size often lands where the last one was.
+        self.assertLess(n, pages // 2, "the dropped batch's buffer was "
+                        "not used again (its pages faulted anew)")
+        self.assertEqual(b.data_ptr(), used)
+        for row in b:
+            self.assertTrue(np.array_equal(row.numpy(), want))
+        row = b[1]  # a view keeps the buffer from the next batch
+        del b
+        gc.collect()
+        c = batch()
+        self.assertNotEqual(c.data_ptr(), used)
+        c.fill_(0)
+        self.assertTrue(np.array_equal(row.numpy(), want),
+                        "a live view's buffer was handed to another batch")
+        del row, c
+        gc.collect()
+        # A fork (a DataLoader's workers, each epoch) leaves the pool's
+        # pages mapped: private memory would be write-protected by it.
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        d, n = faults(batch)
+        self.assertLess(n, pages // 2, "after a fork the buffer's pages "
+                        "faulted again")
+        self.assertTrue(np.array_equal(d[2].numpy(), want))
+        del d
+
+        keys = [key] * 24
+        tds = rt.RingcacheDataset(Env.socket, "ds", keys=keys,
+                                  output="tensor", handoff="reference")
+        loader = DataLoader(tds, batch_size=4, num_workers=2)
+        n = 0
+        for epoch in range(3):  # new workers each epoch
+            for got in loader:
+                self.assertEqual(tuple(got.shape), (4, len(want)))
+                for r in got:
+                    self.assertTrue(np.array_equal(r.numpy(), want))
+                got.fill_(0xCD)  # the next batch in it must overwrite it
+                n += 1
+        self.assertEqual(n, 18)
+        self.assertTrue(no_leases_left(), "a lease outlived the steps")
 
     def test_killed_worker_leaves_no_lease(self):
         """A DataLoader worker SIGKILLed while it holds leases: the loader
