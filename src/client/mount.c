@@ -16,6 +16,13 @@
  * read. Writes and namespace changes keep one client and one lock
  * (m->lock): a write handle belongs to the session that opened it.
  *
+ * No opens on a read-only dataset (FUSE_CAP_NO_OPEN_SUPPORT): the first
+ * OPEN is answered ENOSYS, after which the kernel opens and closes files
+ * by itself (no OPEN, FLUSH or RELEASE) and keeps their pages. A node's
+ * etag is then the version its cached pages hold: reads are checked
+ * against it, and an answer that shows another version drops the pages
+ * (fuse_lowlevel_notify_inval_inode) before any of the new one is read.
+ *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
@@ -24,6 +31,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +72,9 @@ struct node {
 	/* The version whose bytes the kernel may hold in its page cache
 	 * ("": none yet): an open that finds the same ETag keeps them. */
 	char etag[RC_MAX_ETAG];
+	/* no_open: etag changed and the old pages are being dropped; reads
+	 * fail ESTALE meanwhile, so no read mixes the two versions. */
+	bool inval_pending;
 };
 
 /* W_DROPPED: unlinked while open: aborted, later writes are discarded
@@ -140,6 +151,10 @@ struct mnt {
 	const char *socket_path;
 	struct fuse_session *se;
 	double ttl; /* the daemon's metadata_ttl: how long the kernel trusts */
+	/* read-only and the kernel opens files by itself: set by INIT */
+	atomic_bool no_open;
+	unsigned invals; /* inval_later threads running (under lock) */
+	pthread_cond_t invals_done;
 	pthread_mutex_t pool_lock;
 	pthread_cond_t pool_cond;
 	struct pclient *pool_free; /* attached, not in use */
@@ -495,15 +510,58 @@ static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
 	return 0;
 }
 
-/* An answer about key shows ETag etag: pages the kernel holds of
- * another version are not kept at the next open. */
-static void saw_etag(struct node *n, const char *etag, const struct stat *st)
+/* no_open (m->lock held): n's pages are of another version than etag.
+ * Reads fail ESTALE until the caller has dropped them (notify_inval_inode)
+ * and called change_done; etag is the version reads take after. True
+ * when the caller is the one to drop them. */
+static bool change_begin(struct node *n, const char *etag)
 {
-	if (etag[0] && n->etag[0] && strcmp(n->etag, etag) != 0)
-		n->etag[0] = 0;
-	else if (etag[0] && n->etag[0])
-		n->etag_ns = now_ns();
+	bool first = !n->inval_pending;
+	snprintf(n->etag, sizeof(n->etag), "%s", etag);
+	n->etag_ns = now_ns();
+	n->inval_pending = true;
+	return first;
+}
+
+static void change_done(struct mnt *m, fuse_ino_t ino)
+{
+	pthread_mutex_lock(&m->lock);
+	struct node *n = node_by_ino(m, ino);
+	if (n)
+		n->inval_pending = false;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* An answer about key shows ETag etag: pages the kernel holds of
+ * another version are not kept at the next open; with no opens
+ * (m->no_open) they must go now: true, and the caller drops them
+ * (notify_inval_inode, then change_done) before it answers. */
+static bool saw_etag(struct mnt *m, struct node *n, const char *etag,
+		     const struct stat *st)
+{
+	bool other = etag[0] && n->etag[0] && strcmp(n->etag, etag) != 0;
 	n->size = (uint64_t)st->st_size;
+	if (!other) {
+		if (etag[0] && (n->etag[0] || atomic_load(&m->no_open))) {
+			/* no_open: the version reads of n will be checked
+			 * against, from the lookup that made it */
+			snprintf(n->etag, sizeof(n->etag), "%s", etag);
+			n->etag_ns = now_ns();
+		}
+		return false;
+	}
+	if (atomic_load(&m->no_open))
+		return change_begin(n, etag);
+	n->etag[0] = 0;
+	return false;
+}
+
+/* The kernel's pages and attributes of ino go (no request of ino is
+ * waiting on this thread: the kernel waits for their pages' reads). */
+static void drop_pages(struct mnt *m, fuse_ino_t ino)
+{
+	fuse_lowlevel_notify_inval_inode(m->se, ino, 0, 0);
+	change_done(m, ino);
 }
 
 static void reply_entry(fuse_req_t req, struct mnt *m, const char *key)
@@ -517,9 +575,10 @@ static void reply_entry(fuse_req_t req, struct mnt *m, const char *key)
 	}
 	pthread_mutex_lock(&m->lock);
 	struct node *n = node_get(m, key);
+	bool drop = false;
 	if (n) {
 		n->nlookup++;
-		saw_etag(n, etag, &e.attr);
+		drop = saw_etag(m, n, etag, &e.attr);
 		e.ino = e.attr.st_ino = n->ino;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -527,6 +586,8 @@ static void reply_entry(fuse_req_t req, struct mnt *m, const char *key)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	if (drop)
+		drop_pages(m, e.ino);
 	e.attr_timeout = e.entry_timeout = m->ttl;
 	fuse_reply_entry(req, &e);
 }
@@ -546,7 +607,6 @@ static char *key_of(struct mnt *m, fuse_ino_t ino, int *err)
 
 static void op_init(void *data, struct fuse_conn_info *conn)
 {
-	(void)data;
 	/* open(O_TRUNC) arrives as one open, not a truncate first: a
 	 * rewrite is a new object, never an empty one in between. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
@@ -562,6 +622,9 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 	 * the kernel's FUSE_MAX_MAX_PAGES), so a READ carries up to 1 MiB. */
 	conn->max_readahead = conn->max_readahead ? conn->max_readahead
 						  : MAX_READ;
+	struct mnt *m = data;
+	atomic_store(&m->no_open, !m->writable &&
+		     (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT));
 }
 
 /* The first lookup in a directory (again once metadata_ttl passed) LISTs
@@ -651,10 +714,20 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	}
 	pthread_mutex_lock(&m->lock);
 	struct node *n = node_by_ino(m, ino);
-	if (n)
-		saw_etag(n, etag, &st);
+	uint64_t old_size = n ? n->size : 0;
+	bool change = n && saw_etag(m, n, etag, &st);
 	pthread_mutex_unlock(&m->lock);
+	/* A GETATTR is often a reader's (a read past the size it knows).
+	 * Another size: the kernel drops the pages itself as it takes the
+	 * size from this reply; a notify_inval_inode racing the reply would
+	 * have it discarded as older, and the read stop at the old size.
+	 * The same size: the pages go after the reply. Reads fail ESTALE
+	 * until then (change_begin). */
 	fuse_reply_attr(req, &st, m->ttl);
+	if (change && old_size == (uint64_t)st.st_size)
+		drop_pages(m, ino);
+	else if (change)
+		change_done(m, ino);
 }
 
 static int dirlist_add(struct dirlist *l, const char *name, size_t len,
@@ -897,6 +970,109 @@ static int read_range(struct pclient *p, struct ofile *of, size_t size,
 	return 0;
 }
 
+struct inval_arg {
+	struct mnt *m;
+	fuse_ino_t ino;
+};
+
+static void *inval_later(void *p)
+{
+	struct inval_arg *a = p;
+	struct mnt *m = a->m;
+	drop_pages(m, a->ino);
+	pthread_mutex_lock(&m->lock);
+	if (--m->invals == 0)
+		pthread_cond_broadcast(&m->invals_done);
+	pthread_mutex_unlock(&m->lock);
+	free(a);
+	return NULL;
+}
+
+/* A read found another version than ino's pages hold: they go on a
+ * thread of their own, as this read's reply (and other reads of ino,
+ * which the kernel waits for) may need this worker's peers. */
+static void drop_pages_later(struct mnt *m, fuse_ino_t ino)
+{
+	struct inval_arg *a = malloc(sizeof(*a));
+	pthread_t t;
+	pthread_mutex_lock(&m->lock);
+	m->invals++;
+	pthread_mutex_unlock(&m->lock);
+	if (a) {
+		*a = (struct inval_arg){m, ino};
+		if (pthread_create(&t, NULL, inval_later, a) == 0) {
+			pthread_detach(t);
+			return;
+		}
+	}
+	free(a);
+	drop_pages(m, ino); /* this read has been answered already */
+	pthread_mutex_lock(&m->lock);
+	if (--m->invals == 0)
+		pthread_cond_broadcast(&m->invals_done);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* A read without an open (m->no_open): a READ_KEY of ino's key,
+ * checked against the version its pages hold (n->etag, set by the lookup
+ * that made the node). Nothing is locked while a session is held: the
+ * version is taken before, and a change that begins while this read is
+ * in flight drops its pages after its reply (the kernel waits for it).
+ * Another version in S3: ESTALE, and the old pages go (drop_pages_later)
+ * so that the next reads see the new version whole. */
+static void op_read_ino(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
+			size_t size, off_t off)
+{
+	struct rc_extent ext[MAX_EXT];
+	struct iovec iov[MAX_EXT];
+	char etag[RC_MAX_ETAG];
+	pthread_mutex_lock(&m->lock);
+	struct node *nd = node_by_ino(m, ino);
+	int r = !nd || nd->inval_pending ? -ESTALE : 0;
+	char *key = r == 0 ? strdup(nd->key) : NULL;
+	if (key)
+		memcpy(etag, nd->etag, RC_MAX_ETAG);
+	pthread_mutex_unlock(&m->lock);
+	if (r == 0 && !key)
+		r = -ENOMEM;
+	struct rc_stat st;
+	struct pclient *p = r == 0 ? pc_get(m) : NULL;
+	int n = !p ? (r < 0 ? r : -EIO)
+		   : rc_read_key(&p->c, p->ds, key, (uint64_t)off, size, ext,
+				 MAX_EXT, &st);
+	free(key);
+	r = n < 0 ? n : etag[0] && strcmp(etag, st.etag) != 0 ? -ESTALE : 0;
+	for (int i = 0; r == 0 && i < n; i++) {
+		iov[i].iov_base = (void *)ext[i].data;
+		iov[i].iov_len = ext[i].len;
+		if (!ext[i].data && ext[i].len)
+			r = -EFAULT; /* the arena is not mapped here */
+	}
+	if (r == 0)
+		fuse_reply_iov(req, iov, n);
+	else
+		fuse_reply_err(req, -fs_err(r));
+	if (p) {
+		release_all(p, ext, n > 0 ? n : 0);
+		pc_put(m, p);
+	}
+	if (n < 0 || (r < 0 && r != -ESTALE))
+		return;
+	bool drop = false;
+	pthread_mutex_lock(&m->lock);
+	nd = node_by_ino(m, ino);
+	if (nd && !nd->etag[0] && r == 0) { /* no lookup told it: this read */
+		snprintf(nd->etag, sizeof(nd->etag), "%s", st.etag);
+		nd->etag_ns = now_ns();
+	} else if (nd && r == -ESTALE && strcmp(nd->etag, st.etag) != 0) {
+		drop = change_begin(nd, st.etag);
+		nd->size = st.size;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (drop)
+		drop_pages_later(m, ino);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -905,7 +1081,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct rc_extent ext[MAX_EXT];
 	struct iovec iov[MAX_EXT];
 	int n = 0;
-	(void)ino;
+	if (!of) { /* the kernel opened the file by itself (no_open) */
+		op_read_ino(req, m, ino, size, off);
+		return;
+	}
 	if (of->w) {
 		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
 		return;
@@ -1102,6 +1281,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -r);
 		return;
 	}
+	if (reading && atomic_load(&m->no_open)) {
+		/* The version and its pages were settled by open_read; from
+		 * now on the kernel opens files by itself (no OPEN, FLUSH or
+		 * RELEASE): reads come with no handle, see op_read_ino. */
+		pthread_mutex_destroy(&of->mu);
+		free(of->key);
+		free(of);
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	fi->fh = (uint64_t)(uintptr_t)of;
 	fi->keep_cache = keep;
 	/* close() of a reader has nothing to commit: no FLUSH round trip */
@@ -1208,6 +1397,10 @@ static void op_flush_locked(fuse_req_t req, fuse_ino_t ino,
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	(void)ino;
+	if (!of) { /* opened by the kernel (no_open): nothing to commit, */
+		fuse_reply_err(req, ENOSYS); /* and no FLUSH from now on */
+		return;
+	}
 	fuse_reply_err(req, of->w ? -seal(m, of->w) : 0);
 }
 
@@ -1231,7 +1424,7 @@ static void op_fsync_locked(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	struct node *n = node_by_ino(m, ino);
-	struct wfile *w = of->w;
+	struct wfile *w = of ? of->w : NULL; /* NULL: no_open */
 	(void)datasync;
 	if (!w && n) {
 		w = wfile_find(m, n->key);
@@ -1287,7 +1480,9 @@ static void op_release_locked(fuse_req_t req, fuse_ino_t ino,
 	struct mnt *m = fuse_req_userdata(req);
 	struct ofile *of = (struct ofile *)(uintptr_t)fi->fh;
 	(void)ino;
-	if (of->w) {
+	if (!of) {
+		/* not sent for a file the kernel opened (no_open) */
+	} else if (of->w) {
 		bool was_open = of->w->state == W_OPEN;
 		int r = seal(m, of->w); /* no flush came (the caller died) */
 		if (r < 0 && was_open)
@@ -1667,6 +1862,7 @@ static void mnt_free(struct mnt *m)
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->pool_lock);
 	pthread_cond_destroy(&m->pool_cond);
+	pthread_cond_destroy(&m->invals_done);
 	free(m);
 }
 
@@ -1735,6 +1931,10 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 		start_raise_readahead(abs_dir);
 	free(abs_dir);
 	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
+	pthread_mutex_lock(&m->lock); /* drop_pages_later use se */
+	while (m->invals)
+		pthread_cond_wait(&m->invals_done, &m->lock);
+	pthread_mutex_unlock(&m->lock);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
@@ -1776,6 +1976,7 @@ int mount_main(int argc, char **argv, const char *socket_path)
 	pthread_mutexattr_destroy(&ma);
 	pthread_mutex_init(&m->pool_lock, NULL);
 	pthread_cond_init(&m->pool_cond, NULL);
+	pthread_cond_init(&m->invals_done, NULL);
 	for (unsigned i = POOL_MAX; i-- > 0;) {
 		m->pool[i].next = m->pool_idle;
 		m->pool_idle = &m->pool[i];
@@ -1785,6 +1986,7 @@ int mount_main(int argc, char **argv, const char *socket_path)
 		pthread_mutex_destroy(&m->lock);
 		pthread_mutex_destroy(&m->pool_lock);
 		pthread_cond_destroy(&m->pool_cond);
+		pthread_cond_destroy(&m->invals_done);
 		free(m);
 		return 1;
 	}

@@ -41,9 +41,10 @@ static struct fx_daemon D;
 static struct fx_bad_s3 B;
 static struct mount_proc M;
 static unsigned ttl_s; /* the next start()'s metadata_ttl */
+static bool mount_debug; /* the next mount_start: -d, every request logged */
 static struct ds_spec S;
 static char out[OUT_MAX];
-static char scratch[128], ck_prefix[300];
+static char scratch[128], ck_prefix[300], ro_prefix[300];
 
 static void sleep_ms(int ms)
 {
@@ -74,7 +75,10 @@ static void mount_start(struct mount_proc *mp, const char *dataset,
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(126);
-		if (opts)
+		if (mount_debug)
+			execl(CLI, CLI, "-s", D.socket_path, "mount", "-d",
+			      dataset, mp->dir, (char *)NULL);
+		else if (opts)
 			execl(CLI, CLI, "-s", D.socket_path, "mount", "-f",
 			      "-o", opts, dataset, mp->dir, (char *)NULL);
 		else
@@ -123,21 +127,26 @@ static void teardown(void)
 	fx_daemon_kill(&D);
 }
 
-/* Dataset "ds" (read-only, the sample) and "ck" (writable, durability
- * local, over a fresh scratch prefix). */
+/* Dataset "ds" (read-only, the sample), "ck" (writable, durability
+ * local, over a fresh scratch prefix) and "ro" (read-only, over another:
+ * objects the test puts there with the fixture's client). */
 static void start(void)
 {
 	static char sections[2048], daemon_extra[512];
-	char ck[600], sub[200];
+	char ck[600], ro[600], sub[200], rosub[200];
 	ds_spec_default(&S);
 	fx_unique(scratch, sizeof(scratch), "mnt");
 	snprintf(sub, sizeof(sub), "%s/", scratch);
+	snprintf(rosub, sizeof(rosub), "%s-ro/", scratch);
+	snprintf(ro_prefix, sizeof(ro_prefix), "%s%s", fx_env()->prefix,
+		 rosub);
 	snprintf(ck_prefix, sizeof(ck_prefix), "%s%s/", fx_env()->prefix,
 		 scratch);
 	fx_dataset_section(ck, sizeof(ck), "ck", sub, "allow_uids = *");
+	fx_dataset_section(ro, sizeof(ro), "ro", rosub, "allow_uids = *");
 	snprintf(sections, sizeof(sections),
-		 "%swritable = true\nwrite_uids = 0\ndurability = local\n"
-		 "part_size = 5M\n", ck);
+		 "%s%swritable = true\nwrite_uids = 0\ndurability = local\n"
+		 "part_size = 5M\n", ro, ck);
 	snprintf(daemon_extra, sizeof(daemon_extra),
 		 "journal = %s/journal\njournal_size = 64M\n", fx_tmpdir());
 	fx_daemon_init(&D);
@@ -178,6 +187,16 @@ static void start_ttl(void)
 /* bad-s3's get-slow in front of S3: its bad/obj.bin answers GETs after
  * 8 s, every other key comes from the real server. Dataset "all" is the
  * whole test prefix: the slow object and healthy ones in one mount. */
+/* A read-only dataset with metadata_ttl 3 s, every FUSE request logged:
+ * the kernel opens its files by itself (FUSE_CAP_NO_OPEN_SUPPORT). */
+static void start_ro_ttl(void)
+{
+	ttl_s = TTL_S;
+	mount_debug = true;
+	start();
+	mount_start(&M, "ro", NULL);
+}
+
 static void start_slow(void)
 {
 	char section[512];
@@ -204,6 +223,8 @@ TestSuite(mount_rw, .init = start_rw, .fini = teardown, .timeout = 300);
 TestSuite(mount_shared, .init = start_shared, .fini = teardown,
 	  .timeout = 300);
 TestSuite(mount_ttl, .init = start_ttl, .fini = teardown, .timeout = 300);
+TestSuite(mount_ro_ttl, .init = start_ro_ttl, .fini = teardown,
+	  .timeout = 300);
 TestSuite(mount_slow, .init = start_slow, .fini = teardown_slow,
 	  .timeout = 300);
 
@@ -875,18 +896,15 @@ Test(mount, many_files_open_at_once_and_never_read_pin_nothing)
 	mount_stop(&M);
 }
 
-/* Names and attributes are trusted for metadata_ttl; an object replaced
- * in S3 (other size, other bytes) is seen once that has passed, size and
- * bytes alike, and every read before is wholly the old version or
- * wholly the new one: never both in one read. */
-Test(mount_ttl, a_changed_object_is_seen_after_metadata_ttl)
+/* An object replaced in S3 (other size, other bytes) is seen through
+ * path once metadata_ttl has passed, size and bytes alike, and every
+ * read before is wholly the old version or wholly the new one: never
+ * both in one read. */
+static void assert_change_seen_after_ttl(const char *key, const char *path)
 {
 	size_t la = 2 * MiB + 5, lb = 3 * MiB + 77;
 	uint8_t *a = fx_pattern(la, 11), *b = fx_pattern(lb, 12);
 	uint8_t *got = malloc(lb + 1);
-	char key[400], path[400];
-	snprintf(key, sizeof(key), "%sttl/x.bin", ck_prefix);
-	snprintf(path, sizeof(path), "%s/ttl/x.bin", M.dir);
 	cr_assert_eq(fx_put_object(key, a, la), 0);
 	cr_assert_eq(read_whole(path, got, lb + 1), la);
 	cr_assert(memcmp(got, a, la) == 0, "first read");
@@ -913,6 +931,198 @@ Test(mount_ttl, a_changed_object_is_seen_after_metadata_ttl)
 	free(a);
 	free(b);
 	free(got);
+}
+
+Test(mount_ttl, a_changed_object_is_seen_after_metadata_ttl)
+{
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%sttl/x.bin", ck_prefix);
+	snprintf(path, sizeof(path), "%s/ttl/x.bin", M.dir);
+	assert_change_seen_after_ttl(key, path);
+	mount_stop(&M);
+}
+
+/* The same on a read-only dataset, whose files the kernel opens by
+ * itself: the change is seen by a lookup or a read, which drop the old
+ * pages (notify_inval_inode), not by an open. */
+Test(mount_ro_ttl, a_changed_object_is_seen_after_metadata_ttl)
+{
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%sttl/x.bin", ro_prefix);
+	snprintf(path, sizeof(path), "%s/ttl/x.bin", M.dir);
+	assert_change_seen_after_ttl(key, path);
+	mount_stop(&M);
+}
+
+/* A descriptor held open across a change, its pages dropped (fadvise),
+ * read again once the daemon's metadata_ttl has passed: the read reaches
+ * the daemon, which finds the new version. Each read is the old version
+ * whole, the new one whole or ESTALE (the old pages are being dropped),
+ * never a mix; the new version is read in the end. Another size: the
+ * read past the size the kernel knows asks GETATTR first, which finds the
+ * change; the same size: the READ itself finds it. */
+static void assert_open_file_reads_one_version(const char *name, size_t la,
+					       size_t lb)
+{
+	uint8_t *a = fx_pattern(la, 13), *b = fx_pattern(lb, 14);
+	uint8_t *got = malloc(lb + 1);
+	size_t count = la == lb ? la : lb + 1; /* la: no GETATTR */
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%sopenfd/%s", ro_prefix, name);
+	snprintf(path, sizeof(path), "%s/openfd/%s", M.dir, name);
+	cr_assert_eq(fx_put_object(key, a, la), 0);
+	int fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(pread(fd, got, la + 1, 0), (ssize_t)la);
+	cr_assert(memcmp(got, a, la) == 0, "first read");
+	cr_assert_eq(fx_put_object(key, b, lb), 0);
+	sleep_ms((TTL_S + 1) * 1000);
+	bool seen = false;
+	int stale = 0;
+	for (int i = 0; i < 600 && !seen; i++) {
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+		ssize_t n = pread(fd, got, count, 0);
+		if (n < 0) {
+			cr_assert_eq(errno, ESTALE, "read %d: %s", i,
+				     strerror(errno));
+			stale++;
+			sleep_ms(50);
+			continue;
+		}
+		bool old = (size_t)n == la && memcmp(got, a, la) == 0;
+		seen = (size_t)n == lb && memcmp(got, b, lb) == 0;
+		cr_assert(old || seen, "read %d: %zd bytes, neither version "
+			  "whole (old %zu, new %zu bytes; %s the new one's "
+			  "first bytes)", i, n, la, lb,
+			  (size_t)n <= lb && memcmp(got, b, (size_t)n) == 0
+				  ? "" : "not");
+		if (!seen)
+			sleep_ms(100);
+	}
+	cr_assert(seen, "the new version never read through the open file");
+	cr_log_info("%s: %d reads failed ESTALE while the old pages went",
+		    name, stale);
+	close(fd);
+	free(a);
+	free(b);
+	free(got);
+}
+
+Test(mount_ro_ttl, an_open_file_reads_one_version_whole_across_a_change)
+{
+	assert_open_file_reads_one_version("other-size", 2 * MiB + 5,
+					   3 * MiB + 77);
+	assert_open_file_reads_one_version("same-size", 2 * MiB + 5,
+					   2 * MiB + 5);
+	mount_stop(&M);
+}
+
+/* Lines of the mount's -d log that name FUSE request opcode op. */
+static size_t requests_logged(const char *op)
+{
+	char *argv[] = {"/bin/cat", M.log, NULL};
+	char pat[64];
+	fx_run(argv, out, sizeof(out), RUN_MS);
+	snprintf(pat, sizeof(pat), "opcode: %s ", op);
+	size_t n = 0;
+	for (const char *at = out; (at = strstr(at, pat)); at += strlen(pat))
+		n++;
+	return n;
+}
+
+/* On a read-only dataset a file costs no OPEN, FLUSH or RELEASE: the
+ * first OPEN is answered ENOSYS, the kernel opens files by itself from
+ * then on and keeps their pages, so a warm file is read with no FUSE
+ * request at all (and no daemon call). Ten files opened by two threads
+ * over and over, every read the bytes put. */
+struct ro_reader {
+	int files, rounds;
+	uint8_t **data;
+	size_t len;
+	char err[200];
+};
+
+static void *read_ro_files(void *p)
+{
+	struct ro_reader *a = p;
+	uint8_t *got = malloc(a->len + 1);
+	for (int r = 0; r < a->rounds && !a->err[0]; r++) {
+		for (int i = 0; i < a->files && !a->err[0]; i++) {
+			char path[400];
+			snprintf(path, sizeof(path), "%s/open/f%d", M.dir, i);
+			int fd = open(path, O_RDONLY);
+			size_t n = 0;
+			ssize_t k = 1;
+			while (fd >= 0 && (k = read(fd, got + n,
+						    a->len + 1 - n)) > 0)
+				n += (size_t)k;
+			if (fd < 0 || k < 0)
+				snprintf(a->err, sizeof(a->err), "f%d: %s", i,
+					 strerror(errno));
+			else if (n != a->len || memcmp(got, a->data[i], n))
+				snprintf(a->err, sizeof(a->err),
+					 "f%d: %zu bytes, not the ones put", i,
+					 n);
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	free(got);
+	return NULL;
+}
+
+Test(mount_ro_ttl, warm_files_cost_no_open_and_no_fuse_request)
+{
+	enum { FILES = 10, LEN = 200 * 1024 + 3 };
+	uint8_t *data[FILES];
+	for (int i = 0; i < FILES; i++) {
+		char key[400];
+		data[i] = fx_pattern(LEN, 40 + (unsigned)i);
+		snprintf(key, sizeof(key), "%sopen/f%d", ro_prefix, i);
+		cr_assert_eq(fx_put_object(key, data[i], LEN), 0);
+	}
+	struct ro_reader a[2];
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		a[i] = (struct ro_reader){.files = FILES, .rounds = 1,
+					  .data = data, .len = LEN};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_ro_files, &a[i]),
+			     0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "cold, reader %d: %s", i,
+				    a[i].err);
+	}
+	size_t opens = requests_logged("OPEN"),
+	       flushes = requests_logged("FLUSH"),
+	       reads = requests_logged("READ");
+	int64_t served = fx_stat_value(D.socket_path,
+				       "ringcache_read_bytes_zero_copy_total");
+	for (int i = 0; i < 2; i++) {
+		a[i].rounds = 5;
+		cr_assert_eq(pthread_create(&t[i], NULL, read_ro_files, &a[i]),
+			     0);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "warm, reader %d: %s", i,
+				    a[i].err);
+	}
+	/* the first open (and close) of each reader may come before the
+	 * first ENOSYS is answered: no more */
+	cr_assert_leq(opens, 2, "%zu OPENs for 20 opens: the kernel does "
+		      "not open files by itself", opens);
+	cr_assert_leq(flushes, 2, "%zu FLUSHes for 20 closes", flushes);
+	cr_assert_eq(requests_logged("OPEN"), opens, "warm opens sent OPEN");
+	cr_assert_eq(requests_logged("FLUSH"), flushes, "closes sent FLUSH");
+	cr_assert_eq(requests_logged("RELEASE"), 0, "closes sent RELEASE");
+	cr_assert_eq(requests_logged("READ"), reads, "warm reads sent READ");
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_read_bytes_zero_copy_total"),
+		     served, "warm reads went to the daemon");
+	for (int i = 0; i < FILES; i++)
+		free(data[i]);
 	mount_stop(&M);
 }
 
