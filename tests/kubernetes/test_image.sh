@@ -20,7 +20,9 @@
 # debian:12-slim where the daemon has it, else a minbase Debian 12 made
 # here by mmdebstrap from the Debian mirror (RINGCACHE_DEBIAN_MIRROR,
 # default deb.debian.org) and `docker import`ed: the same Debian 12
-# without a registry. The packages: RINGCACHE_DEBS (a folder holding
+# without a registry. That tarball is kept for 7 days in
+# RINGCACHE_IMAGE_CACHE (default ~/.cache/ringcache-test; empty: never
+# kept) and imported from there while it is younger. The packages: RINGCACHE_DEBS (a folder holding
 # ringcached_*.deb and libringcache1_*.deb of this version), else those
 # the package test built from this same tree (RINGCACHE_TEST_TMP/
 # package-debs), else built here by dpkg-buildpackage -b (minutes).
@@ -126,20 +128,48 @@ check "the packages ringcached and libringcache1 $version ($n_debs files)" \
 # minbase from the mirror.
 base=$(sed -n 's/^ARG BASE=//p' "$K8S/Dockerfile")
 build_args=()
+# mmdebstrap's tarball is kept for a week in $cache (about 170 MB): it
+# fetches the same hundred packages from the mirror every time, the
+# longest wait of this test (a minute or two), and none of it is ours.
+if [ -n "${RINGCACHE_IMAGE_CACHE+set}" ]; then
+	cache=$RINGCACHE_IMAGE_CACHE
+elif [ -n "${XDG_CACHE_HOME:-}" ]; then
+	cache=$XDG_CACHE_HOME/ringcache-test
+elif [ -n "${HOME:-}" ]; then
+	cache=$HOME/.cache/ringcache-test
+else
+	cache=
+fi
+cached=${cache:+$cache/debian12-minbase.tar}
 if ! docker image inspect "$base" >/dev/null 2>&1; then
-	command -v mmdebstrap >/dev/null ||
-		skip "$base is not in the daemon and mmdebstrap is missing (apt-get install mmdebstrap)"
-	if mmdebstrap --variant=minbase --mode=root bookworm "$D/base.tar" \
-			"${RINGCACHE_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
-			>"$D/base.log" 2>&1 &&
-		docker import "$D/base.tar" "ringcache-test-base:$$" >/dev/null; then
-		pass "base: Debian 12 minbase from the mirror (mmdebstrap), not in a registry"
+	if [ -n "$cached" ] && [ -s "$cached" ] &&
+			[ -z "$(find "$cached" -mtime +6)" ] &&
+			docker import "$cached" "ringcache-test-base:$$" >/dev/null 2>&1; then
+		pass "base: Debian 12 minbase from the mirror (mmdebstrap, $(date -u -r "$cached" +%F), kept in $cache), not in a registry"
 		build_args=(--build-arg "BASE=ringcache-test-base:$$")
 	else
-		failt "base: mmdebstrap of bookworm ($(tail -n 3 "$D/base.log" | tr '\n' ' '))"
-		finish
+		command -v mmdebstrap >/dev/null ||
+			skip "$base is not in the daemon and mmdebstrap is missing (apt-get install mmdebstrap)"
+		if mmdebstrap --variant=minbase --mode=root bookworm "$D/base.tar" \
+				"${RINGCACHE_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+				>"$D/base.log" 2>&1 &&
+			docker import "$D/base.tar" "ringcache-test-base:$$" >/dev/null; then
+			pass "base: Debian 12 minbase from the mirror (mmdebstrap), not in a registry"
+			build_args=(--build-arg "BASE=ringcache-test-base:$$")
+			# Kept whole or not at all: a copy, then a rename.
+			if [ -n "$cached" ] && mkdir -p "$cache" &&
+					cp "$D/base.tar" "$cached.$$" &&
+					mv -f "$cached.$$" "$cached"; then
+				echo "test_image: base tarball kept in $cached"
+			else
+				rm -f "${cached:+$cached.$$}"
+			fi
+		else
+			failt "base: mmdebstrap of bookworm ($(tail -n 3 "$D/base.log" | tr '\n' ' '))"
+			finish
+		fi
+		rm -f "$D/base.tar"
 	fi
-	rm -f "$D/base.tar"
 fi
 
 TAG=ringcache-test:$version-$$
