@@ -10,7 +10,8 @@
  * Use: one thread per reactor; only reactor_wake may be called from
  * another thread. A loop calls reactor_run_timers, does its own work,
  * then reactor_turn, which submits, waits (at most until the next timer
- * or max_wait_ns), and dispatches every ready CQE. */
+ * or max_wait_ns), and dispatches the CQEs ready then (those its handlers
+ * cause wait for the next turn: the loop's own work is never starved). */
 #ifndef RC_REACTOR_H
 #define RC_REACTOR_H
 
@@ -41,7 +42,7 @@ struct io_uring_sqe *reactor_sqe(struct reactor *r);
 bool reactor_cq_ready(struct reactor *r);
 
 /* Submits, waits for a completion at most max_wait_ns (0: no wait) and
- * never past the next timer, and dispatches every ready CQE. */
+ * never past the next timer, and dispatches the CQEs ready then. */
 void reactor_turn(struct reactor *r, int64_t max_wait_ns);
 /* Runs every timer due now (one that re-arms itself runs next time). */
 void reactor_run_timers(struct reactor *r);
