@@ -180,6 +180,50 @@ class TestBackends(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.native.read_many("ds", [small_key(1), 7])
 
+    def test_probe_many_sizes_errors_and_warm_blocks(self):
+        """probe_many answers what read_many would, sizes for bytes, each
+        key alone, both backends; it leaves every block of a multi-block
+        object cached (a read after it asks S3 for nothing) and holds no
+        lease."""
+        def s3_gets():
+            return tb._counter(ringcache.stats(Env.socket),
+                               "ringcache_s3_get_total")
+        big = "large/2.bin"  # read by no other test here: cold
+        keys = [small_key(40), "small/missing.bin", big, "edge/empty",
+                "x" * 2000, small_key(41) + "\0tail", "edge/one"]
+        before = s3_gets()
+        got = self.native.probe_many("ds", keys)
+        self.assertGreaterEqual(s3_gets() - before, ds_size(big) // MIB,
+                                "the big object's blocks not fetched")
+        self.assertEqual(got[0], ds_size(small_key(40)))
+        self.assertIsInstance(got[1], FileNotFoundError)
+        self.assertEqual(got[1].filename, "small/missing.bin")
+        self.assertEqual(got[2], ds_size(big))
+        self.assertEqual(got[3], 0)
+        self.assertEqual(got[4].errno, errno.ENAMETOOLONG)
+        self.assertEqual(got[5].errno, errno.EINVAL)
+        self.assertEqual(got[6], 1)
+        self.assertEqual(drained(self.native), 0)
+        before = s3_gets()
+        whole = self.native.read_many("ds", [big])[0]
+        self.assertEqual(s3_gets(), before, "a block was left cold")
+        self.assertTrue(whole.tobytes() == ds_bytes(big))
+        del whole
+        self.assertEqual(drained(self.native), 0)
+        for c in (self.native, self.ctypes):
+            got = c.probe_many("ds", keys)
+            self.assertEqual([g if isinstance(g, int) else g.errno
+                              for g in got],
+                             [ds_size(small_key(40)), errno.ENOENT,
+                              ds_size(big), 0, errno.ENAMETOOLONG,
+                              errno.EINVAL, 1], c.backend)
+            self.assertEqual(drained(c), 0, c.backend)
+        self.assertEqual(self.native.probe_many("ds", []), [])
+        with self.assertRaises(FileNotFoundError):
+            self.native.probe_many("no-such-dataset", [small_key(1)])
+        with self.assertRaises(TypeError):
+            self.native.probe_many("ds", [small_key(1), 7])
+
     def test_errors_match_ctypes(self):
         """The extension raises what the ctypes binding raises."""
         for c in (self.native, self.ctypes):

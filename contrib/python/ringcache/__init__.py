@@ -508,6 +508,29 @@ class Client:
                 out.append(e)
         return out
 
+    def probe_many(self, dataset, keys):
+        """What read_many would answer for each key, without the bytes:
+        the object's size, or the OSError of that key alone. One byte of
+        every block of each object is read (the daemon has every block
+        cached once this returns) and released at once: nothing is
+        mapped or copied here for the rest. For a process that only needs
+        the samples to be there, e.g. a DataLoader worker handing them
+        over by reference (ringcache.torch)."""
+        ds = self.dataset(dataset)
+        self._ptr()
+        if self._session is not None:
+            return self._session.probe_many(ds, keys)
+        out = []
+        for key in keys:
+            try:
+                with self.open(ds, key) as f:
+                    for at in range(0, f.size, self.block_size):
+                        f.read(at, 1).release()
+                    out.append(f.size)
+            except OSError as e:
+                out.append(e)
+        return out
+
     def read_many_start(self, dataset, keys):
         """read_many in two halves: the batch's entries go to the daemon
         now and the call returns at once; the returned object's wait()

@@ -853,6 +853,121 @@ static PyObject *Session_read_many(Session *s, PyObject *args)
 	return views;
 }
 
+/* One byte of every block of each request's object (q[i].size known):
+ * the rest after the first, all in one rc_read_many, each released at
+ * once. A block that fails fails its request. */
+static int probe_rest(Session *s, int dataset, struct rc_read_req *q,
+		      size_t n)
+{
+	uint64_t bs = s->c->block_size;
+	size_t more = 0;
+	for (size_t i = 0; i < n; i++)
+		if (q[i].key && q[i].res >= 0 && q[i].size > bs)
+			more += blocks_of(bs, q[i].size - bs, bs);
+	if (more == 0)
+		return 0;
+	struct rc_read_req *r = PyMem_Calloc(more, sizeof(*r));
+	struct rc_extent *e = PyMem_Calloc(more, sizeof(*e));
+	size_t *of = PyMem_Calloc(more, sizeof(*of));
+	int err = r && e && of ? 0 : -ENOMEM;
+	size_t m = 0;
+	for (size_t i = 0; !err && i < n; i++)
+		for (uint64_t at = bs; q[i].key && q[i].res >= 0 &&
+		     at < q[i].size; at += bs, m++) {
+			r[m] = (struct rc_read_req){.key = q[i].key, .offset = at,
+						    .len = 1, .ext = &e[m],
+						    .max_ext = 1};
+			of[m] = i;
+		}
+	if (!err) {
+		Py_BEGIN_ALLOW_THREADS
+		err = rc_read_many(s->c, dataset, r, m);
+		Py_END_ALLOW_THREADS
+	}
+	for (size_t j = 0; !err && j < m; j++) {
+		if (r[j].res < 0 && q[of[j]].res >= 0)
+			q[of[j]].res = r[j].res; /* e.g. -ESTALE: changed since */
+		for (uint32_t x = 0; r[j].res >= 0 && x < r[j].n_ext; x++)
+			release_now(s, r[j].ext[x].lease);
+	}
+	PyMem_Free(r);
+	PyMem_Free(e);
+	PyMem_Free(of);
+	return err;
+}
+
+/* probe_many(dataset_id, keys) -> [size or OSError]: what read_many
+ * would answer for each key, without its bytes: one byte of every block
+ * of each object is read (so every block is cached) and released at
+ * once. For a caller that only needs the samples to be there (a
+ * DataLoader worker handing them over by reference): a whole read in a
+ * process that never mapped the arena pays every page's first touch, or
+ * a copy, for bytes it drops. */
+static PyObject *Session_probe_many(Session *s, PyObject *args)
+{
+	int dataset;
+	PyObject *keys_in;
+	if (!PyArg_ParseTuple(args, "iO", &dataset, &keys_in))
+		return NULL;
+	if (dataset < 0)
+		return raise_error(-ENOENT, "probe_many", NULL);
+	PyObject *keys = PySequence_Tuple(keys_in);
+	if (!keys)
+		return NULL;
+	size_t n = (size_t)PyTuple_GET_SIZE(keys);
+	struct rc_read_req *q = PyMem_Calloc(n + 1, sizeof(*q));
+	struct rc_extent *e = PyMem_Calloc(n + 1, sizeof(*e));
+	PyObject *list = NULL;
+	if (!q || !e) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *k;
+		Py_ssize_t len;
+		if (key_bytes(PyTuple_GET_ITEM(keys, i), &k, &len) < 0)
+			goto out;
+		/* A key with a NUL byte rides as an empty request (-EINVAL). */
+		q[i] = (struct rc_read_req){.len = 1, .ext = &e[i]};
+		q[i].key = strlen(k) == (size_t)len ? k : NULL;
+		q[i].max_ext = q[i].key ? 1 : 0;
+	}
+	if (enter(s) < 0)
+		goto out;
+	int r;
+	Py_BEGIN_ALLOW_THREADS
+	r = rc_read_many(s->c, dataset, q, n);
+	Py_END_ALLOW_THREADS
+	for (size_t i = 0; r == 0 && i < n; i++)
+		for (uint32_t x = 0; q[i].key && q[i].res >= 0 &&
+		     x < q[i].n_ext; x++)
+			release_now(s, q[i].ext[x].lease);
+	if (r == 0)
+		r = probe_rest(s, dataset, q, n);
+	leave(s);
+	if (r < 0) {
+		raise_error(r, "probe_many", NULL);
+		goto out;
+	}
+	list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *key = PyTuple_GET_ITEM(keys, i);
+		PyObject *item = !q[i].key ? make_error(-EINVAL, "read", key) :
+			q[i].res < 0 ? make_error((int)q[i].res, "read", key) :
+			PyLong_FromUnsignedLongLong(q[i].size);
+		if (!item) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+	}
+out:
+	PyMem_Free(q);
+	PyMem_Free(e);
+	Py_DECREF(keys);
+	return list;
+}
+
 static void Batch_dealloc(Batch *b)
 {
 	/* Pending batches are owned by their session too: here b is done
@@ -987,6 +1102,8 @@ static PyMethodDef Session_methods[] = {
 	 "read(handle, offset, length) -> read-only memoryview"},
 	{"read_many", (PyCFunction)Session_read_many, METH_VARARGS,
 	 "read_many(dataset_id, keys) -> [memoryview or OSError]"},
+	{"probe_many", (PyCFunction)Session_probe_many, METH_VARARGS,
+	 "probe_many(dataset_id, keys) -> [size or OSError]"},
 	{"read_many_start", (PyCFunction)Session_read_many_start, METH_VARARGS,
 	 "read_many_start(dataset_id, keys) -> Batch (in flight; wait())"},
 	{"settle", (PyCFunction)Session_settle, METH_NOARGS,
