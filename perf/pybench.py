@@ -33,8 +33,8 @@ Part 3, where a batch's time goes: each stage from the daemon to the
 training step alone, in this process (copy and local: the sample tensors,
 default_collate into new shared memory as in a worker, the trip through a
 torch.multiprocessing queue, the main process's first touch; reference:
-the worker's read_many and collate, the trip with the read in the main
-process, the first touch).
+the worker's check (probe_many) and collate, the trip with the read in
+the main process, the first touch).
 
 Part 4, the overriding subclass against the batch path without a
 DataLoader: __getitems__ of 16 in this process, wall and CPU time,
@@ -307,8 +307,8 @@ def part3(sock, dataset, local, keys, runs=15):
             return in_worker(lambda: default_collate(
                 ref_ds.__getitems__(list(range(BATCH)))))
         stages += [
-            ("reference: read_many x16 (warm check, views dropped) + "
-             "collate (worker)", lambda: None, lambda _: refs()),
+            ("reference: the worker's check (probe_many x16) + collate "
+             "(worker)", lambda: None, lambda _: refs()),
             ("reference: the trip, resolved in main (read_many x16 copied "
              "into the batch)", refs, trip),
             ("reference: main's first touch of every page of the batch",

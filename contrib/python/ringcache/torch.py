@@ -30,9 +30,10 @@ paths.
 
 Handing samples over by reference: with handoff="reference", a batch a
 DataLoader worker makes crosses to the main process as its keys (a few
-hundred bytes) instead of its bytes. The worker still reads the batch (one
-read_many: the blocks are warm, and a missing key raises there, naming its
-sample), drops the views, and default_collate gives a RingcacheBatch. The
+hundred bytes) instead of its bytes. The worker still asks for the batch
+(one Client.probe_many: a byte of every block read, so the blocks are
+warm, and a missing key raises there, naming its sample) without mapping
+or copying the rest, and default_collate gives a RingcacheBatch. The
 main process resolves it as it unpickles it, against its own attachment:
 one read_many of warm blocks copied straight into the batch tensor (or the
 list of bytes default_collate would have made). That is one copy from the
@@ -182,14 +183,15 @@ class RingcacheDataset(torch.utils.data.Dataset):
             cls.__getitems__ is RingcacheDataset.__getitems__
 
     def _references(self, indices):
-        """handoff="reference" in a worker: reads the batch (the blocks
-        warm, a failing key raised here against its sample) and drops it;
-        the samples go on as references."""
+        """handoff="reference" in a worker: probes the batch (every block
+        cached, a failing key raised here against its sample, unequal
+        sizes of a tensor batch too) without reading its bytes; the
+        samples go on as references."""
         keys = [self.keys[i] for i in indices]
-        views = self.client().read_many(self.dataset, keys)
-        error = _first_error(views)
-        del views  # the leases go with the views, sent now
-        self.client().send_releases()
+        sizes = self.client().probe_many(self.dataset, keys)
+        error = _first_error(sizes)
+        if error is None and self.output == "tensor":
+            error = _unequal(sizes)
         if error:
             raise error
         return [SampleRef(self.socket, self.gpu, self.dataset, k,
@@ -351,9 +353,10 @@ def _first_error(views):
 
 def _unequal(views):
     """default_collate's own refusal of samples of unequal sizes, in its
-    words (returned, not raised)."""
-    n = len(views[0])
-    for i, size in enumerate(len(v) for v in views):
+    words (returned, not raised); views or their sizes."""
+    sizes = [v if isinstance(v, int) else len(v) for v in views]
+    n = sizes[0]
+    for i, size in enumerate(sizes):
         if size != n:
             return RuntimeError(
                 "stack expects each tensor to be equal size, but got "
