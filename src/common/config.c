@@ -682,6 +682,12 @@ static int key_journal_size(struct parser *p, const char *key,
 	return key_size_field(p, key, value, 16u << 20, &p->cfg->journal_bytes);
 }
 
+static int key_staging_warm(struct parser *p, const char *key,
+			    const char *value)
+{
+	return key_size_field(p, key, value, 0, &p->cfg->staging_warm_bytes);
+}
+
 static int key_staging_memory(struct parser *p, const char *key,
 			      const char *value)
 {
@@ -747,6 +753,7 @@ static const struct key_spec daemon_keys[] = {
 	FN("journal_size", key_journal_size),
 	FN("staging_memory", key_staging_memory),
 	FN("max_staged_per_uid", key_max_staged_per_uid),
+	FN("staging_warm", key_staging_warm),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
 	FN("metrics_listen", key_metrics_listen),
@@ -1116,6 +1123,7 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->prefetch_inflight = 32;
 	cfg->journal_bytes = 8ull << 30;
 	cfg->staging_bytes = 1ull << 30;
+	cfg->staging_warm_bytes = UINT64_MAX; /* all of staging_bytes */
 	cfg->addressing = S3_PATH_STYLE;
 	cfg->tls_verify = true;
 	cfg->max_connections = 64;

@@ -92,6 +92,8 @@ struct rc_config {
 	uint64_t journal_bytes;  /* journal_size = 8G */
 	uint64_t staging_bytes;  /* staging_memory = 1G: checkpoint bytes held */
 	uint64_t max_staged_per_uid; /* max_staged_per_uid = 0: staging_memory/2 */
+	uint64_t staging_warm_bytes; /* staging_warm = all of staging_memory
+					(UINT64_MAX) faulted in at start */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */
 	uint64_t tier_bytes;     /* tier_size = 64G; both or neither */
 	/* metrics_listen = HOST:PORT, the Prometheus endpoint; port 0: off.

@@ -159,6 +159,8 @@ struct shard {
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
+	uint64_t wb_spare_bytes;   /* on wb_spare */
+	struct rc_list wb_warming; /* staging_warm jobs on a worker */
 	struct workers *workers;   /* upload digests off this thread */
 	struct rc_ev workers_ev;
 	struct tier *tier;         /* NULL: memory only */

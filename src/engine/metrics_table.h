@@ -85,6 +85,9 @@
 	  "their upload).")                                                    \
 	X(wb_backlog_bytes, gauge, "ringcache_writeback_backlog_bytes",        \
 	  "Bytes of the committed checkpoint objects not yet in S3.")          \
+	X(wb_staging_spare, gauge, "ringcache_writeback_staging_spare_bytes", \
+	  "Staging memory faulted in and free for the next checkpoint "       \
+	  "(staging_warm at start, then what saves gave back).")              \
 	X(wb_journal_used, gauge, "ringcache_writeback_journal_used_bytes",  \
 	  "Write-back journal bytes from its first live record to its tail.") \
 	X(wb_journal_limit, gauge, "ringcache_writeback_journal_bytes",        \

@@ -519,6 +519,7 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 	rc_list_init(&sh->wb_timers);
 	rc_list_init(&sh->wb_delayed);
 	rc_list_init(&sh->wb_cleanups);
+	rc_list_init(&sh->wb_warming);
 	if (fetch_shard_init(sh) < 0 ||
 	    arena_budget_init(&sh->budget, d->cfg.memory_bytes / d->n_shards,
 			      d->cfg.block_bytes) < 0 ||

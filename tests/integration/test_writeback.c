@@ -339,6 +339,107 @@ Test(writeback, eight_writers_at_once, .fini = teardown, .timeout = 180)
 	fx_daemon_stop(&D);
 }
 
+/* staging_warm: a shard that may be written faults its staging in at
+ * start, on a digest thread, so the first checkpoint of a fresh daemon
+ * copies into touched memory (the spare list) rather than zeroing fresh
+ * pages on the reactor. */
+#define SPARE "ringcache_writeback_staging_spare_bytes"
+
+static int64_t spare_bytes(void)
+{
+	return fx_stat_value(D.socket_path, SPARE);
+}
+
+/* Writes [0, 1 MiB) and [6 MiB, 7 MiB) of pattern(seed) as key and
+ * commits: the hole between them must reach S3 as zeros, so a warmed
+ * chunk the save reuses must hold none of the warm-up's bytes. */
+static void write_with_hole(struct rc_client *c, const char *key,
+			    uint64_t seed)
+{
+	int ds = rc_dataset(c, "ck");
+	void *mem;
+	int buf = rc_alloc_buffer(c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	int h = rc_write_open(c, ds, key);
+	cr_assert_geq(h, 0, "write_open: %s", rc_strerror(h));
+	const uint64_t at[] = {0, 6 * MiB};
+	for (unsigned k = 0; k < 2; k++) {
+		for (uint64_t i = 0; i < MiB; i++)
+			((uint8_t *)mem)[i] = pattern(seed, at[k] + i);
+		ssize_t w = rc_write(c, (uint32_t)h, at[k], MiB, (uint32_t)buf, 0);
+		cr_assert_eq(w, (ssize_t)MiB, "write: %s", rc_strerror((int)w));
+	}
+	cr_assert_eq(rc_commit(c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(c, (uint32_t)h), 0);
+}
+
+static void check_hole_in_s3(const char *key, uint64_t seed)
+{
+	char full[512];
+	snprintf(full, sizeof(full), "%s%s", scratch_prefix(), key);
+	char *body;
+	size_t len;
+	cr_assert_eq(fx_get_object(full, &body, &len), 0, "%s not in S3", key);
+	cr_assert_eq(len, 7 * MiB);
+	for (uint64_t i = 0; i < len; i++) {
+		bool hole = i >= MiB && i < 6 * MiB;
+		uint8_t want = hole ? 0 : pattern(seed, i);
+		if ((uint8_t)body[i] != want)
+			cr_assert_fail("%s: byte %llu is %u, not %u", key,
+				       (unsigned long long)i, (uint8_t)body[i],
+				       want);
+	}
+	free(body);
+}
+
+Test(writeback, staging_warmed_at_start_is_what_the_first_save_uses,
+     .fini = teardown, .timeout = 120)
+{
+	start("memory", "staging_memory = 32M\nstaging_warm = 24M\n");
+	cr_assert_eq(fx_wait_stat(D.socket_path, SPARE, 24 * MiB, 60000),
+		     24 * MiB, "the warm-up did not end at staging_warm");
+	struct rc_client c;
+	attach(&c);
+	write_with_hole(&c, "warm", 5);
+	check_hole_in_s3("warm", 5);
+	/* The save took its two chunks from the warmed ones and gave them
+	 * back: no fresh chunk beside them. */
+	cr_assert_eq(spare_bytes(), 24 * MiB);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+Test(writeback, staging_warm_stops_at_staging_memory, .fini = teardown,
+     .timeout = 120)
+{
+	start("memory", "staging_memory = 16M\nstaging_warm = 1G\n");
+	cr_assert_eq(fx_wait_stat(D.socket_path, SPARE, 16 * MiB, 60000),
+		     16 * MiB, "the warm-up did not end at staging_memory");
+	struct rc_client c;
+	attach(&c);
+	write_with_hole(&c, "capped", 6);
+	check_hole_in_s3("capped", 6);
+	cr_assert_eq(spare_bytes(), 16 * MiB);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
+/* staging_warm = 0: staging is touched by the saves only; after one save
+ * of two chunks the spare list holds those two, not staging_memory. */
+Test(writeback, staging_warm_0_faults_in_nothing_before_a_save,
+     .fini = teardown, .timeout = 120)
+{
+	start("memory", "staging_warm = 0\n");
+	struct rc_client c;
+	attach(&c);
+	cr_assert_eq(spare_bytes(), 0);
+	write_with_hole(&c, "cold", 7);
+	check_hole_in_s3("cold", 7);
+	cr_assert_eq(spare_bytes(), 8 * MiB);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
 Test(writeback, committed_objects_read_back_before_s3_has_them,
      .fini = teardown, .timeout = 120)
 {

@@ -912,6 +912,27 @@ Test(config, copy_threshold_of_a_dataset)
 	}
 }
 
+/* staging_warm: unset, all of staging_memory (UINT64_MAX, capped by the
+ * shard); a size, that size; 0, none; anything else names the key. */
+Test(config, staging_warm)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.staging_warm_bytes, UINT64_MAX,
+		     "unset: all of staging_memory");
+	config_free(&cfg);
+	cr_assert_eq(load("[daemon]\nstaging_warm = 256M\n" DATASET, &cfg), 0,
+		     "%s", err);
+	cr_assert_eq(cfg.staging_warm_bytes, 256ull << 20);
+	config_free(&cfg);
+	cr_assert_eq(load("[daemon]\nstaging_warm = 0\n" DATASET, &cfg), 0,
+		     "%s", err);
+	cr_assert_eq(cfg.staging_warm_bytes, 0);
+	config_free(&cfg);
+	expect_error("[daemon]\nstaging_warm = lots\n" DATASET,
+		     "staging_warm");
+}
+
 /* The Prometheus endpoint: off unless set; a bare port is loopback; any
  * other address only as written; bad values name the key. */
 Test(config, metrics_listen)
