@@ -40,6 +40,10 @@ Part 4, the overriding subclass against the batch path without a
 DataLoader: __getitems__ of 16 in this process, wall and CPU time,
 interleaved.
 
+Part 5 (only when PYBENCH_PARTS names it), the CPU an epoch costs each
+process: the main process, the workers, and the main process's reads of
+the batches handed over by reference (CPU and minor faults).
+
 PYBENCH_PARTS (default "1 2 3 4") picks the parts.
 
 usage: pybench.py SOCKET DATASET LOCALDIR [PASSES] [EPOCHS] [MOUNTDIR]
@@ -362,6 +366,74 @@ def part4(sock, dataset, keys, runs=41):
     print()
 
 
+def part5(sock, dataset, local, keys, n_epochs):
+    """The CPU each process spends an epoch of the part-2 loader (pin and
+    touch off), by reference and over local files, epochs interleaved:
+    the main process (time.process_time), the 2 workers (RUSAGE_CHILDREN:
+    they are reaped at the epoch's end), and for the reference path the
+    main process's reads of its batches (ringcache.torch._resolve_batch:
+    thread CPU and minor faults). Medians over n_epochs after a warm-up
+    epoch."""
+    import resource
+    import ringcache.torch as rt
+    if "handoff" not in inspect.signature(RingcacheDataset).parameters:
+        return
+    os.environ["RINGCACHE_PY_BACKEND"] = "native"
+    print(f"## CPU per epoch of the DataLoader ({len(keys)} samples, "
+          f"batch {BATCH}, {WORKERS} workers re-created each epoch; ms, "
+          f"medians of {n_epochs} epochs)\n")
+    reads = [0.0, 0]
+    resolve = rt._resolve_batch
+
+    def counted(*a):
+        c0 = time.thread_time()
+        f0 = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        try:
+            return resolve(*a)
+        finally:
+            reads[0] += time.thread_time() - c0
+            reads[1] += resource.getrusage(
+                resource.RUSAGE_THREAD).ru_minflt - f0
+    # Workers pickle the batch's resolver by name: this one under it.
+    counted.__module__, counted.__qualname__ = rt.__name__, "_resolve_batch"
+    rt._resolve_batch = counted
+    ref = RingcacheDataset(sock, dataset, keys=keys, output="tensor",
+                           handoff="reference")
+    rows = [("by reference", ref), ("local files", LocalFiles(local, keys))]
+    cpu = {name: [] for name, _ in rows}
+    try:
+        for r in range(n_epochs + 1):
+            for name, ds in rows:
+                loader = DataLoader(ds, batch_size=BATCH,
+                                    num_workers=WORKERS,
+                                    sampler=RandomSampler(ds),
+                                    persistent_workers=False)
+                reads[:] = [0.0, 0]
+                m0 = time.process_time()
+                w0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                for _ in loader:
+                    pass
+                del loader
+                m1 = time.process_time()
+                w1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if r:
+                    cpu[name].append((
+                        (m1 - m0) * 1e3,
+                        (w1.ru_utime + w1.ru_stime - w0.ru_utime -
+                         w0.ru_stime) * 1e3, reads[0] * 1e3, reads[1]))
+    finally:
+        rt._resolve_batch = resolve
+    print("| source | main process | both workers | main's batch reads "
+          "| minor faults in them |")
+    print("|---|---:|---:|---:|---:|")
+    for name, _ in rows:
+        med = [statistics.median(x[i] for x in cpu[name]) for i in range(4)]
+        tail = f"{med[2]:.1f} | {med[3]:.0f}" if name == "by reference" \
+            else "- | -"
+        print(f"| {name} | {med[0]:.1f} | {med[1]:.1f} | {tail} |")
+    print()
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -379,6 +451,8 @@ def main():
         part2(sock, dataset, local, keys, n_epochs, mount)
     if "4" in parts:
         part4(sock, dataset, keys)
+    if "5" in parts:
+        part5(sock, dataset, local, keys, n_epochs)
 
 
 if __name__ == "__main__":
