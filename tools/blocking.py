@@ -11,10 +11,12 @@ This is a grep-level call graph of src/ (no preprocessor, no types):
     callback registered by name counts as reachable from its registrar
     (over-approximate: a name taken is a call that may happen);
   - except the names handed to another thread: the run half of
-    workers_submit(pool, RUN, done, arg) and pthread_create's start
-    routine (those are what threads are for);
+    workers_submit(pool, RUN, done, arg), pthread_create's start
+    routine, and an upload's read_slow source (upload.h: the engine
+    calls it only on the driver's hash workers);
   - the roots: shard_loop and every function whose name is taken (a
-    callback) outside a thread hand-off;
+    callback) outside a thread hand-off, in a function or in a
+    file-scope initializer (an ops table such as fetch_ops);
   - the sinks: the blocking calls below.
 
 It prints each sink reachable from a root with one path. tools/
@@ -45,7 +47,10 @@ SINKS = {
 }
 ROOTS = {"shard_loop"}
 HANDOFF = [(re.compile(r"\bworkers_submit\s*\(\s*[^,]+,\s*(\w+)"), 1),
-           (re.compile(r"\bpthread_create\s*\(\s*[^,]+,\s*[^,]+,\s*(\w+)"), 1)]
+           (re.compile(r"\bpthread_create\s*\(\s*[^,]+,\s*[^,]+,\s*(\w+)"), 1),
+           (re.compile(r"\.read_slow\s*=\s*(\w+)"), 1)]
+# A name in a file-scope initializer: "= NAME," or "= &NAME}".
+TABLE_ENTRY = re.compile(r"=\s*&?\s*(\w+)\s*[,}]")
 DEF = re.compile(r"^(?:static\s+)?(?:inline\s+)?[A-Za-z_][\w \t\*]*?"
                  r"\b(\w+)\s*\(([^;{}]*)\)\s*\{", re.M)
 IDENT = re.compile(r"(\.|->)?\s*\b([A-Za-z_]\w*)\b(\s*\()?")
@@ -79,11 +84,12 @@ def strip(text):
 
 
 def functions(path):
-    """name -> body of each function defined in path."""
+    """name -> body of each function defined in path, and the text
+    outside them (declarations and file-scope initializers)."""
     with open(path, encoding="utf-8") as f:
         text = strip(f.read())
     text = re.sub(r"^\s*#.*(?:\\\n.*)*", "", text, flags=re.M)
-    out = {}
+    out, outside, pos = {}, [], 0
     for m in DEF.finditer(text):
         name = m.group(1)
         if name in KEYWORDS:
@@ -96,16 +102,22 @@ def functions(path):
                                 m.group(2).strip()))
         params |= set(re.findall(r"\(\s*\*\s*(\w+)\s*\)", m.group(2)))
         out[name] = (text[m.end():i], params)
-    return out
+        outside.append(text[pos:m.start()])
+        pos = i
+    outside.append(text[pos:])
+    return out, "".join(outside)
 
 
 def graph(root):
     defs = {}   # (file, name) -> body
+    tables = {}  # file -> its text outside functions
     for layer in LAYERS:
         d = os.path.join(root, "src", layer)
         for fn in sorted(os.listdir(d)):
             if fn.endswith((".c", ".h")):
-                for name, body in functions(os.path.join(d, fn)).items():
+                fns, tables[f"{layer}/{fn}"] = \
+                    functions(os.path.join(d, fn))
+                for name, body in fns.items():
                     defs[(f"{layer}/{fn}", name)] = body
     by_name = {}
     for (f, name) in defs:
@@ -135,6 +147,11 @@ def graph(root):
                 if not called:
                     roots.add(node)
         edges[(f, name)] = out
+    for f, text in tables.items():
+        for m in TABLE_ENTRY.finditer(text):
+            node = resolve(f, m.group(1))
+            if node:
+                roots.add(node)
     for (f, name) in defs:
         if name in ROOTS:
             roots.add((f, name))

@@ -37,6 +37,7 @@ struct fetch {
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
 	bool prefetch;             /* FETCH_BLOCK for a plan, nobody waited */
 	bool tier_reading, from_tier; /* FETCH_BLOCK served by the NVMe tier */
+	struct pending_io *pio;    /* FETCH_BLOCK read from a pending file */
 	bool budgeted;             /* holds a budget slot, waiting for it */
 	bool silent;               /* its last try got no response at all */
 	uint32_t budget_ticket;    /* that slot's (budget_ticket_valid) */
@@ -46,6 +47,16 @@ struct fetch {
 	struct fetch *all_next, *all_prev; /* shard's list of fetches */
 	bool in_curl;
 	char *cause;               /* why it failed (cause.h), for its ops */
+};
+
+/* A pending object's block whose bytes only a blocking read gets (a
+ * replayed checkpoint in the journal file): the server reads them off the
+ * reactor into a buffer of the read's own, copied into the slot if the
+ * fetch is still there (fetch_shard_cancel may have ended it). */
+struct pending_io {
+	struct fetch *f; /* NULL once the fetch ended without it */
+	void *buf;
+	uint32_t len;
 };
 
 /* An op that failed keeps the first cause it is given. */
@@ -453,6 +464,8 @@ static void fetch_free(struct fetch *f)
 		f->all_next->all_prev = f->all_prev;
 	if (f->req)
 		s3_req_free(f->req);
+	if (f->pio)
+		f->pio->f = NULL; /* its read lands in its own buffer */
 	if (f->obj)
 		object_put(f->sh->d, f->obj);
 	free(f->list_prefix);
@@ -619,7 +632,7 @@ static void block_finish(struct fetch *f, int err)
 	e->waiters = NULL;
 	if (err == 0) {
 		e->state = ENTRY_VALID;
-		if (!f->from_tier)
+		if (!f->from_tier && !f->obj->pending)
 			sh->m.bytes_from_s3 += e->len;
 	}
 	while (w) {
@@ -1006,11 +1019,53 @@ static void tier_read_done(void *ctx, int res)
 		fetch_finish(f, err);
 }
 
-/* A block miss: from the tier if it holds the block, else from S3. */
+static void pending_io_done(void *ctx, int err)
+{
+	struct pending_io *io = ctx;
+	struct fetch *f = io->f;
+	if (f) {
+		f->pio = NULL;
+		if (!err)
+			memcpy(cache_entry_data(f->entry), io->buf, io->len);
+		fetch_finish(f, err);
+	}
+	free(io->buf);
+	free(io);
+}
+
+static int pending_read_begin(struct fetch *f)
+{
+	const struct fetch_ops *ops = f->sh->fops;
+	struct cache_entry *e = f->entry;
+	if (!ops->pending_read_start)
+		return -EIO;
+	struct pending_io *io = calloc(1, sizeof(*io));
+	if (!io || !(io->buf = malloc(e->len ? e->len : 1))) {
+		free(io);
+		return -ENOMEM;
+	}
+	io->f = f;
+	io->len = e->len;
+	int err = ops->pending_read_start(f->obj->pending,
+		(uint64_t)e->blkno * f->sh->d->cfg.block_bytes, io->buf,
+		e->len, pending_io_done, io);
+	if (err) {
+		free(io->buf);
+		free(io);
+		return err;
+	}
+	f->pio = io;
+	return 0;
+}
+
+/* A block miss: from the tier if it holds the block, else from S3; a
+ * pending object's from where the server keeps it. */
 static int block_fetch_begin(struct fetch *f)
 {
 	struct shard *sh = f->sh;
 	struct cache_entry *e = f->entry;
+	if (f->obj->pending)
+		return pending_read_begin(f);
 	if (tiering_read(sh, f->obj, e, tier_read_done, f) == 0) {
 		f->tier_reading = true;
 		return 0;
@@ -1054,6 +1109,8 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 	}
 	if (o->pending) { /* the bytes are here: no S3 */
 		err = fill_from_pending(sh, o, e);
+		if (err == -EWOULDBLOCK)
+			goto fetch; /* off the reactor: block_fetch_begin */
 		if (err) {
 			cache_discard(&sh->cache, e);
 			ops->block_failed(op, err);
@@ -1062,6 +1119,7 @@ static void start_block(struct shard *sh, struct op *op, uint64_t b)
 		ops->block_ready(op, e);
 		return;
 	}
+fetch:
 	e->plan_hint = next_use(sh, o->id, b);
 	struct fetch *f = fetch_new(sh, FETCH_BLOCK, o);
 	if (!f || add_waiter(&e->waiters, op) < 0) {
@@ -1094,8 +1152,8 @@ int fetch_prefetch_block(struct shard *sh, struct object *o, uint64_t b,
 	if (!e)
 		return err;
 	e->plan_hint = next_use(sh, o->id, b);
-	if (o->pending) {
-		if ((err = fill_from_pending(sh, o, e)) < 0) {
+	if (o->pending && (err = fill_from_pending(sh, o, e)) != -EWOULDBLOCK) {
+		if (err < 0) {
 			cache_discard(&sh->cache, e);
 			return err;
 		}

@@ -46,7 +46,12 @@ struct fetch_ops {
 	void *(*pending_lookup)(struct shard *sh, const struct dataset *ds,
 				const char *key, uint64_t *id, uint64_t *size);
 	bool (*pending_uploaded)(const void *w); /* in S3 since: ask S3 */
+	/* 0, -errno, or -EWOULDBLOCK: the bytes lie where only a blocking
+	 * read gets them (a file), then pending_read_start: done(ctx, err)
+	 * once dst is filled, on the reactor's thread, never inside it. */
 	int (*pending_read)(void *w, uint64_t off, void *dst, size_t len);
+	int (*pending_read_start)(void *w, uint64_t off, void *dst, size_t len,
+				  void (*done)(void *ctx, int err), void *ctx);
 	void (*pending_put)(void *w);
 };
 

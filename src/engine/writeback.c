@@ -708,7 +708,7 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.bucket = w->ds->cfg->bucket,
 		.key = key,
 		.size = w->size,
-		.read = w->replayed ? read_journaled : read_staged,
+		.read = read_staged,
 		.read_ctx = w,
 		.part_size = w->ds->cfg->part_size,
 		.concurrency = w->ds->cfg->upload_concurrency,
@@ -718,6 +718,10 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.token = w->token_hex,
 		.tag = w->ds->budget,
 	};
+	if (w->replayed) { /* a file read: on the digest workers (upload.h) */
+		p.read = NULL;
+		p.read_slow = read_journaled;
+	}
 	int err = key ? 0 : -ENOMEM;
 	if (!err)
 		w->up = upload_start(sh->uploads, &p, &err);
@@ -1413,8 +1417,61 @@ int writeback_read(struct wobject *w, uint64_t off, void *dst, size_t len)
 {
 	if (w->state != W_COMMITTED)
 		return -ESTALE; /* uploaded (staging freed) or failed */
-	return w->replayed ? read_journaled(w, off, dst, len)
-			   : read_staged(w, off, dst, len);
+	if (w->replayed)
+		return -EWOULDBLOCK; /* in the journal file: writeback_read_start */
+	return read_staged(w, off, dst, len);
+}
+
+/* A read of a replayed object's bytes, on a digest worker: the journal
+ * file is a disk read, which no reactor waits for. The job holds a
+ * reference on the object; it reads only what replay fixed at open (the
+ * object's extents, the journal's read descriptor). */
+struct slow_read {
+	struct wobject *w;
+	uint64_t off;
+	void *dst;
+	size_t len;
+	int err;
+	void (*done)(void *ctx, int err);
+	void *ctx;
+};
+
+static void slow_read_run(void *arg)
+{
+	struct slow_read *r = arg;
+	r->err = read_journaled(r->w, r->off, r->dst, r->len);
+}
+
+static void slow_read_done(void *arg)
+{
+	struct slow_read *r = arg;
+	struct wobject *w = r->w;
+	r->done(r->ctx, r->err);
+	wobject_put(w->sh, w);
+	free(r);
+}
+
+int writeback_read_start(struct wobject *w, uint64_t off, void *dst,
+			 size_t len, void (*done)(void *ctx, int err),
+			 void *ctx)
+{
+	if (w->state != W_COMMITTED)
+		return -ESTALE;
+	if (!w->sh->workers)
+		return -ENOSYS;
+	struct slow_read *r = malloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	*r = (struct slow_read){.w = w, .off = off, .dst = dst, .len = len,
+				.done = done, .ctx = ctx};
+	int err = workers_submit(w->sh->workers, slow_read_run,
+				 slow_read_done, r);
+	if (err) {
+		free(r);
+		return err;
+	}
+	w->refs++;
+	return 0;
 }
 
 void writeback_put(struct wobject *w)

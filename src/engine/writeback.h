@@ -108,8 +108,17 @@ int writeback_close(struct wb_client *wc, uint32_t handle);
  * overwrite = false dataset (S3 may still refuse those bytes). */
 struct wobject *writeback_pending(struct shard *sh, const struct dataset *ds,
 				  const char *key);
-/* Its bytes; 0 or -errno. -ESTALE once they have gone to S3. */
+/* Its bytes; 0 or -errno. -ESTALE once they have gone to S3,
+ * -EWOULDBLOCK when they lie in the journal file (a replayed object):
+ * then writeback_read_start. */
 int writeback_read(struct wobject *w, uint64_t off, void *dst, size_t len);
+/* The same off the reactor, on the shard's digest workers: done(ctx, err)
+ * on the reactor's thread once dst is filled (0) or not (-errno). dst
+ * must stay valid until then. 0 when started, else -errno (done is then
+ * not called). */
+int writeback_read_start(struct wobject *w, uint64_t off, void *dst,
+			 size_t len, void (*done)(void *ctx, int err),
+			 void *ctx);
 void writeback_put(struct wobject *w);
 
 /* A closing client drops all its write handles. */

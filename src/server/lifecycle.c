@@ -93,6 +93,12 @@ static int pending_read(void *w, uint64_t off, void *dst, size_t len)
 	return writeback_read(w, off, dst, len);
 }
 
+static int pending_read_start(void *w, uint64_t off, void *dst, size_t len,
+			      void (*done)(void *ctx, int err), void *ctx)
+{
+	return writeback_read_start(w, off, dst, len, done, ctx);
+}
+
 static void pending_put(void *w)
 {
 	writeback_put(w);
@@ -109,6 +115,7 @@ static const struct fetch_ops shard_fetch_ops = {
 	.pending_lookup = pending_lookup,
 	.pending_uploaded = pending_uploaded,
 	.pending_read = pending_read,
+	.pending_read_start = pending_read_start,
 	.pending_put = pending_put,
 };
 

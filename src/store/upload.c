@@ -44,6 +44,9 @@ struct xfer {
 	size_t body_len;
 	void *own_buf;           /* read-callback bytes of this part */
 	size_t own_cap;          /* its size (part_buf_get) */
+	uint64_t load_off;       /* read_slow: what the worker reads first */
+	bool unread;             /* read_slow: own_buf not yet filled */
+	int read_err;            /* read_slow's error, seen on the driver's */
 	bool hashing;            /* a worker computes the digests below */
 	bool hashed;
 	unsigned char md5[16];
@@ -101,7 +104,7 @@ static void upload_advance(struct upload *u);
 static void xfer_launch(struct xfer *x);
 static void part_bounds(const struct upload *u, unsigned part, uint64_t *off,
 			size_t *len);
-static bool digests_ready(struct xfer *x);
+static int digests_ready(struct xfer *x);
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -314,8 +317,13 @@ static void xfer_launch(struct xfer *x)
 	struct s3_part *parts = NULL;
 	char err[256] = "";
 
-	if (!digests_ready(x))
+	int ready = digests_ready(x);
+	if (ready == 0)
 		return;
+	if (ready < 0) {
+		set_failure(u, ready, NULL);
+		goto fail;
+	}
 	if (!x->first_ns)
 		x->first_ns = rc_now_ns();
 	fill_params(x, &p);
@@ -418,6 +426,12 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 		x->own_buf = part_buf_get(u->e, len, &x->own_cap);
 		if (!x->own_buf)
 			return -ENOMEM;
+		if (u->p.read_slow) { /* with the digests, on a worker */
+			x->body = x->own_buf;
+			x->load_off = off;
+			x->unread = true;
+			return 0;
+		}
 		int rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
 		if (rc < 0)
 			return rc;
@@ -431,6 +445,14 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 void upload_hash_run(void *job)
 {
 	struct xfer *x = job;
+	if (x->unread) {
+		const struct upload_params *p = &x->u->p;
+		x->read_err = p->read_slow(p->read_ctx, x->load_off,
+					   x->own_buf, x->body_len);
+		x->unread = false;
+		if (x->read_err < 0)
+			return;
+	}
 	const void *body = x->body ? x->body : "";
 	x->md5_ok = s3_md5(body, x->body_len, x->md5) == 0;
 	sigv4_sha256_hex(body, x->body_len, x->sha256);
@@ -462,20 +484,40 @@ static bool any_hashing(const struct upload *u)
 	return false;
 }
 
-/* A body's digests, by the driver's workers where it has them: true when
- * they are ready now, false when upload_hash_done will go on. */
-static bool digests_ready(struct xfer *x)
+/* A body's digests (and a read_slow body), by the driver's workers where
+ * it has them: 1 when they are ready now, 0 when upload_hash_done will go
+ * on, -errno when a read_slow body found no worker (never read here). */
+static int digests_ready(struct xfer *x)
 {
 	struct upload_engine *e = x->u->e;
 	if (x->hashed || (x->kind != X_PUT && x->kind != X_PART) ||
 	    x->u->from_key)
-		return true; /* a copy sends no body */
+		return 1; /* a copy sends no body */
 	x->hashing = true;
-	if (e->drv.hash && e->drv.hash(e->drv.ctx, x) == 0)
-		return false;
+	int r = e->drv.hash ? e->drv.hash(e->drv.ctx, x) : -ENOSYS;
+	if (r == 0)
+		return 0;
+	if (x->unread) {
+		x->hashing = false;
+		return r;
+	}
 	upload_hash_run(x);
 	digests_apply(x);
-	return true;
+	return 1;
+}
+
+/* read_slow failed on the worker: the upload ends with that error. */
+static void body_unreadable(struct xfer *x)
+{
+	struct upload *u = x->u;
+	x->hashing = false;
+	set_failure(u, x->read_err, NULL);
+	if (u->out.err == x->read_err)
+		snprintf(u->out.message, sizeof(u->out.message),
+			 "reading part %u: %s", x->part,
+			 strerror(-x->read_err));
+	if (u->state == U_RUNNING)
+		u->state = U_STOPPING;
 }
 
 void upload_hash_done(void *job)
@@ -483,7 +525,10 @@ void upload_hash_done(void *job)
 	struct xfer *x = job;
 	struct upload *u = x->u;
 	upload_hold(u);
-	digests_apply(x);
+	if (x->read_err < 0)
+		body_unreadable(x);
+	else
+		digests_apply(x);
 	if (u->state != U_RUNNING || u->out.err) { /* stopped meanwhile */
 		xfer_free(x);
 		upload_advance(u);
@@ -989,7 +1034,9 @@ unsigned upload_engine_pending(const struct upload_engine *e)
 
 static int check_params(const struct upload_params *p, uint64_t part_size)
 {
-	if (!p->bucket || !p->key || !p->done || (!p->data && !p->read))
+	if (!p->bucket || !p->key || !p->done ||
+	    (!p->data && !p->read && !p->read_slow) ||
+	    (p->read_slow && (p->data || p->read)))
 		return -EINVAL;
 	if (part_size < UPLOAD_MIN_PART || part_size > (5ull << 30))
 		return -EINVAL;
@@ -1015,7 +1062,8 @@ static struct upload *upload_alloc(struct upload_engine *e,
 	u->p.token = NULL; /* the copy above is the one read */
 	/* A copy job's params say multipart when it is one (size alone
 	 * does not: CopyObject takes up to its threshold). */
-	if ((p->size > p->part_size && (p->data || p->read)) || p->multipart) {
+	if ((p->size > p->part_size &&
+	     (p->data || p->read || p->read_slow)) || p->multipart) {
 		u->n_parts = (unsigned)((p->size + p->part_size - 1) / p->part_size);
 		u->n_parts += u->n_parts == 0; /* one empty part */
 		u->md5s = calloc(u->n_parts, sizeof(*u->md5s));
@@ -1088,6 +1136,8 @@ struct upload *upload_start(struct upload_engine *e,
 	if (!p.concurrency)
 		p.concurrency = 4;
 	*err = check_params(&p, p.part_size);
+	if (!*err && p.read_slow && !e->drv.hash)
+		*err = -EINVAL; /* nowhere to run it but the driver's thread */
 	if (*err)
 		return NULL;
 	struct upload *u = upload_alloc(e, &p);

@@ -56,7 +56,8 @@ struct upload_driver {
 
 /* Source of an object's bytes: fill dst with [off, off+len). 0 or -errno
  * (the upload then fails with that error). Called from the driver's
- * thread, once per part attempt sequence (the part is kept for retries). */
+ * thread (read) or a hash worker (read_slow), once per part attempt
+ * sequence (the part is kept for retries). */
 typedef int (*upload_read_fn)(void *ctx, uint64_t off, void *dst, size_t len);
 
 /* Final outcome. err 0: etag is the object's ETag (quotes included; for a
@@ -85,7 +86,12 @@ struct upload_params {
 	uint64_t size;
 	const void *data;             /* whole object (borrowed until done), or */
 	upload_read_fn read;          /* a source callback */
-	void *read_ctx;
+	/* or one that may block (a file): the engine calls it only on the
+	 * driver's hash workers, with the part's digests, never on the
+	 * driver's thread; it needs the driver's hash (else -EINVAL), and
+	 * a part whose job the driver refuses fails the upload. */
+	upload_read_fn read_slow;
+	void *read_ctx;               /* of read or read_slow */
 	uint64_t part_size;           /* 0: UPLOAD_DEFAULT_PART; >= UPLOAD_MIN_PART */
 	unsigned concurrency;         /* parts in flight; 0: 4 */
 	upload_done_fn done;          /* called exactly once, never from inside
@@ -126,7 +132,8 @@ unsigned upload_engine_active(const struct upload_engine *e);
 unsigned upload_engine_pending(const struct upload_engine *e);
 
 /* Starts an upload. NULL with *err = -EINVAL (bad params: part size below
- * 5 MiB, more than 10000 parts, no source) or -ENOMEM. */
+ * 5 MiB, more than 10000 parts, no source or two, read_slow without the
+ * driver's hash) or -ENOMEM. */
 struct upload *upload_start(struct upload_engine *e,
 			    const struct upload_params *p, int *err);
 

@@ -3,14 +3,16 @@
  * (upload.h's upload_loop; the reactor is the daemon's driver): single PUTs
  * and multipart uploads read back byte for byte with their ETags checked,
  * eight at once, through injected faults (rc-proxy), failures and cancels
- * that leave no multipart upload behind, clean-up of an abandoned upload
- * and rename of a completed object.
+ * that leave no multipart upload behind, clean-up of an abandoned upload,
+ * rename of a completed object, and a read_slow source read only on the
+ * driver's workers.
  *
  * Every key is unique under $RINGCACHE_TEST_PREFIX "upload/". */
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +392,159 @@ Test(upload, failure_aborts_and_reports)
 
 	/* Parameters the engine refuses up front. */
 	p.part_size = 1 * MiB;
+	cr_assert_null(upload_start(t.e, &p, &err));
+	cr_assert_eq(err, -EINVAL);
+	free(data);
+	env_close(&t);
+}
+
+/* ---- read_slow: a source that may block, never read on the driver's ---- */
+
+/* The loop's driver plus a hash hook that runs each job on a thread of
+ * its own (joined at once) and hands it back on a later turn, as a
+ * shard's workers do (workers_reap): upload_hash_done never runs inside
+ * hash. refuse: the hook takes no job (a pool out of memory). */
+static struct {
+	struct upload_driver drv;
+	pthread_t driver;
+	void *back[64];
+	unsigned n_back;
+	bool refuse;
+	unsigned reads_on_driver, reads_on_workers;
+} slow;
+
+static void *hash_thread(void *job)
+{
+	upload_hash_run(job);
+	return NULL;
+}
+
+static int slow_hash(void *ctx, void *job)
+{
+	(void)ctx;
+	if (slow.refuse || slow.n_back == 64)
+		return -ENOMEM;
+	pthread_t th;
+	if (pthread_create(&th, NULL, hash_thread, job))
+		return -EAGAIN;
+	pthread_join(th, NULL);
+	slow.back[slow.n_back++] = job;
+	return 0;
+}
+
+/* job_read without asserts: it runs on the hash thread. */
+static int slow_read(void *ctx, uint64_t off, void *dst, size_t len)
+{
+	struct job *j = ctx;
+	if (pthread_equal(pthread_self(), slow.driver))
+		slow.reads_on_driver++;
+	else
+		slow.reads_on_workers++;
+	if (off + len > j->size ||
+	    (j->fail_at_off_ge > 0 && off >= (uint64_t)j->fail_at_off_ge))
+		return -EIO;
+	memcpy(dst, j->data + off, len);
+	return 0;
+}
+
+static void slow_open(struct env *t)
+{
+	env_open(t, NULL, 3);
+	upload_engine_free(t->e);
+	memset(&slow, 0, sizeof(slow));
+	slow.drv = *upload_loop_driver(t->loop);
+	slow.drv.hash = slow_hash;
+	slow.driver = pthread_self();
+	t->e = upload_engine_new(t->s3, &slow.drv, "itest-upload");
+	cr_assert_not_null(t->e);
+}
+
+static void slow_drain(struct env *t)
+{
+	uint64_t end = now_ms() + 50000;
+	while (upload_engine_active(t->e) || upload_engine_pending(t->e)) {
+		cr_assert(now_ms() < end, "uploads still running after 50 s");
+		while (slow.n_back) {
+			void *job = slow.back[0];
+			memmove(slow.back, slow.back + 1,
+				--slow.n_back * sizeof(*slow.back));
+			upload_hash_done(job);
+		}
+		upload_loop_turn(t->loop);
+	}
+}
+
+static void slow_start(struct env *t, struct job *j, const char *key)
+{
+	struct upload_params p = {
+		.bucket = fx_env()->bucket, .key = key, .size = j->size,
+		.read_slow = slow_read, .read_ctx = j, .part_size = 5 * MiB,
+		.concurrency = 2, .done = job_done, .done_ctx = j,
+	};
+	int err = 0;
+	cr_assert_not_null(upload_start(t->e, &p, &err), "upload_start %s: %s",
+			   key, strerror(-err));
+}
+
+/* A replayed checkpoint's bytes lie in a file: the engine reads them with
+ * the digests, on the driver's workers, whole parts and single PUTs alike;
+ * a read error fails the upload and aborts it; a driver without workers
+ * is refused up front, one whose workers refuse fails the upload. */
+Test(upload, read_slow_runs_on_the_workers_only)
+{
+	struct env t;
+	char key[512];
+	size_t sizes[2] = { 12 * MiB + 3, 1 * MiB + 1 };
+	slow_open(&t);
+	for (int i = 0; i < 2; i++) {
+		unsigned char *data = fx_pattern(sizes[i], 70 + (unsigned)i);
+		struct job j = { .data = data, .size = sizes[i] };
+		ukey(key, sizeof(key), i ? "slow-put" : "slow-parts");
+		slow.reads_on_workers = 0;
+		slow_start(&t, &j, key);
+		slow_drain(&t);
+		cr_assert(j.done);
+		cr_assert_eq(j.out.err, 0, "%s: %s %s", key, j.out.code,
+			     j.out.message);
+		assert_object(&t, key, data, sizes[i], 5 * MiB);
+		cr_assert_eq(slow.reads_on_workers, i ? 1u : 3u);
+		free(data);
+	}
+
+	unsigned char *data = fx_pattern(sizes[0], 72);
+	struct job bad = { .data = data, .size = sizes[0],
+			   .fail_at_off_ge = 5 * MiB };
+	ukey(key, sizeof(key), "slow-fails");
+	slow_start(&t, &bad, key);
+	slow_drain(&t);
+	cr_assert_eq(bad.out.err, -EIO, "err %d", bad.out.err);
+	cr_assert_not_null(strstr(bad.out.message, "reading part"), "%s",
+			   bad.out.message);
+	cr_assert_eq(uploads_of(&t, key), 0, "the failed upload was not aborted");
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+
+	slow.refuse = true;
+	struct job refused = { .data = data, .size = MiB };
+	ukey(key, sizeof(key), "slow-refused");
+	slow_start(&t, &refused, key);
+	slow_drain(&t);
+	cr_assert_eq(refused.out.err, -ENOMEM, "err %d", refused.out.err);
+	cr_assert_eq(head_err(&t, key), -ENOENT);
+	cr_assert_eq(slow.reads_on_driver, 0, "read_slow ran on the driver");
+	upload_engine_free(t.e);
+
+	/* The plain loop has no workers: refused before anything starts. */
+	t.e = upload_engine_new(t.s3, upload_loop_driver(t.loop),
+				"itest-upload");
+	struct upload_params p = {
+		.bucket = fx_env()->bucket, .key = key, .size = MiB,
+		.read_slow = slow_read, .read_ctx = &refused,
+		.done = job_done, .done_ctx = &refused,
+	};
+	int err = 0;
+	cr_assert_null(upload_start(t.e, &p, &err));
+	cr_assert_eq(err, -EINVAL);
+	p.data = data; /* two sources */
 	cr_assert_null(upload_start(t.e, &p, &err));
 	cr_assert_eq(err, -EINVAL);
 	free(data);
