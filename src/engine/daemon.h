@@ -188,6 +188,8 @@ struct daemon {
 	struct rc_ev signal_ev;
 	int signal_fd;
 	bool reload;
+	bool reloading;    /* a reload's credentials are being fetched */
+	bool reload_again; /* a SIGHUP came meanwhile */
 	_Atomic bool stopping;
 	struct creds_provider *creds;
 	struct s3_client *s3;

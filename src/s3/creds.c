@@ -828,9 +828,17 @@ static int from_imds(const struct creds_provider *p, struct rc_creds *out,
 
 /* ---- the chain and the provider ---- */
 
-static int from_source(const struct creds_provider *p, enum creds_source s,
-		       int required, struct rc_creds *out, char *err,
-		       size_t errlen)
+static bool fetched_over_http(enum creds_source s)
+{
+	return s == CREDS_CONTAINER || s == CREDS_IMDS;
+}
+
+/* The sources read from memory or a local file, never the network: all
+ * that refresh_locked, which runs on a signing (reactor) thread, may
+ * reach. The HTTP ones refresh on the provider's own thread. */
+static int from_local_source(const struct creds_provider *p,
+			     enum creds_source s, int required,
+			     struct rc_creds *out, char *err, size_t errlen)
 {
 	switch (s) {
 	case CREDS_CONFIG:
@@ -839,17 +847,33 @@ static int from_source(const struct creds_provider *p, enum creds_source s,
 		return from_env(out, err, errlen);
 	case CREDS_FILE:
 		return from_file(p, required, out, err, errlen);
+	case CREDS_ANONYMOUS:
+		memset(out, 0, sizeof(*out));
+		return 0;
+	case CREDS_CONTAINER:
+	case CREDS_IMDS:
+	case CREDS_AUTO:
+		break;
+	}
+	return fail(err, errlen, -EINVAL, "credentials source %d is not "
+		    "local", s);
+}
+
+static int from_source(const struct creds_provider *p, enum creds_source s,
+		       int required, struct rc_creds *out, char *err,
+		       size_t errlen)
+{
+	switch (s) {
 	case CREDS_CONTAINER:
 		return from_container(p, out, err, errlen);
 	case CREDS_IMDS:
 		return from_imds(p, out, err, errlen);
-	case CREDS_ANONYMOUS:
-		memset(out, 0, sizeof(*out));
-		return 0;
 	case CREDS_AUTO:
-		break;
+		return fail(err, errlen, -EINVAL, "unknown credentials "
+			    "source %d", s);
+	default:
+		return from_local_source(p, s, required, out, err, errlen);
 	}
-	return fail(err, errlen, -EINVAL, "unknown credentials source %d", s);
 }
 
 /* One named source: "not set up" is an error here, not a skip. */
@@ -905,11 +929,6 @@ static int dup_opt(char **dst, const char *src)
 		return 0;
 	*dst = strdup(src);
 	return *dst ? 0 : -ENOMEM;
-}
-
-static bool fetched_over_http(enum creds_source s)
-{
-	return s == CREDS_CONTAINER || s == CREDS_IMDS;
 }
 
 void creds_provider_free(struct creds_provider *p)
@@ -1021,7 +1040,11 @@ static int refresh_locked(struct creds_provider *p, time_t now)
 	fresh = malloc(sizeof(*fresh));
 	if (!fresh)
 		return now < p->cur.expires ? 0 : -ENOMEM;
-	rc = resolve_one(p, p->used, fresh, why, sizeof(why));
+	/* An HTTP source has its refresher (creds_provider_new fails
+	 * without one): here only a local one, no network wait. */
+	rc = from_local_source(p, p->used, 1, fresh, why, sizeof(why));
+	if (rc == SOURCE_ABSENT)
+		rc = -ENOENT;
 	if (!rc) {
 		p->cur = *fresh;
 		p->next_try = 0;

@@ -24,6 +24,7 @@
 #include "preflight.h"
 #include "tiering.h"
 #include "vec.h"
+#include "workers.h"
 #include "writeback.h"
 
 /* ---- datasets ----------------------------------------------------------- */
@@ -340,14 +341,99 @@ static int refuse(struct daemon *d, const char *why)
 	return -EINVAL;
 }
 
+/* One SIGHUP's reload, from the load to the apply. Its [s3] credentials,
+ * when they changed, are built on shard 0's digest workers (workers.h):
+ * a container or IMDS source fetches its first set there, up to its
+ * timeout, while the reactor serves; the reload is applied, or refused,
+ * when they are back, and a SIGHUP meanwhile waits for that. */
+struct reload_job {
+	struct daemon *d;
+	struct rc_config nc;
+	struct reload r;
+	struct stat before;
+	bool have_stat;
+	struct creds_provider *fresh;
+	char cerr[400];
+};
+
+static void reload_job_free(struct reload_job *j)
+{
+	config_free(&j->nc);
+	free(j);
+}
+
+static void reload_apply(struct reload_job *j)
+{
+	struct daemon *d = j->d;
+	struct rc_config *nc = &j->nc;
+	config_changes(&d->cfg, nc, log_change, NULL);
+	unsigned ds_changed = reload_datasets(d, nc);
+	apply_live_keys(d, nc);
+	if (j->fresh) {
+		creds_provider_replace(d->creds, j->fresh);
+		log_info("reload: credentials now from %s",
+			 creds_source_name(d->creds));
+	}
+	/* After the datasets' new ACLs: a session that sees the new
+	 * generation sees them (release/acquire). */
+	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
+	note_reload(d, NULL, j->r.restart_keys);
+	if (j->have_stat)
+		note_config_file(d, &j->before);
+	/* Off the reactor: a dead endpoint costs the check seconds. */
+	d->preflight = preflight_start(d->preflight, nc, d->creds);
+	daemon_shard_sync_datasets(&d->shards[0]);
+	for (uint32_t i = 1; i < d->n_shards; i++)
+		shard_wake(&d->shards[i]);
+	log_info("reloaded %s: %u datasets, %u changed; %u keys applied, %u "
+		 "need a restart%s%s", d->config_path, d->n_datasets,
+		 ds_changed, j->r.n_live, j->r.n_restart,
+		 j->r.n_restart ? ": " : "", j->r.restart_keys);
+}
+
+/* On a worker: reads only the job's config copy. */
+static void reload_creds_run(void *arg)
+{
+	struct reload_job *j = arg;
+	j->fresh = daemon_creds_for(&j->nc, j->cerr, sizeof(j->cerr));
+}
+
+static void reload_creds_done(void *arg)
+{
+	struct reload_job *j = arg;
+	struct daemon *d = j->d;
+	d->reloading = false;
+	if (j->fresh) {
+		reload_apply(j);
+	} else {
+		char why[512];
+		snprintf(why, sizeof(why), "[s3] credentials: %s", j->cerr);
+		refuse(d, why);
+	}
+	reload_job_free(j);
+	if (d->reload_again) { /* a SIGHUP came meanwhile: the shard loop */
+		d->reload_again = false;
+		d->reload = true;
+	}
+}
+
 int daemon_reload(struct daemon *d)
 {
-	struct rc_config nc;
 	static char err[CONFIG_ERR_MAX];
 	char why[512];
-	struct stat before;
-	bool have_stat = stat(d->config_path, &before) == 0;
-	if (config_load(d->config_path, &nc, err, sizeof(err)) < 0) {
+	if (d->reloading) {
+		d->reload_again = true;
+		log_info("reload: the previous one still fetches its "
+			 "credentials; this one follows it");
+		return 0;
+	}
+	struct reload_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return refuse(d, "out of memory");
+	j->d = d;
+	j->have_stat = stat(d->config_path, &j->before) == 0;
+	if (config_load(d->config_path, &j->nc, err, sizeof(err)) < 0) {
+		free(j);
 		/* Logged one per line; status keeps the first. */
 		char *first = strtok(err, "\n");
 		for (char *line = strtok(NULL, "\n"); line;
@@ -357,46 +443,26 @@ int daemon_reload(struct daemon *d)
 		refuse(d, first ? first : "the config does not load");
 		return -EINVAL;
 	}
-	struct reload r = {.d = d, .nc = &nc};
-	config_changes(&d->cfg, &nc, note_change, &r);
-	struct creds_provider *fresh = NULL;
-	const char *no = reload_refusal(d, &nc, why, sizeof(why));
-	if (!no && r.creds_changed) {
-		char cerr[400];
-		if (!(fresh = daemon_creds_for(&nc, cerr, sizeof(cerr)))) {
-			snprintf(why, sizeof(why), "[s3] credentials: %s", cerr);
-			no = why;
+	j->r = (struct reload){.d = d, .nc = &j->nc};
+	config_changes(&d->cfg, &j->nc, note_change, &j->r);
+	const char *no = reload_refusal(d, &j->nc, why, sizeof(why));
+	if (!no && j->r.creds_changed) {
+		struct workers *w = d->shards[0].workers;
+		if (w && workers_submit(w, reload_creds_run, reload_creds_done,
+					j) == 0) {
+			d->reloading = true;
+			return 0; /* reload_creds_done goes on */
 		}
+		no = "[s3] credentials: no worker thread to fetch them on "
+		     "(see the start-up log); restart ringcached to apply";
 	}
 	if (no) {
 		refuse(d, no);
-		config_free(&nc);
+		reload_job_free(j);
 		return -EINVAL;
 	}
-	config_changes(&d->cfg, &nc, log_change, NULL);
-	unsigned ds_changed = reload_datasets(d, &nc);
-	apply_live_keys(d, &nc);
-	if (fresh) {
-		creds_provider_replace(d->creds, fresh);
-		log_info("reload: credentials now from %s",
-			 creds_source_name(d->creds));
-	}
-	/* After the datasets' new ACLs: a session that sees the new
-	 * generation sees them (release/acquire). */
-	atomic_fetch_add_explicit(&d->acl_gen, 1, memory_order_release);
-	note_reload(d, NULL, r.restart_keys);
-	if (have_stat)
-		note_config_file(d, &before);
-	/* Off the reactor: a dead endpoint costs the check seconds. */
-	d->preflight = preflight_start(d->preflight, &nc, d->creds);
-	config_free(&nc);
-	daemon_shard_sync_datasets(&d->shards[0]);
-	for (uint32_t i = 1; i < d->n_shards; i++)
-		shard_wake(&d->shards[i]);
-	log_info("reloaded %s: %u datasets, %u changed; %u keys applied, %u "
-		 "need a restart%s%s", d->config_path, d->n_datasets,
-		 ds_changed, r.n_live, r.n_restart, r.n_restart ? ": " : "",
-		 r.restart_keys);
+	reload_apply(j);
+	reload_job_free(j);
 	return 0;
 }
 

@@ -5,14 +5,17 @@
  * endpoints are a port nobody listens on and a host name with a label
  * longer than DNS allows (63 bytes), which the resolver refuses before
  * sending a query: a name under .invalid alone would still be asked of
- * the machine's name server, past this machine. */
+ * the machine's name server, past this machine. Also: a reload whose
+ * credential fetch is slow holds no client of the shard. */
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fixture/fixture.h"
@@ -291,6 +294,86 @@ Test(errors, check_config_refuses_a_directory_as_credentials_file)
 	cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
 	cr_assert(strstr(out, ":2: [s3] endpont: unknown key (did you mean "
 			 "'endpoint'?)"), "%s", out);
+}
+
+/* ---- a reload that fetches credentials ----------------------------------- */
+
+struct reload_arg {
+	int rc;
+};
+
+static void *reload_thread(void *arg)
+{
+	((struct reload_arg *)arg)->rc = fx_daemon_reload(&D, NULL);
+	return NULL;
+}
+
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A SIGHUP that switches to container credentials from an endpoint that
+ * holds its first answer past the daemon's 2 s timeout (bad-s3.py
+ * creds-slow): the fetch runs on shard 0's workers, so the one shard,
+ * whose thread takes the SIGHUP, serves reads (cached and not) meanwhile;
+ * that reload is refused with the timeout as its reason. The next one
+ * gets its answer at once and applies: the fetched keys sign a GET. */
+Test(errors, reload_fetching_credentials_leaves_the_reactor_free)
+{
+	static struct fx_bad_s3 b;
+	fx_bad_s3_start(&b, "creds-slow", "creds/");
+	char uri[128];
+	snprintf(uri, sizeof(uri), "%s/container-credentials", b.endpoint);
+	cr_assert_eq(setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri, 1), 0);
+	struct ds_spec spec;
+	ds_spec_default(&spec);
+	cr_assert_geq(ds_count(&spec), 3);
+	fx_daemon_init(&D);
+	D.daemon_extra = "shards = 1";
+	fx_daemon_start(&D, NULL);
+	struct rc_client c;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ds");
+	cr_assert_geq(ds, 0);
+	cr_assert_eq(fx_read_whole(&c, ds, &spec, 0), 0);
+
+	D.s3_creds = "credentials = container";
+	int refused = fx_daemon_log_count(&D, "reload refused");
+	struct reload_arg ra = {-2};
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, reload_thread, &ra), 0);
+	for (int i = 0; i < 500 && fx_bad_s3_stat(&b, "creds") < 1; i++)
+		usleep(10000);
+	cr_assert_geq(fx_bad_s3_stat(&b, "creds"), 1, "no credential fetch");
+	uint64_t t0 = ms_now();
+	cr_assert_eq(fx_read_whole(&c, ds, &spec, 0), 0);
+	uint64_t hot = ms_now() - t0;
+	t0 = ms_now();
+	cr_assert_eq(fx_read_whole(&c, ds, &spec, 1), 0);
+	uint64_t cold = ms_now() - t0;
+	cr_assert_eq(fx_daemon_log_count(&D, "reload refused"), refused,
+		     "the reload ended before the reads: nothing was held");
+	cr_assert_lt(hot, 1000, "a cached read took %llu ms during the "
+		     "credential fetch", (unsigned long long)hot);
+	cr_assert_lt(cold, 2000, "an uncached read took %llu ms during the "
+		     "credential fetch", (unsigned long long)cold);
+	pthread_join(th, NULL);
+	cr_assert_eq(ra.rc, 1, "the held fetch did not refuse the reload");
+	cr_assert(fx_daemon_log_contains(&D, "reload refused, keeping the "
+					 "running config: [s3] credentials: "
+					 "container credentials: GET "),
+		  "no refusal naming the fetch");
+	cr_assert_eq(fx_daemon_reload(&D, NULL), 0, "the second reload");
+	cr_assert(fx_daemon_log_contains(&D, "reload: credentials now from "
+					 "container"));
+	cr_assert_eq(fx_read_whole(&c, ds, &spec, 2), 0, "signed with the "
+		     "fetched keys");
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	fx_bad_s3_stop(&b);
 }
 
 /* ---- ringcache status ----------------------------------------------------- */
