@@ -1,7 +1,7 @@
 /* wire.h - the socket protocol between libringcache and ringcached: one
  * SOCK_SEQPACKET message per request, fds by SCM_RIGHTS. Private to the
- * two sides (src/client/client.c; src/server/session.c and the session's
- * state, session_state.h): applications use the calls in
+ * two sides (src/client/client.c; src/server/session_socket.c and the
+ * session's state, session_state.h): applications use the calls in
  * include/ringcache.h and never build these messages. Any change to a
  * message bumps RC_ABI_VERSION, which both sides check in every message
  * header. A new message type does not: a daemon that predates it answers

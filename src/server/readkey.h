@@ -5,7 +5,7 @@
  * then fetch_read, then op_complete frees it); readkey_step takes over
  * op_complete's work between the two stages. The handle it opens belongs
  * to the session until closed here (RC_READ_KEY_CLOSE) or by the client.
- * Use: session.c calls readkey_submit for an RC_OP_READ_KEY entry whose
+ * Use: session_ring.c calls readkey_submit for an RC_OP_READ_KEY entry whose
  * fields passed its field table, and readkey_step at the top of
  * op_complete for an op of that opcode. */
 #ifndef RC_READKEY_H
@@ -23,7 +23,7 @@ int readkey_submit(struct session *s, const struct rc_sqe *e);
  * once, the op may be gone); false: post op->cqe as built and free. */
 bool readkey_step(struct op *op);
 
-/* session.c's helpers readkey.c builds on (defined there). */
+/* session_ring.c's helpers readkey.c builds on (defined there). */
 int session_copy_key(struct session *s, const struct rc_sqe *e, char *key,
 		     bool allow_empty);
 struct dataset *session_readable_dataset(struct session *s, uint32_t id,

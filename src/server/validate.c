@@ -1,6 +1,6 @@
 /* validate.c - owns the rules a client-written submission entry, key,
  * buffer range, table id and ring index must follow (validate.h). Pure
- * functions: session.c applies them to its private copies. */
+ * functions: session_ring.c applies them to its private copies. */
 #include "validate.h"
 
 #include <errno.h>

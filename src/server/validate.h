@@ -2,7 +2,7 @@
  * keys in arg slots, buffer ranges, handle and lease ids, ring indices
  * and the ring sizes it asks for at ATTACH.
  *
- * Use: session.c calls these on its private copy of an entry (never on
+ * Use: session_ring.c calls these on its private copy of an entry (never on
  * the shared ring, which the client may change after the check), at the
  * points where it makes each check, so the errno a malformed entry gets
  * is the one include/ringcache.h documents. Every function is pure: no

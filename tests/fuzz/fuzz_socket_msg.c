@@ -1,4 +1,4 @@
-/* fuzz_socket_msg.c - the daemon's socket protocol (session.c's
+/* fuzz_socket_msg.c - the daemon's socket protocol (session_socket.c's
  * read_message and the handlers behind it) on a live in-process daemon:
  * each input is one client connection sending up to 16 SEQPACKET
  * messages, each with an optional fd.

@@ -1,4 +1,4 @@
-/* fuzz_sqe.c - SQE validation against a live session (session.c's
+/* fuzz_sqe.c - SQE validation against a live session (session_ring.c's
  * session_process and everything behind it): an in-process daemon
  * attaches a session (64 SQEs, 128 CQEs, 16 arg slots, a 1 MiB
  * registered buffer), then the input plays the client's side of the ring
