@@ -32,8 +32,6 @@
 #include "topology.h"
 
 struct shard;
-struct session;   /* the server's (session.h): ops name it, opaque here */
-struct regbuf;    /* the same */
 struct budget;
 struct fetch_ops;
 struct pqueue;
@@ -74,8 +72,10 @@ struct object {
 };
 
 /* A client operation that waits for S3. */
+/* An operation the engine completes (fetch_ops, write-back). The server
+ * allocates it inside its own struct (struct client_op, session_state.h)
+ * and finds that again by container_of: the engine names no server type. */
 struct op {
-	struct session *s;        /* the server's; the engine never looks in */
 	struct shard *sh;         /* where it runs: write-back completes there */
 	struct rc_cqe cqe;        /* the completion being built */
 	uint8_t opcode;
@@ -83,7 +83,6 @@ struct op {
 	struct dataset *ds;       /* LIST */
 	uint64_t offset, len;     /* clamped range */
 	uint8_t *dst;             /* READ_INTO destination */
-	struct regbuf *buf;       /* registered buffer it uses, held */
 	uint32_t pending;         /* blocks or requests still awaited */
 	uint16_t arg;
 	int32_t err;

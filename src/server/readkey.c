@@ -17,9 +17,10 @@
 #include "validate.h"
 #include "writeback.h"
 
-/* The op of one READ_KEY; op first, so op_complete's free(op) frees it. */
+/* The op of one READ_KEY; the client op first, so op_complete's free of
+ * it frees this. */
 struct rk_op {
-	struct op op;
+	struct client_op cop;
 	uint8_t flags;     /* RC_READ_KEY_* */
 	bool reading;      /* the open is done, the read was started */
 	uint32_t handle;   /* RC_NO_HANDLE until opened */
@@ -42,8 +43,8 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
 	struct rk_op *rk = calloc(1, sizeof(*rk));
 	if (!rk)
 		return -ENOMEM;
-	struct op *op = &rk->op;
-	op->s = s;
+	struct op *op = &rk->cop.op;
+	rk->cop.s = s;
 	op->sh = s->sh;
 	op->opcode = RC_OP_READ_KEY;
 	op->cqe.user_data = e->user_data;
@@ -66,8 +67,8 @@ int readkey_submit(struct session *s, const struct rc_sqe *e)
  * error the handle is dropped, so a failed entry holds nothing. */
 static void finish(struct rk_op *rk)
 {
-	struct op *op = &rk->op;
-	struct session *s = op->s;
+	struct op *op = &rk->cop.op;
+	struct session *s = op_session(op);
 	if (s->closed || rk->handle == RC_NO_HANDLE)
 		return;
 	if (op->err) {
@@ -90,8 +91,8 @@ static void finish(struct rk_op *rk)
  * does. True if the read went on (the op is daemon_read's now). */
 static bool start_read(struct rk_op *rk)
 {
-	struct op *op = &rk->op;
-	struct session *s = op->s;
+	struct op *op = &rk->cop.op;
+	struct session *s = op_session(op);
 	struct object *o = op->obj;
 	int h = session_handle_open(s, o);
 	if (h < 0) {
@@ -133,8 +134,9 @@ static bool start_read(struct rk_op *rk)
 
 bool readkey_step(struct op *op)
 {
-	struct rk_op *rk = (struct rk_op *)op;
-	if (!rk->reading && !op->err && !op->s->closed && start_read(rk))
+	struct rk_op *rk = rc_container_of(client_op_of(op), struct rk_op, cop);
+	if (!rk->reading && !op->err && !op_session(op)->closed &&
+	    start_read(rk))
 		return true;
 	finish(rk);
 	return false;

@@ -15,6 +15,8 @@
 
 #include "daemon.h"
 
+struct session;
+
 /* Validates the entry (dataset, key, range; every byte is the client's)
  * and starts the open. Returns a negated errno to complete now, or
  * WB_DEFERRED when the op owns the completion. */

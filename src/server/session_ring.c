@@ -322,7 +322,7 @@ static void write_etag(struct session *s, uint16_t arg, const struct object *o)
 
 void op_complete(struct op *op)
 {
-	struct session *s = op->s;
+	struct session *s = op_session(op);
 	struct shard *sh = s->sh;
 	if (op->opcode == RC_OP_READ_KEY && readkey_step(op))
 		return; /* opened: now reading */
@@ -361,20 +361,20 @@ void op_complete(struct op *op)
 	}
 	if (op->obj)
 		object_put(sh->d, op->obj);
-	if (op->buf)
-		op->buf->users--;
-	free(op);
+	if (client_op_of(op)->buf)
+		client_op_of(op)->buf->users--;
+	free(client_op_of(op));
 	session_put(s);
 }
 
 void op_block_ready(struct op *op, struct cache_entry *e)
 {
-	struct shard *sh = op->s->sh;
+	struct shard *sh = op_session(op)->sh;
 	uint64_t bs = sh->d->cfg.block_bytes;
 	uint64_t blk_start = (uint64_t)e->blkno * bs;
 	if (op->opcode == RC_OP_READ || op->opcode == RC_OP_READ_KEY) {
-		if (!op->s->closed && op->err == 0) {
-			int id = lease_alloc(op->s, e);
+		if (!op_session(op)->closed && op->err == 0) {
+			int id = lease_alloc(op_session(op), e);
 			if (id < 0) {
 				op->err = id;
 			} else {
@@ -485,8 +485,9 @@ static int check_buf(struct session *s, const struct rc_sqe *e, uint64_t len,
  * UNREGISTER_BUF is -EBUSY until then. */
 static void op_hold_buf(struct op *op, const struct rc_sqe *e)
 {
-	op->buf = &op->s->bufs[e->buf_index];
-	op->buf->users++;
+	struct client_op *cop = client_op_of(op);
+	cop->buf = &cop->s->bufs[e->buf_index];
+	cop->buf->users++;
 }
 
 static struct dataset *readable_dataset(struct session *s, uint32_t id,
@@ -503,10 +504,11 @@ static struct dataset *readable_dataset(struct session *s, uint32_t id,
 
 static struct op *op_new(struct session *s, const struct rc_sqe *e)
 {
-	struct op *op = calloc(1, sizeof(*op));
-	if (!op)
+	struct client_op *cop = calloc(1, sizeof(*cop));
+	if (!cop)
 		return NULL;
-	op->s = s;
+	struct op *op = &cop->op;
+	cop->s = s;
 	op->sh = s->sh;
 	op->opcode = e->opcode;
 	op->cqe.user_data = e->user_data;
@@ -691,7 +693,7 @@ static int submit_write(struct session *s, const struct rc_sqe *e)
 		return -ENOMEM;
 	int r = writeback_write(&s->wb, e->handle, e->offset, src, e->len, op);
 	if (r != WB_DEFERRED) {
-		free(op);
+		free(client_op_of(op));
 		session_put(s);
 	} else {
 		op_hold_buf(op, e); /* parked: it reads src when it retries */
@@ -735,7 +737,7 @@ static int submit_wait_op(struct session *s, const struct rc_sqe *e)
 	int r = writeback_op(s, e, ds, key, op);
 	if (r != WB_DEFERRED) {
 		op->opcode = RC_OP_NOP; /* completed here, not by the op */
-		free(op);
+		free(client_op_of(op));
 		session_put(s);
 	}
 	return r == WB_DEFERRED ? DEFERRED : r;

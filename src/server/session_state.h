@@ -3,7 +3,8 @@
  * Only the server's files that serve sessions include it (session.c,
  * readkey.c, lifecycle.c, metrics.c, daemon.c); the engine sees a session
  * through narrow types it defines (struct wb_client, struct pf_client)
- * and the ops it completes (struct op, daemon.h). */
+ * and the ops it completes (struct op, daemon.h, which struct client_op
+ * below embeds). */
 #ifndef RC_SESSION_STATE_H
 #define RC_SESSION_STATE_H
 
@@ -79,6 +80,27 @@ struct session {
 static inline struct session *session_of(const struct rc_list *n)
 {
 	return rc_list_entry(n, struct session, link);
+}
+
+/* A client's operation: the engine's op (what the engine completes, and
+ * hands back to op_complete and op_block_*) inside what the server keeps
+ * of it: the session it came from and the registered buffer it uses,
+ * held. Allocated and freed whole by the server; READ_KEY's wraps it
+ * again (readkey.c). */
+struct client_op {
+	struct op op;              /* first: freeing the op frees it all */
+	struct session *s;
+	struct regbuf *buf;        /* NULL if none */
+};
+
+static inline struct client_op *client_op_of(struct op *op)
+{
+	return rc_container_of(op, struct client_op, op);
+}
+
+static inline struct session *op_session(struct op *op)
+{
+	return client_op_of(op)->s;
 }
 
 #endif
