@@ -183,7 +183,6 @@ struct config_status {
 struct daemon {
 	struct rc_config cfg;
 	char *config_path;
-	struct listener *listener;
 	struct rc_ev signal_ev;
 	int signal_fd;
 	bool reload;
@@ -209,7 +208,6 @@ struct daemon {
 	pthread_mutex_t config_lock;  /* config_status: a reload writes it,
 					 STATS and the endpoint read it */
 	struct config_status config_status;
-	struct preflight *preflight; /* the buckets' check (server/preflight.h) */
 	/* What the arenas get, checked once at start (hugepages.h); read
 	 * only after init, by any renderer. */
 	struct hp_report hugepages;

@@ -381,7 +381,8 @@ static void reload_apply(struct reload_job *j)
 	if (j->have_stat)
 		note_config_file(d, &j->before);
 	/* Off the reactor: a dead endpoint costs the check seconds. */
-	d->preflight = preflight_start(d->preflight, nc, d->creds);
+	struct server *srv = server_of(d);
+	srv->preflight = preflight_start(srv->preflight, nc, d->creds);
 	daemon_shard_sync_datasets(&d->shards[0]);
 	for (uint32_t i = 1; i < d->n_shards; i++)
 		shard_wake(&d->shards[i]);
@@ -483,9 +484,10 @@ static int listen_socket(struct daemon *d, char *err, size_t errlen)
 {
 	struct listener_ops ops = {.on_conn = on_conn,
 				   .on_exhausted = on_fds_exhausted, .ctx = d};
-	d->listener = listener_open(d->shards[0].reactor, d->cfg.socket_path,
-				    d->cfg.socket_mode, &ops, err, errlen);
-	return d->listener ? 0 : -1;
+	struct server *srv = server_of(d);
+	srv->listener = listener_open(d->shards[0].reactor, d->cfg.socket_path,
+				      d->cfg.socket_mode, &ops, err, errlen);
+	return srv->listener ? 0 : -1;
 }
 
 static int signals_init(struct daemon *d)
@@ -615,10 +617,11 @@ static int writeback_start(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
-int daemon_init(struct daemon *d, const char *config_path, char *err,
+int daemon_init(struct server *srv, const char *config_path, char *err,
 		size_t errlen)
 {
-	memset(d, 0, sizeof(*d));
+	memset(srv, 0, sizeof(*srv));
+	struct daemon *d = &srv->d;
 	d->signal_fd = -1;
 	d->started_ns = rc_now_ns();
 	pthread_mutex_init(&d->config_lock, NULL);
@@ -683,12 +686,13 @@ int daemon_init(struct daemon *d, const char *config_path, char *err,
 		log_info("ringcached: %s", hp);
 	else
 		log_warn("ringcached: %s", hp);
-	d->preflight = preflight_start(NULL, &d->cfg, d->creds);
+	srv->preflight = preflight_start(NULL, &d->cfg, d->creds);
 	return 0;
 }
 
-void daemon_destroy(struct daemon *d)
+void daemon_destroy(struct server *srv)
 {
+	struct daemon *d = &srv->d;
 	for (uint32_t i = 0; d->shards && i < d->n_shards; i++) {
 		struct shard *sh = &d->shards[i];
 		if (!sh->d)
@@ -724,12 +728,12 @@ void daemon_destroy(struct daemon *d)
 		pthread_mutex_destroy(&sh->lock);
 	}
 	free(d->shards);
-	preflight_join(d->preflight); /* it borrows d->creds */
+	preflight_join(srv->preflight); /* it borrows d->creds */
 	if (d->s3)
 		s3_client_free(d->s3);
 	if (d->creds)
 		creds_provider_free(d->creds);
-	listener_close(d->listener);
+	listener_close(srv->listener);
 	if (d->signal_fd >= 0)
 		close(d->signal_fd);
 	quota_destroy(&d->quota);

@@ -259,7 +259,7 @@ static void shard_loop(struct shard *sh)
 		wait_events(sh, busy);
 	}
 	if (sh->id == 0)
-		listener_stop(d->listener);
+		listener_stop(server_of(d)->listener);
 	shard_drain(sh);
 }
 
@@ -278,7 +278,7 @@ int daemon_run(struct daemon *d)
 {
 	struct shard *sh0 = &d->shards[0];
 	d->signal_ev.fn = on_signal;
-	int lr = listener_start(d->listener);
+	int lr = listener_start(server_of(d)->listener);
 	if (lr < 0) {
 		log_error("%s: listen: %s", d->cfg.socket_path, strerror(-lr));
 		return -1;

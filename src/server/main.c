@@ -152,10 +152,11 @@ int main(int argc, char **argv)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		log_warn("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	static struct daemon d;
+	static struct server srv;
+	struct daemon *d = &srv.d;
 	static char err[CONFIG_ERR_MAX];
 	int rc = 0;
-	if (daemon_init(&d, config, err, sizeof(err)) < 0) {
+	if (daemon_init(&srv, config, err, sizeof(err)) < 0) {
 		/* A config's errors come one per line: a log line each. */
 		for (char *line = strtok(err, "\n"); line;
 		     line = strtok(NULL, "\n"))
@@ -163,16 +164,16 @@ int main(int argc, char **argv)
 		rc = 1;
 	} else {
 		struct metrics_http *http;
-		if (metrics_http_start(&d, &http, err, sizeof(err)) < 0) {
+		if (metrics_http_start(d, &http, err, sizeof(err)) < 0) {
 			log_error("%s", err);
 			rc = 1;
 		} else {
 			notify_ready();
-			rc = daemon_run(&d) < 0;
+			rc = daemon_run(d) < 0;
 			metrics_http_stop(http);
 		}
 	}
-	daemon_destroy(&d);
+	daemon_destroy(&srv);
 	curl_global_cleanup();
 	return rc;
 }

@@ -13,7 +13,7 @@
 #include "log.h"
 #include "preflight.h"
 
-static struct daemon daemon_;
+static struct server server_;
 static bool started;
 static char run_dir[] = "/tmp/rc-fuzz-daemon.XXXXXX";
 
@@ -76,23 +76,23 @@ static void write_config(const char *dir, char *path, size_t len)
 struct daemon *fuzz_daemon(void)
 {
 	if (started)
-		return &daemon_;
+		return &server_.d;
 	char path[128], err[512];
 	if (!mkdtemp(run_dir))
 		abort();
 	atexit(remove_files);
 	write_config(run_dir, path, sizeof(path));
-	if (daemon_init(&daemon_, path, err, sizeof(err)) < 0) {
+	if (daemon_init(&server_, path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz: daemon_init: %s\n", err);
 		abort();
 	}
 	/* The start-up bucket check runs on a thread of its own with its
 	 * own sockets: done before the first input, or the targets' open-fd
 	 * counts would catch its connection instead of a leak. */
-	preflight_join(daemon_.preflight);
-	daemon_.preflight = NULL;
+	preflight_join(server_.preflight);
+	server_.preflight = NULL;
 	/* So does the abandoned-upload sweep (writeback.c), on a worker. */
-	struct shard *sh = &daemon_.shards[0];
+	struct shard *sh = &server_.d.shards[0];
 	uint64_t until = rc_now_ns() + 30000000000ull;
 	while (!rc_list_empty(&sh->wb_cleanups) && rc_now_ns() < until)
 		shard_poll_once(sh);
@@ -102,7 +102,7 @@ struct daemon *fuzz_daemon(void)
 	}
 	rc_log_level = -1; /* refusals are what the fuzzer asks for */
 	started = true;
-	return &daemon_;
+	return &server_.d;
 }
 
 struct session *fuzz_session_new(struct daemon *d, int *client)

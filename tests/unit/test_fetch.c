@@ -187,7 +187,7 @@ static unsigned stub_count(const unsigned *field)
 
 /* ---- a one-shard daemon and the test's fetch_ops ---- */
 
-static struct daemon D;
+static struct server SRV; /* the daemon fetch runs in: SRV.d */
 static char dir[64];
 
 /* An op as the fetch engine sees it, and what came back. */
@@ -258,13 +258,13 @@ static void setup(void)
 		dir, stub.port);
 	fclose(f);
 	char err[4096];
-	cr_assert_eq(daemon_init(&D, path, err, sizeof(err)), 0, "%s", err);
-	fetch_set_ops(&D.shards[0], &test_ops);
+	cr_assert_eq(daemon_init(&SRV, path, err, sizeof(err)), 0, "%s", err);
+	fetch_set_ops(&SRV.d.shards[0], &test_ops);
 }
 
 static void teardown(void)
 {
-	daemon_destroy(&D);
+	daemon_destroy(&SRV);
 	stub_stop();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -277,7 +277,7 @@ TestSuite(fetch, .init = setup, .fini = teardown, .timeout = 60);
  * a hang, not a loaded machine, which takes milliseconds here). */
 static void run_until(struct top **ops, unsigned n)
 {
-	struct reactor *r = D.shards[0].reactor;
+	struct reactor *r = SRV.d.shards[0].reactor;
 	uint64_t until = rc_now_ns() + 30000000000ull;
 	for (;;) {
 		bool all = true;
@@ -295,7 +295,7 @@ static struct object *open_obj(int *err)
 {
 	struct top t = {0};
 	struct top *p = &t;
-	fetch_open(&D.shards[0], &t.op, D.datasets[0], "obj");
+	fetch_open(&SRV.d.shards[0], &t.op, SRV.d.datasets[0], "obj");
 	run_until(&p, 1);
 	*err = t.op.err;
 	return t.op.obj;
@@ -312,12 +312,12 @@ static void read_start(struct top *t, struct object *o, uint64_t off,
 	t->op.offset = off;
 	t->op.len = len;
 	t->op.dst = dst;
-	fetch_read(&D.shards[0], &t->op);
+	fetch_read(&SRV.d.shards[0], &t->op);
 }
 
 static void read_end(struct top *t)
 {
-	object_put(&D, t->op.obj);
+	object_put(&SRV.d, t->op.obj);
 }
 
 static void assert_bytes(const uint8_t *b, uint64_t off, uint64_t len)
@@ -346,7 +346,7 @@ Test(fetch, open_then_read_whole_object)
 	for (unsigned b = 0; b < 4; b++)
 		cr_assert_eq(stub_count(&stub.gets[b]), 1);
 	read_end(&t);
-	object_put(&D, o);
+	object_put(&SRV.d, o);
 	free(buf);
 }
 
@@ -365,10 +365,10 @@ Test(fetch, retries_after_5xx)
 	cr_assert_eq(t.op.err, 0);
 	cr_assert_eq(stub_count(&stub.failed), 2);
 	cr_assert_eq(stub_count(&stub.gets[1]), 1);
-	cr_assert_geq(D.shards[0].m.s3_retries, 2);
+	cr_assert_geq(SRV.d.shards[0].m.s3_retries, 2);
 	assert_bytes(buf, BLOCK + 10, sizeof(buf));
 	read_end(&t);
-	object_put(&D, o);
+	object_put(&SRV.d, o);
 }
 
 Test(fetch, retries_give_up_with_the_error)
@@ -387,7 +387,7 @@ Test(fetch, retries_give_up_with_the_error)
 	cr_assert_eq(t.failed, 1);
 	cr_assert_eq(stub_count(&stub.failed), 4, "1 try + max_retries 3");
 	read_end(&t);
-	object_put(&D, o);
+	object_put(&SRV.d, o);
 }
 
 Test(fetch, concurrent_reads_of_one_block_share_one_get)
@@ -409,7 +409,7 @@ Test(fetch, concurrent_reads_of_one_block_share_one_get)
 		read_end(&t[i]);
 	}
 	cr_assert_eq(stub_count(&stub.gets[2]), 1, "one GET for %d reads", N);
-	object_put(&D, o);
+	object_put(&SRV.d, o);
 }
 
 Test(fetch, changed_etag_fails_estale_and_retires_the_version)
@@ -431,8 +431,8 @@ Test(fetch, changed_etag_fails_estale_and_retires_the_version)
 	cr_assert_neq(o2, o);
 	cr_assert_str_eq(o2->etag, "\"v2\"");
 	cr_assert_eq(stub_count(&stub.heads), 2);
-	object_put(&D, o2);
-	object_put(&D, o);
+	object_put(&SRV.d, o2);
+	object_put(&SRV.d, o);
 }
 
 /* OPEN of key, run to its end: its error (an object it got is let go). */
@@ -440,10 +440,10 @@ static int open_key(const char *key)
 {
 	struct top t = {0};
 	struct top *p = &t;
-	fetch_open(&D.shards[0], &t.op, D.datasets[0], key);
+	fetch_open(&SRV.d.shards[0], &t.op, SRV.d.datasets[0], key);
 	run_until(&p, 1);
 	if (t.op.obj)
-		object_put(&D, t.op.obj);
+		object_put(&SRV.d, t.op.obj);
 	return t.op.err;
 }
 
@@ -452,7 +452,7 @@ static int open_key(const char *key)
  * used entries go, and an evicted missing key is asked for again. */
 Test(fetch, missing_keys_are_remembered_within_the_budget)
 {
-	struct shard *sh = &D.shards[0];
+	struct shard *sh = &SRV.d.shards[0];
 	sh->objects_budget = 64 * 1024; /* ~300 entries */
 	char key[32];
 	uint64_t heads = sh->m.s3_head;
