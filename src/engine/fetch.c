@@ -32,6 +32,8 @@ struct fetch {
 	struct listing *lst;       /* FETCH_LIST: owned while fetching */
 	unsigned attempt;          /* retries made */
 	uint64_t first_ns;         /* its first try: retry_budget runs from it */
+	uint64_t new_ns, sent_ns;  /* made; its last try handed to curl */
+	uint64_t budget_ns;        /* waited for the request budget, in all */
 	bool head_only;            /* FETCH_HEAD: a HEAD (the object is empty) */
 	bool open_get;             /* FETCH_HEAD sent as a GET of block 0 */
 	bool force_get;            /* FETCH_HEAD: a GET to learn why (403) */
@@ -329,6 +331,7 @@ static bool fetch_throttled(struct fetch *f)
 	if (!wait)
 		return false;
 	f->budgeted = true;
+	f->budget_ns += wait;
 	f->sh->m.s3_throttled_ns += wait;
 	reactor_timer_after(f->sh->reactor, &f->retry, wait);
 	return true;
@@ -439,6 +442,7 @@ static int fetch_start(struct fetch *f)
 		log_limited(RC_LOG_WARN, "S3 request: %s", err);
 		return -EINVAL;
 	}
+	f->sent_ns = rc_now_ns();
 	int r = curlio_add(sh->curl, s3_req_easy(f->req), fetch_transfer_done, f);
 	if (r < 0) {
 		fetch_done(f, CURLE_FAILED_INIT);
@@ -482,6 +486,7 @@ static struct fetch *fetch_new(struct shard *sh, enum fetch_kind kind,
 		return NULL;
 	f->kind = kind;
 	f->sh = sh;
+	f->new_ns = rc_now_ns();
 	reactor_timer_init(&f->retry, fetch_retry_due);
 	f->all_next = sh->fetches;
 	if (sh->fetches)
@@ -825,11 +830,42 @@ static int check_object_reply(const struct fetch *f, struct s3_result *r)
 	return -EPROTO;
 }
 
+/* At debug level, one line per GET or HEAD answered (each try): where
+ * its time went (made to sent: the request budget and, past it, retries;
+ * sent to the first byte and to the end, as curl timed them, which
+ * includes waiting for one of max_connections) and how many requests the
+ * shard had in flight. perf/README.md ("Cold small samples") reads a cold
+ * start so. */
+static void log_timeline(const struct fetch *f, const struct s3_result *r)
+{
+	if (rc_log_level < RC_LOG_DEBUG || f->kind == FETCH_LIST)
+		return;
+	const struct dataset *ds = f->obj->ds;
+	curl_off_t first_us = 0, total_us = 0;
+	CURL *easy = s3_req_easy(f->req);
+	curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us);
+	curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &total_us);
+	char *key = dataset_bucket_key(ds, f->obj->key);
+	log_debug("dataset %s: %s bucket %s key %s: HTTP %ld, timeline: "
+		  "sent after %.1f ms (request budget %.1f ms, tries %u), "
+		  "first byte %.1f ms and done %.1f ms after sending, "
+		  "%u requests in flight",
+		  ds->cfg->name,
+		  f->kind == FETCH_BLOCK || f->open_get ? "GET" : "HEAD",
+		  ds->cfg->bucket, rc_esc(key ? key : "?"), r->http_status,
+		  (double)(f->sent_ns - f->new_ns) / 1e6,
+		  (double)f->budget_ns / 1e6, f->attempt + 1,
+		  (double)first_us / 1e3, (double)total_us / 1e3,
+		  curlio_inflight(f->sh->curl));
+	free(key);
+}
+
 static void fetch_done(struct fetch *f, CURLcode code)
 {
 	struct shard *sh = f->sh;
 	struct s3_result r;
 	s3_req_result(f->req, code, &r);
+	log_timeline(f, &r);
 	fetch_budget_reply(f, &r);
 	f->silent = !r.http_status && r.retryable;
 	if (f->silent) {

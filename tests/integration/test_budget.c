@@ -48,14 +48,22 @@ TestSuite(budget, .fini = kill_all, .timeout = 300);
 
 /* The proxy limits at LIMIT/s; the daemon reads through it with the
  * dataset's budget lines (NULL: the defaults). */
+static void start_with_daemon(const char *budget_lines);
+
 static void start(const char *budget_lines)
+{
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	start_with_daemon(budget_lines);
+}
+
+/* start(), on a D the caller set up with fx_daemon_init. */
+static void start_with_daemon(const char *budget_lines)
 {
 	static const char *const opts[] = { "--latency-ms", "5",
 		"--rate-limit", LIMIT_STR, NULL };
 	char ds[512], allow[256];
-	ds_spec_default(&S);
 	fx_proxy_start(&P, opts);
-	fx_daemon_init(&D);
 	D.s3_endpoint = P.endpoint;
 	D.max_retries = 10; /* a SlowDown is retried, never a failed read */
 	D.memory = "512M";
@@ -264,6 +272,36 @@ Test(budget, aimd_finds_a_lower_limit_and_reads_every_byte)
 		      (unsigned long long)(ep.passed + ep.limited));
 	link_used(&ep);
 	stop_all();
+}
+
+/* At debug level the daemon logs each GET's timeline (perf/README.md
+ * reads cold starts so): one line per GET it counted, naming bucket and
+ * key, and the request budget's wait in it, not 0 for all of them at a
+ * rate the epoch overruns. */
+Test(budget, each_get_logs_its_timeline_at_debug_level)
+{
+	struct epoch ep;
+	ds_spec_default(&S);
+	fx_daemon_init(&D);
+	D.log_level = "debug";
+	start_with_daemon("s3_get_rate = " LIMIT_STR "\n");
+	cold_epoch(&ep);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	int lines = fx_daemon_log_count(&D, ": GET bucket ");
+	int timed = fx_daemon_log_count(&D, "timeline: sent after ");
+	int unthrottled = fx_daemon_log_count(&D, "(request budget 0.0 ms,");
+	cr_expect_eq(lines, ep.gets, "%d GET lines for %lld GETs", lines,
+		     (long long)ep.gets);
+	cr_expect_geq(timed, lines);
+	char key[DS_KEY_MAX], needle[DS_KEY_MAX + 16];
+	ds_key(&S, 0, key);
+	snprintf(needle, sizeof(needle), "%s: HTTP 20", key);
+	cr_expect(fx_daemon_log_contains(&D, needle), "no line for %s", key);
+	if (!SANITIZED)
+		cr_expect_lt(unthrottled, lines,
+			     "no GET waited for the budget (%d of %d)",
+			     unthrottled, lines);
 }
 
 /* s3_get_rate = 0 turns shaping off: every byte still arrives (SlowDowns
