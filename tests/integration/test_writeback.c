@@ -424,6 +424,23 @@ Test(writeback, staging_warm_stops_at_staging_memory, .fini = teardown,
 	fx_daemon_stop(&D);
 }
 
+/* A save and a stop right after the start, while the digest threads may
+ * still be warming 1 GiB of staging: the save is whole, the spare list
+ * never passes staging_memory, and the daemon exits 0 with no sanitizer
+ * report (fx_daemon_stop) whether or not a warm-up job was left. */
+Test(writeback, a_stop_during_the_warm_up_exits_clean, .fini = teardown,
+     .timeout = 120)
+{
+	start("memory", "staging_memory = 1G\n");
+	struct rc_client c;
+	attach(&c);
+	write_with_hole(&c, "early", 8);
+	check_hole_in_s3("early", 8);
+	cr_assert_leq(spare_bytes(), 1024 * MiB);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+}
+
 /* staging_warm = 0: staging is touched by the saves only; after one save
  * of two chunks the spare list holds those two, not staging_memory. */
 Test(writeback, staging_warm_0_faults_in_nothing_before_a_save,
