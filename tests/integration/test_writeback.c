@@ -431,7 +431,7 @@ Test(writeback, staging_warm_stops_at_staging_memory, .fini = teardown,
 Test(writeback, a_stop_during_the_warm_up_exits_clean, .fini = teardown,
      .timeout = 120)
 {
-	start("memory", "staging_memory = 1G\n");
+	start("memory", "staging_memory = 1G\nstaging_warm = 1G\n");
 	struct rc_client c;
 	attach(&c);
 	write_with_hole(&c, "early", 8);
