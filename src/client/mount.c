@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
 #include "vec.h"
@@ -237,14 +238,6 @@ static void pc_put(struct mnt *m, struct pclient *p)
 }
 
 /* ---- keys and nodes ------------------------------------------------------ */
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 
 static unsigned key_hash(const char *k)
 {
@@ -518,7 +511,7 @@ static bool change_begin(struct node *n, const char *etag)
 {
 	bool first = !n->inval_pending;
 	snprintf(n->etag, sizeof(n->etag), "%s", etag);
-	n->etag_ns = now_ns();
+	n->etag_ns = rc_now_ns();
 	n->inval_pending = true;
 	return first;
 }
@@ -546,7 +539,7 @@ static bool saw_etag(struct mnt *m, struct node *n, const char *etag,
 			/* no_open: the version reads of n will be checked
 			 * against, from the lookup that made it */
 			snprintf(n->etag, sizeof(n->etag), "%s", etag);
-			n->etag_ns = now_ns();
+			n->etag_ns = rc_now_ns();
 		}
 		return false;
 	}
@@ -636,7 +629,7 @@ static void list_ahead(struct mnt *m, fuse_ino_t parent)
 {
 	if (m->ttl < 1.0)
 		return; /* the daemon keeps no metadata: HEADs anyway */
-	uint64_t now = now_ns(), ttl = (uint64_t)(m->ttl * 1e9);
+	uint64_t now = rc_now_ns(), ttl = (uint64_t)(m->ttl * 1e9);
 	pthread_mutex_lock(&m->lock);
 	struct node *d = node_by_ino(m, parent);
 	char *prefix = NULL;
@@ -1063,7 +1056,7 @@ static void op_read_ino(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	nd = node_by_ino(m, ino);
 	if (nd && !nd->etag[0] && r == 0) { /* no lookup told it: this read */
 		snprintf(nd->etag, sizeof(nd->etag), "%s", st.etag);
-		nd->etag_ns = now_ns();
+		nd->etag_ns = rc_now_ns();
 	} else if (nd && r == -ESTALE && strcmp(nd->etag, st.etag) != 0) {
 		drop = change_begin(nd, st.etag);
 		nd->size = st.size;
@@ -1184,7 +1177,7 @@ static bool keep_cache(struct node *n, const char *etag)
 {
 	bool same = n->etag[0] && strcmp(n->etag, etag) == 0;
 	snprintf(n->etag, sizeof(n->etag), "%s", etag);
-	n->etag_ns = now_ns();
+	n->etag_ns = rc_now_ns();
 	return same;
 }
 
@@ -1195,7 +1188,7 @@ static bool keep_cache(struct node *n, const char *etag)
 static bool etag_fresh(const struct mnt *m, const struct node *n)
 {
 	return m->ttl >= 1.0 && n->etag[0] &&
-	       now_ns() - n->etag_ns < (uint64_t)(m->ttl * 1e9);
+	       rc_now_ns() - n->etag_ns < (uint64_t)(m->ttl * 1e9);
 }
 
 /* An open for reading: the object's size and ETag now (OPEN, closed at
