@@ -23,6 +23,10 @@
  * against it, and an answer that shows another version drops the pages
  * (fuse_lowlevel_notify_inval_inode) before any of the new one is read.
  *
+ * Fetch-ahead: a reader that walks a directory in listing order (ahead.c
+ * tells) gets its next files fetched into the daemon's cache by fetcher
+ * threads of their own sessions (READ_KEYs of each file's first byte).
+ *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
@@ -42,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ahead.h"
 #include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
@@ -60,6 +65,13 @@
 #define READAHEAD_KB 8192      /* the mount's bdi read_ahead_kb, as root */
 #define NAME_MAX_POSIX 255
 #define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
+/* Fetching ahead of readers by path (ahead.c says when and what). */
+#define FA_THREADS 4           /* each a session with FA_BATCH GETs in flight */
+#define FA_BATCH 8
+#define FA_QUEUE 256           /* files waiting to be fetched ahead, all walks */
+#define FA_LISTS 16            /* directories whose listing is kept */
+#define FA_LIST_MAX 262144u    /* larger directories: no fetch-ahead */
+#define FA_LIST_MIN_S 30.0     /* a kept listing lives max(metadata_ttl, this) */
 
 /* A name the kernel has looked up: its relative key ("" is the root). */
 struct node {
@@ -132,6 +144,34 @@ struct dirlist {
 	uint32_t n, cap;
 };
 
+/* A directory's names in listing order (build_dirlist's, sorted as S3
+ * lists them): the index a walk is followed by. id changes with every
+ * listing, so a walk never mixes the indices of two. */
+struct alisting {
+	char *dir;          /* NULL: a free slot */
+	struct dirlist *l;  /* NULL: not listed yet */
+	uint64_t id, built_ns, used;
+	bool want, listing; /* to be listed (again); a fetcher lists it */
+};
+
+/* Fetch-ahead: the detector, the listings it needs, the files it chose
+ * (keys, oldest first) and the sessions that fetch them. */
+struct fetcher {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct ahead ahead;
+	struct alisting lists[FA_LISTS];
+	char *queue[FA_QUEUE];
+	unsigned q_head, q_len;
+	uint64_t next_id, tick;
+	bool stop;
+	unsigned n_threads;
+	pthread_t threads[FA_THREADS];
+	struct pclient pc[FA_THREADS];
+	/* for the exit line and the -d log: walks that fetched, files */
+	uint64_t fired, queued, dropped, fetched, failed;
+};
+
 struct mnt {
 	/* Nodes, written files, local directories and c (the session that
 	 * writes): recursive, as write paths call stat_key. Never taken
@@ -162,6 +202,8 @@ struct mnt {
 	struct pclient *pool_idle; /* not attached (yet, or it failed) */
 	unsigned pool_live;        /* attached */
 	struct pclient pool[POOL_MAX];
+	bool debug; /* -d: fetch-ahead says what it fetches, on stderr */
+	struct fetcher fa;
 };
 
 /* ---- the pool of sessions ------------------------------------------------- */
@@ -896,6 +938,305 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/* ---- fetching ahead of readers by path ----------------------------------- */
+/* A loader that opens paths gives no plan, so a cold file is one GET when
+ * its reader reads it: 8 readers, 8 GETs in flight. A reader that walks a
+ * directory in listing order (every file, or every Nth when N readers
+ * share the walk) is followed (ahead.c) from the files it reads from
+ * their start, and the next files of its walk are fetched into the
+ * daemon's cache meanwhile: a READ_KEY of their first byte, which brings
+ * the first block (block_size) whole, its lease given back at once. So
+ * fetch-ahead pins nothing, holds no handle, and is bounded as any
+ * reader of the mount's uid is (max_inflight_per_uid, the cache's
+ * eviction); here by AHEAD_MAX files per walk, FA_QUEUE waiting and
+ * FA_THREADS x FA_BATCH in flight. A reader in random order causes none. */
+
+/* 0 is no directory (a free stream slot). */
+static uint64_t fa_id(struct fetcher *fa)
+{
+	return ++fa->next_id;
+}
+
+static int dentry_name_cmp(const void *k, const void *e)
+{
+	return strcmp(k, ((const struct dentry *)e)->name);
+}
+
+/* The kept listing of dir, or NULL (then asked for: the next reads of
+ * the walk find it). Under fa->lock. */
+static struct alisting *fa_listing(struct mnt *m, const char *dir)
+{
+	struct fetcher *fa = &m->fa;
+	struct alisting *lru = NULL;
+	uint64_t now = rc_now_ns();
+	double life = m->ttl > FA_LIST_MIN_S ? m->ttl : FA_LIST_MIN_S;
+	for (unsigned i = 0; i < FA_LISTS; i++) {
+		struct alisting *a = &fa->lists[i];
+		if (a->dir && strcmp(a->dir, dir) == 0) {
+			a->used = ++fa->tick;
+			if (!a->listing && !a->want &&
+			    now - a->built_ns > (uint64_t)(life * 1e9))
+				a->want = true; /* the old one used meanwhile */
+			if (a->want)
+				pthread_cond_signal(&fa->cond);
+			return a->l ? a : NULL;
+		}
+		/* a free slot first, else the least recently used one */
+		if (!a->listing && (!lru || (lru->dir && (!a->dir ||
+						a->used < lru->used))))
+			lru = a;
+	}
+	if (!lru) /* every slot is being listed */
+		return NULL;
+	char *copy = strdup(dir);
+	if (!copy)
+		return NULL;
+	free(lru->dir);
+	if (lru->l)
+		dirlist_free(lru->l);
+	*lru = (struct alisting){.dir = copy, .used = ++fa->tick,
+				 .want = true};
+	pthread_cond_signal(&fa->cond);
+	return NULL;
+}
+
+/* A reader (pid) read key from its start: follow its walk, and queue
+ * the files to fetch ahead of it. Costs no call to the daemon. */
+static void fa_note(struct mnt *m, uint64_t pid, const char *key)
+{
+	struct fetcher *fa = &m->fa;
+	const char *slash = strrchr(key, '/');
+	size_t dlen = slash ? (size_t)(slash - key) : 0;
+	const char *name = slash ? slash + 1 : key;
+	char *dir = strndup(key, dlen);
+	if (!dir)
+		return;
+	pthread_mutex_lock(&fa->lock);
+	struct alisting *a = fa->n_threads ? fa_listing(m, dir) : NULL;
+	const struct dentry *e = a && a->l->n ? bsearch(name, a->l->e, a->l->n,
+					     sizeof(*a->l->e),
+					     dentry_name_cmp) : NULL;
+	struct ahead_fetch f = {0};
+	if (e)
+		f = ahead_note(&fa->ahead, pid, a->id,
+			       (uint32_t)(e - a->l->e));
+	unsigned n = 0;
+	for (uint32_t k = 0; k < f.count; k++) {
+		uint64_t i = f.first + (uint64_t)k * f.stride;
+		if (i >= a->l->n)
+			break;
+		if (a->l->e[i].dir)
+			continue;
+		char *fk;
+		if (fa->q_len == FA_QUEUE ||
+		    asprintf(&fk, dlen ? "%s/%s" : "%s%s", dir,
+			     a->l->e[i].name) < 0) {
+			fa->dropped++;
+			continue;
+		}
+		fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] = fk;
+		n++;
+	}
+	if (n) {
+		fa->fired++;
+		fa->queued += n;
+		pthread_cond_broadcast(&fa->cond);
+		if (m->debug)
+			fprintf(stderr, "ringcache mount: fetch-ahead: pid %llu "
+				"in '%s': %u files from #%u step %u (window "
+				"%u)\n", (unsigned long long)pid, dir, n,
+				f.first, f.stride, f.window);
+	}
+	pthread_mutex_unlock(&fa->lock);
+	free(dir);
+}
+
+/* A fetcher lists a directory asked for (fa->lock held on entry and
+ * return; dropped meanwhile). Too large a directory keeps an empty
+ * listing: no fetch-ahead there until it is listed again. */
+static void fa_list(struct mnt *m, struct pclient *p, struct alisting *a)
+{
+	struct fetcher *fa = &m->fa;
+	char *dir = strdup(a->dir);
+	a->want = false;
+	a->listing = true;
+	pthread_mutex_unlock(&fa->lock);
+	struct dirlist *l = dir ? calloc(1, sizeof(*l)) : NULL;
+	int r = !l ? -ENOMEM : list_s3(p, dir, l);
+	if (r == 0 && l->n > FA_LIST_MAX) {
+		dirlist_free(l);
+		l = calloc(1, sizeof(*l));
+	}
+	if (r == 0 && l)
+		dirlist_dedupe(l);
+	pthread_mutex_lock(&fa->lock);
+	a->listing = false;
+	if (r == 0 && l) {
+		if (m->debug)
+			fprintf(stderr, "ringcache mount: fetch-ahead: listed "
+				"'%s': %u names\n", dir, l->n);
+		if (a->l)
+			dirlist_free(a->l);
+		a->l = l;
+		a->id = fa_id(fa);
+		a->built_ns = rc_now_ns();
+	} else {
+		if (l)
+			dirlist_free(l);
+		a->built_ns = rc_now_ns(); /* asked again after its life */
+	}
+	free(dir);
+}
+
+/* Fetches up to FA_BATCH queued files together: the first byte of each
+ * (its first block comes whole into the daemon's cache), given back at
+ * once. Called without fa->lock. */
+static void fa_fetch(struct mnt *m, struct pclient *p, char **keys,
+		     unsigned n)
+{
+	struct rc_read_req req[FA_BATCH];
+	struct rc_extent ext[FA_BATCH];
+	for (unsigned i = 0; i < n; i++)
+		req[i] = (struct rc_read_req){.key = keys[i], .len = 1,
+					      .ext = &ext[i], .max_ext = 1};
+	int r = rc_read_many(&p->c, p->ds, req, n);
+	unsigned ok = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (r == 0 && req[i].res >= 0)
+			ok++;
+		for (uint32_t j = 0; r == 0 && j < req[i].n_ext; j++)
+			rc_release_lazy(&p->c, ext[i].lease);
+	}
+	rc_submit(&p->c);
+	if (rc_reconnects(&p->c) != p->reconnects_seen) {
+		p->reconnects_seen = rc_reconnects(&p->c);
+		rc_unmap_old_arenas(&p->c);
+	}
+	pthread_mutex_lock(&m->fa.lock);
+	m->fa.fetched += ok;
+	m->fa.failed += n - ok;
+	pthread_mutex_unlock(&m->fa.lock);
+}
+
+struct fa_arg {
+	struct mnt *m;
+	struct pclient *p;
+};
+
+static void *fa_thread(void *arg)
+{
+	struct fa_arg *x = arg;
+	struct mnt *m = x->m;
+	struct pclient *p = x->p;
+	struct fetcher *fa = &m->fa;
+	free(x);
+	pthread_mutex_lock(&fa->lock);
+	while (!fa->stop) {
+		struct alisting *want = NULL;
+		for (unsigned i = 0; i < FA_LISTS && !want; i++)
+			if (fa->lists[i].want && !fa->lists[i].listing)
+				want = &fa->lists[i];
+		if (!want && !fa->q_len) {
+			pthread_cond_wait(&fa->cond, &fa->lock);
+			continue;
+		}
+		if (!p->attached) {
+			pthread_mutex_unlock(&fa->lock);
+			int r = pc_attach(m, p);
+			pthread_mutex_lock(&fa->lock);
+			if (r < 0) { /* the daemon is away: drop, as a miss */
+				if (want)
+					want->want = false;
+				fa->failed += fa->q_len;
+				while (fa->q_len) {
+					free(fa->queue[fa->q_head]);
+					fa->q_head = (fa->q_head + 1) % FA_QUEUE;
+					fa->q_len--;
+				}
+				continue;
+			}
+		}
+		if (want) {
+			fa_list(m, p, want);
+			continue;
+		}
+		char *keys[FA_BATCH];
+		unsigned n = 0;
+		while (n < FA_BATCH && fa->q_len) {
+			keys[n++] = fa->queue[fa->q_head];
+			fa->q_head = (fa->q_head + 1) % FA_QUEUE;
+			fa->q_len--;
+		}
+		pthread_mutex_unlock(&fa->lock);
+		fa_fetch(m, p, keys, n);
+		for (unsigned i = 0; i < n; i++)
+			free(keys[i]);
+		pthread_mutex_lock(&fa->lock);
+	}
+	pthread_mutex_unlock(&fa->lock);
+	return NULL;
+}
+
+/* After daemonizing (a fork keeps no threads). No fetcher: none fires. */
+static void fa_start(struct mnt *m)
+{
+	struct fetcher *fa = &m->fa;
+	for (unsigned i = 0; i < FA_THREADS; i++) {
+		struct fa_arg *x = malloc(sizeof(*x));
+		if (!x)
+			break;
+		*x = (struct fa_arg){m, &fa->pc[i]};
+		pthread_mutex_lock(&fa->lock);
+		int r = pthread_create(&fa->threads[fa->n_threads], NULL,
+				       fa_thread, x);
+		if (r == 0)
+			fa->n_threads++;
+		pthread_mutex_unlock(&fa->lock);
+		if (r != 0) {
+			free(x);
+			break;
+		}
+	}
+}
+
+static void fa_stop(struct mnt *m)
+{
+	struct fetcher *fa = &m->fa;
+	pthread_mutex_lock(&fa->lock);
+	fa->stop = true;
+	pthread_cond_broadcast(&fa->cond);
+	unsigned n = fa->n_threads;
+	pthread_mutex_unlock(&fa->lock);
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(fa->threads[i], NULL);
+	if (fa->fired || m->debug)
+		fprintf(stderr, "ringcache mount: %s: fetched ahead %llu files "
+			"in %llu steps of walks (%llu failed, %llu not queued)"
+			"\n", m->dataset, (unsigned long long)fa->fetched,
+			(unsigned long long)fa->fired,
+			(unsigned long long)fa->failed,
+			(unsigned long long)fa->dropped);
+}
+
+static void fa_free(struct fetcher *fa)
+{
+	for (unsigned i = 0; i < FA_THREADS; i++)
+		if (fa->pc[i].attached)
+			rc_detach(&fa->pc[i].c);
+	for (unsigned i = 0; i < FA_LISTS; i++) {
+		free(fa->lists[i].dir);
+		if (fa->lists[i].l)
+			dirlist_free(fa->lists[i].l);
+	}
+	while (fa->q_len) {
+		free(fa->queue[fa->q_head]);
+		fa->q_head = (fa->q_head + 1) % FA_QUEUE;
+		fa->q_len--;
+	}
+	pthread_mutex_destroy(&fa->lock);
+	pthread_cond_destroy(&fa->cond);
+}
+
 /* ---- reads ---------------------------------------------------------------- */
 
 /* Leases go lazily, pushed to the daemon now: nothing stays pinned
@@ -1028,6 +1369,8 @@ static void op_read_ino(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	pthread_mutex_unlock(&m->lock);
 	if (r == 0 && !key)
 		r = -ENOMEM;
+	if (key && off == 0) /* a file read from its start: a walk? */
+		fa_note(m, (uint64_t)fuse_req_ctx(req)->pid, key);
 	struct rc_stat st;
 	struct pclient *p = r == 0 ? pc_get(m) : NULL;
 	int n = !p ? (r < 0 ? r : -EIO)
@@ -1082,6 +1425,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOTSUP); /* not committed: nothing to read */
 		return;
 	}
+	if (off == 0)
+		fa_note(m, (uint64_t)fuse_req_ctx(req)->pid, of->key);
 	struct rc_stat st;
 	struct pclient *p = pc_get(m);
 	int r = p ? read_range(p, of, size, off, ext, iov, &n, &st) : -EIO;
@@ -1102,6 +1447,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	release_all(p, ext, n);
 	pc_put(m, p);
 }
+
 
 /* ---- writes --------------------------------------------------------------- */
 /* Writes and namespace changes run one at a time under m->lock, on the
@@ -1851,6 +2197,7 @@ static void mnt_free(struct mnt *m)
 		free(d->key);
 		free(d);
 	}
+	fa_free(&m->fa);
 	rc_detach(&m->c); /* open write handles: aborted, sealed: kept */
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->pool_lock);
@@ -1923,7 +2270,9 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 	if (abs_dir)
 		start_raise_readahead(abs_dir);
 	free(abs_dir);
+	fa_start(m);
 	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
+	fa_stop(m);
 	pthread_mutex_lock(&m->lock); /* drop_pages_later use se */
 	while (m->invals)
 		pthread_cond_wait(&m->invals_done, &m->lock);
@@ -1970,12 +2319,16 @@ int mount_main(int argc, char **argv, const char *socket_path)
 	pthread_mutex_init(&m->pool_lock, NULL);
 	pthread_cond_init(&m->pool_cond, NULL);
 	pthread_cond_init(&m->invals_done, NULL);
+	pthread_mutex_init(&m->fa.lock, NULL);
+	pthread_cond_init(&m->fa.cond, NULL);
+	m->debug = debug;
 	for (unsigned i = POOL_MAX; i-- > 0;) {
 		m->pool[i].next = m->pool_idle;
 		m->pool_idle = &m->pool[i];
 	}
 	clock_gettime(CLOCK_REALTIME, &m->mounted);
 	if (mnt_attach(m, socket_path, dataset) < 0) {
+		fa_free(&m->fa);
 		pthread_mutex_destroy(&m->lock);
 		pthread_mutex_destroy(&m->pool_lock);
 		pthread_cond_destroy(&m->pool_cond);

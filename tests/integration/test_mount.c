@@ -1182,3 +1182,136 @@ Test(mount_slow, a_slow_reader_does_not_stall_the_others)
 	free(got);
 	mount_stop(&M);
 }
+
+/* ---- issue 22: fetching ahead of readers by path ------------------------- */
+
+#define AHEAD_FILES 64
+#define AHEAD_READERS 4
+#define AHEAD_LEN (64 * 1024)
+#define RAND_FILES 16
+
+static uint8_t *ahead_data[AHEAD_FILES];
+
+struct ahead_reader {
+	int first;
+	char err[200];
+};
+
+/* Reader r reads every AHEAD_READERS-th file of ahead/ from r, as
+ * loaders sharing a walk do; each file whole and equal to what was put. */
+static void *read_ahead_files(void *p)
+{
+	struct ahead_reader *a = p;
+	uint8_t *got = malloc(AHEAD_LEN + 1);
+	for (int i = a->first; i < AHEAD_FILES && !a->err[0];
+	     i += AHEAD_READERS) {
+		char path[400];
+		snprintf(path, sizeof(path), "%s/ahead/f%03d", M.dir, i);
+		size_t len = AHEAD_LEN - (size_t)i;
+		size_t n = read_whole(path, got, AHEAD_LEN + 1);
+		if (n != len || memcmp(got, ahead_data[i], len) != 0)
+			snprintf(a->err, sizeof(a->err), "f%03d: %zu bytes, "
+				 "not the %zu put", i, n, len);
+	}
+	free(got);
+	return NULL;
+}
+
+/* The mount's -d lines "fetch-ahead: pid P in 'DIR': N files from #I
+ * step S (window W)" for DIR: how many, and each within its window. */
+static unsigned fetch_ahead_lines(const char *log, const char *dir,
+				  unsigned *max_window)
+{
+	char pat[64];
+	unsigned lines = 0;
+	snprintf(pat, sizeof(pat), "in '%s': ", dir);
+	*max_window = 0;
+	for (const char *at = log; (at = strstr(at, pat)); at += strlen(pat)) {
+		unsigned n, first, step, window;
+		cr_assert_eq(sscanf(at + strlen(pat), "%u files from #%u step "
+				    "%u (window %u)", &n, &first, &step,
+				    &window), 4, "%.80s", at);
+		cr_assert_leq(window, 32, "window %u: past its bound", window);
+		cr_assert_leq(n, window, "%u files for a window of %u", n,
+			      window);
+		if (window > *max_window)
+			*max_window = window;
+		lines++;
+	}
+	return lines;
+}
+
+/* Cold readers sharing a sequential walk of a directory get its next
+ * files fetched ahead (the -d log says so, the exit line counts them
+ * fetched), and read the bytes the fixture's client put; a reader in
+ * random order through another directory, listed first so fetch-ahead
+ * could follow it, causes none. */
+TestSuite(mount_ahead, .init = start_ro_ttl, .fini = teardown,
+	  .timeout = 300);
+
+Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
+{
+	static const int order[RAND_FILES] = {9, 2, 14, 5, 11, 0, 7, 13, 3,
+					      15, 6, 1, 12, 4, 10, 8};
+	char key[400], path[400];
+	for (int i = 0; i < AHEAD_FILES; i++) {
+		ahead_data[i] = fx_pattern(AHEAD_LEN - (size_t)i,
+					   60 + (unsigned)i);
+		snprintf(key, sizeof(key), "%sahead/f%03d", ro_prefix, i);
+		cr_assert_eq(fx_put_object(key, ahead_data[i],
+					   AHEAD_LEN - (size_t)i), 0);
+	}
+	uint8_t *rnd = fx_pattern(AHEAD_LEN, 99), *got = malloc(AHEAD_LEN + 1);
+	for (int i = 0; i < RAND_FILES; i++) {
+		snprintf(key, sizeof(key), "%srand/f%03d", ro_prefix, i);
+		cr_assert_eq(fx_put_object(key, rnd, AHEAD_LEN), 0);
+	}
+	char *log_argv[] = {"/bin/cat", M.log, NULL};
+	for (int k = 0; k < RAND_FILES; k++) {
+		snprintf(path, sizeof(path), "%s/rand/f%03d", M.dir, order[k]);
+		cr_assert_eq(read_whole(path, got, AHEAD_LEN + 1),
+			     (size_t)AHEAD_LEN);
+		cr_assert(memcmp(got, rnd, AHEAD_LEN) == 0, "rand/f%03d",
+			  order[k]);
+		for (int w = 0; k == 0 && w < 6000; w++) {
+			fx_run(log_argv, out, sizeof(out), RUN_MS);
+			if (strstr(out, "listed 'rand': "))
+				break;
+			sleep_ms(10);
+		}
+		cr_assert(k || strstr(out, "listed 'rand': 16 names"),
+			  "the mount never listed rand/ for fetch-ahead");
+	}
+	struct ahead_reader a[AHEAD_READERS];
+	pthread_t t[AHEAD_READERS];
+	for (int i = 0; i < AHEAD_READERS; i++) {
+		a[i] = (struct ahead_reader){.first = i};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_ahead_files,
+					    &a[i]), 0);
+	}
+	for (int i = 0; i < AHEAD_READERS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
+	}
+	mount_stop(&M); /* out: the whole log, the exit line last */
+	unsigned max_window, rand_window;
+	unsigned lines = fetch_ahead_lines(out, "ahead", &max_window);
+	cr_assert_gt(lines, 0, "no fetch-ahead for %d sequential readers",
+		     AHEAD_READERS);
+	cr_assert_eq(fetch_ahead_lines(out, "rand", &rand_window), 0,
+		     "a reader in random order was fetched ahead of");
+	const char *end = strstr(out, "fetched ahead ");
+	unsigned long long fetched = 0, steps = 0, failed = 1;
+	cr_assert(end && sscanf(end, "fetched ahead %llu files in %llu steps "
+				"of walks (%llu failed", &fetched, &steps,
+				&failed) == 3, "no exit line");
+	cr_assert_eq(steps, lines);
+	cr_assert_gt(fetched, 0);
+	cr_assert_eq(failed, 0);
+	cr_log_info("fetch-ahead: %u steps, %llu files, largest window %u",
+		    lines, fetched, max_window);
+	for (int i = 0; i < AHEAD_FILES; i++)
+		free(ahead_data[i]);
+	free(rnd);
+	free(got);
+}
