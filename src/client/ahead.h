@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define AHEAD_STREAMS 64     /* readers followed at once (least recent goes) */
-#define AHEAD_MIN 4          /* files fetched ahead when a walk is confirmed */
+#define AHEAD_MIN 8          /* files fetched ahead when a walk is confirmed */
 #define AHEAD_MAX 32         /* at most this many files ahead of a reader */
 #define AHEAD_MAX_STRIDE 16  /* readers sharing one walk round-robin */
 #define AHEAD_CONFIRM 3      /* equal forward steps before the first fetch */

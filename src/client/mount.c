@@ -66,8 +66,8 @@
 #define NAME_MAX_POSIX 255
 #define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
 /* Fetching ahead of readers by path (ahead.c says when and what). */
-#define FA_THREADS 4           /* each a session with FA_BATCH GETs in flight */
-#define FA_BATCH 8
+#define FA_THREADS 8           /* each a session with FA_BATCH GETs in flight */
+#define FA_BATCH 4
 #define FA_QUEUE 256           /* files waiting to be fetched ahead, all walks */
 #define FA_LISTS 16            /* directories whose listing is kept */
 #define FA_LIST_MAX 262144u    /* larger directories: no fetch-ahead */
