@@ -688,6 +688,19 @@ static int key_staging_warm(struct parser *p, const char *key,
 	return key_size_field(p, key, value, 0, &p->cfg->staging_warm_bytes);
 }
 
+/* 0 (off) or at least one 2 MiB populate step. */
+static int key_arena_prefault(struct parser *p, const char *key,
+			      const char *value)
+{
+	uint64_t bytes;
+	if (config_parse_size(value, &bytes) < 0 ||
+	    (bytes > 0 && bytes < (2u << 20)))
+		return fail_value(p, key, value,
+				  "must be 0 (off) or a size of at least 2M");
+	p->cfg->arena_prefault_bytes = bytes;
+	return 1;
+}
+
 static int key_staging_memory(struct parser *p, const char *key,
 			      const char *value)
 {
@@ -754,6 +767,7 @@ static const struct key_spec daemon_keys[] = {
 	FN("staging_memory", key_staging_memory),
 	FN("max_staged_per_uid", key_max_staged_per_uid),
 	FN("staging_warm", key_staging_warm),
+	FN("arena_prefault", key_arena_prefault),
 	FN("tier_path", key_tier_path),
 	FN("tier_size", key_tier_size),
 	FN("metrics_listen", key_metrics_listen),
@@ -1124,6 +1138,7 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->journal_bytes = 8ull << 30;
 	cfg->staging_bytes = 1ull << 30;
 	cfg->staging_warm_bytes = UINT64_MAX; /* all of staging_bytes */
+	cfg->arena_prefault_bytes = 16u << 20;
 	cfg->addressing = S3_PATH_STYLE;
 	cfg->tls_verify = true;
 	cfg->max_connections = 64;

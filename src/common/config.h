@@ -92,6 +92,8 @@ struct rc_config {
 	uint64_t journal_bytes;  /* journal_size = 8G */
 	uint64_t staging_bytes;  /* staging_memory = 1G: checkpoint bytes held */
 	uint64_t max_staged_per_uid; /* max_staged_per_uid = 0: staging_memory/2 */
+	uint64_t arena_prefault_bytes; /* arena_prefault = 16M: arena pages
+					  populated ahead, per shard */
 	uint64_t staging_warm_bytes; /* staging_warm = all of staging_memory
 					(UINT64_MAX) faulted in at start */
 	char *tier_path;         /* tier_path = /nvme/ringcache.tier (file or device) */

@@ -104,6 +104,7 @@ struct wtimer;
 struct wdelay;
 struct journal;
 struct upload_engine;
+struct arenafill;
 
 #define TIER_STAGING 16 /* blocks being copied out to the tier at once */
 struct tier_staging {
@@ -162,6 +163,7 @@ struct shard {
 	struct rc_list wb_warming; /* staging_warm jobs on a worker */
 	struct workers *workers;   /* upload digests off this thread */
 	struct rc_ev workers_ev;
+	struct arenafill *fill;    /* the arenas' prefault reserve's jobs */
 	struct tier *tier;         /* NULL: memory only */
 	struct tier_staging staging[TIER_STAGING];
 	struct reactor_timer tier_tick; /* index sync every 30 s */

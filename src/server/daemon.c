@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arenafill.h"
 #include "budget.h"
 #include "clock.h"
 #include "daemon.h"
@@ -611,9 +612,12 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 /* After the datasets: replayed objects name theirs. */
 static int writeback_start(struct daemon *d, char *err, size_t errlen)
 {
-	for (uint32_t i = 0; i < d->n_shards; i++)
+	for (uint32_t i = 0; i < d->n_shards; i++) {
 		if (writeback_init(&d->shards[i], err, errlen) < 0)
 			return -1;
+		/* Its populates run on the digest threads writeback made. */
+		arenafill_init(&d->shards[i], d->cfg.arena_prefault_bytes);
+	}
 	return 0;
 }
 
@@ -701,6 +705,7 @@ void daemon_destroy(struct server *srv)
 			session_close(session_of(sh->sessions.next));
 		fetch_shard_cancel(sh);
 		writeback_destroy(sh);
+		arenafill_free(sh); /* the workers are gone: no populate runs */
 		if (sh->tier) {
 			tier_close(sh->tier); /* syncs the index */
 			sh->tier = NULL;

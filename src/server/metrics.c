@@ -120,6 +120,12 @@ static uint64_t sh_handles(const struct shard *sh)
 	  sh->budget.bytes_used)                                               \
 	G("ringcache_arena_capacity_bytes", gauge, "Arena memory budget.",    \
 	  sh->budget.bytes_total)                                              \
+	G("ringcache_arena_prefault_bytes_total", counter,                     \
+	  "Arena bytes queued for population ahead of use (arena_prefault).",  \
+	  sh->budget.prefault_queued)                                          \
+	G("ringcache_arena_prefault_used_bytes_total", counter,                \
+	  "Arena bytes charged to a slot that a populate had faulted in.",     \
+	  sh->budget.prefault_used)                                            \
 	G("ringcache_s3_inflight", gauge, "S3 requests in flight.",            \
 	  curlio_inflight(sh->curl))                                           \
 	G("ringcache_prefetch_pinned_bytes", gauge,                            \

@@ -3,6 +3,7 @@
 #include "arena.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,9 @@
 
 #define PAGE ARENA_PAGE
 #define MIN_CLASS 64u   /* slot alignment: a cache line */
+/* A populate's step, and its ends' alignment: one 2 MiB page where the
+ * arena gets them, so a populate faults whole huge pages in. */
+#define FILL_CHUNK (2u << 20)
 
 static uint64_t floor_pow2(uint64_t x)
 {
@@ -145,6 +149,10 @@ void arena_destroy(struct arena *a)
 	if (a->ro_fd > 0)
 		close(a->ro_fd);
 	for (uint32_t i = 0; a->sbs && i < a->n_sb; i++) {
+		struct arena_sb *s = &a->sbs[i];
+		if (a->budget && s->populated > s->charged)
+			a->budget->prefault_ahead -=
+				(uint64_t)(s->populated - s->charged) * PAGE;
 		if (a->budget && a->sbs[i].cls != UINT16_MAX) {
 			a->budget->bytes_used -= (uint64_t)a->sbs[i].charged * PAGE;
 			a->budget->sb_used--;
@@ -204,20 +212,52 @@ static bool budget_charge(struct arena_budget *b, uint32_t pages)
 	return true;
 }
 
+/* Pages populated ahead of the charged ones: the reserve's share. */
+static uint64_t sb_ahead(const struct arena_sb *s)
+{
+	return s->populated > s->charged
+		       ? (uint64_t)(s->populated - s->charged) * PAGE
+		       : 0;
+}
+
+/* Sets a superblock's charged and populated pages, keeping the budget's
+ * count of the pages populated ahead. */
+static void sb_set_pages(struct arena *a, struct arena_sb *s,
+			 uint32_t charged, uint32_t populated)
+{
+	a->budget->prefault_ahead -= sb_ahead(s);
+	s->charged = charged;
+	s->populated = populated;
+	a->budget->prefault_ahead += sb_ahead(s);
+}
+
+static uint32_t sb_top(const struct arena_sb *s)
+{
+	return s->charged > s->populated ? s->charged : s->populated;
+}
+
+static void punch(struct arena *a, uint32_t sbi, uint32_t from, uint32_t to)
+{
+	uint64_t start = (uint64_t)sbi * a->budget->sb_bytes +
+			 (uint64_t)from * PAGE;
+	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)start, (off_t)(to - from) * PAGE) < 0)
+		log_warn("arena: punching a superblock failed: %s",
+			 strerror(errno));
+}
+
+/* Returns the pages above keep, populated ones with the charged: the
+ * budget is memory, not address space. */
 static void sb_uncharge_above(struct arena *a, uint32_t sbi, uint32_t keep)
 {
 	struct arena_sb *s = &a->sbs[sbi];
-	if (s->charged <= keep)
+	if (sb_top(s) <= keep)
 		return;
-	/* Return the pages: the budget is memory, not address space. */
-	uint64_t start = (uint64_t)sbi * a->budget->sb_bytes +
-			 (uint64_t)keep * PAGE;
-	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)start, (off_t)(s->charged - keep) * PAGE) < 0)
-		log_warn("arena: punching a superblock failed: %s",
-			 strerror(errno));
-	a->budget->bytes_used -= (uint64_t)(s->charged - keep) * PAGE;
-	s->charged = keep;
+	punch(a, sbi, keep, sb_top(s));
+	if (s->charged > keep)
+		a->budget->bytes_used -= (uint64_t)(s->charged - keep) * PAGE;
+	sb_set_pages(a, s, s->charged < keep ? s->charged : keep,
+		     s->populated < keep ? s->populated : keep);
 }
 
 static int sb_take(struct arena *a, uint32_t cls)
@@ -239,7 +279,8 @@ static int sb_take(struct arena *a, uint32_t cls)
 	a->n_free_sb--;
 	b->sb_used++;
 	s->cls = (uint16_t)cls;
-	s->used = s->charged = s->hint = 0;
+	/* charged is 0 (given back); populated pages stay: the reserve's. */
+	s->used = s->hint = 0;
 	s->n_slots = n_slots;
 	memset(s->free_bits, 0xff, words * sizeof(*s->free_bits));
 	if (n_slots % 64)
@@ -282,7 +323,13 @@ static int64_t sb_alloc(struct arena *a, uint32_t sbi)
 	if (end > s->charged) {
 		if (!budget_charge(a->budget, end - s->charged))
 			return -ENOSPC;
-		s->charged = end;
+		if (s->populated > s->charged)
+			atomic_fetch_add_explicit(
+				&a->budget->prefault_used,
+				(uint64_t)((s->populated < end ? s->populated : end) -
+					   s->charged) * PAGE,
+				memory_order_relaxed);
+		sb_set_pages(a, s, end, s->populated);
 	}
 	s->free_bits[slot / 64] &= ~(1ull << (slot % 64));
 	if (s->used++ == 0)
@@ -292,7 +339,71 @@ static int64_t sb_alloc(struct arena *a, uint32_t sbi)
 	return (int64_t)arena_slot_off(a, sbi, slot);
 }
 
-int64_t arena_alloc(struct arena *a, uint32_t cls)
+/* Queues the population of the pages above a superblock's charged and
+ * populated ones, a 2 MiB-aligned step at a time, while the reserve and
+ * the superblock's share of it (a quarter, so the classes in use each
+ * get some) have room. */
+static void fill_sb(struct arena *a, uint32_t sbi)
+{
+	struct arena_budget *b = a->budget;
+	struct arena_sb *s = &a->sbs[sbi];
+	uint32_t sb_pages = (uint32_t)(b->sb_bytes / PAGE);
+	uint32_t chunk = FILL_CHUNK / PAGE;
+	uint64_t share = b->prefault_target / 4 < FILL_CHUNK
+				 ? FILL_CHUNK
+				 : b->prefault_target / 4;
+	for (;;) {
+		uint32_t from = sb_top(s);
+		if (from >= sb_pages)
+			return;
+		uint32_t to = (from / chunk + 1) * chunk;
+		if (to > sb_pages)
+			to = sb_pages;
+		uint64_t len = (uint64_t)(to - from) * PAGE;
+		if (b->prefault_ahead + len > b->prefault_target ||
+		    sb_ahead(s) + len > share)
+			return;
+		uint64_t off = (uint64_t)sbi * b->sb_bytes + (uint64_t)from * PAGE;
+		if (b->populate(b->populate_ctx, a, off, len) < 0)
+			return; /* no job free: the next allocation asks again */
+		atomic_fetch_add_explicit(&b->prefault_queued, len,
+					  memory_order_relaxed);
+		sb_set_pages(a, s, s->charged, to);
+	}
+}
+
+/* After an allocation from sbi: its next pages, then the superblock the
+ * next sb_take gets (the top of the free stack). */
+static void prefault_refill(struct arena *a, uint32_t sbi)
+{
+	if (!a->budget->populate || a->budget->prefault_target == 0)
+		return;
+	fill_sb(a, sbi);
+	if (a->n_free_sb)
+		fill_sb(a, a->free_sb[a->n_free_sb - 1]);
+}
+
+void arena_populated(struct arena *a, uint64_t off, uint64_t len, int err)
+{
+	struct arena_budget *b = a->budget;
+	uint32_t sbi = arena_sb_of(a, off);
+	struct arena_sb *s = &a->sbs[sbi];
+	uint32_t from = (uint32_t)((off - (uint64_t)sbi * b->sb_bytes) / PAGE);
+	uint32_t to = from + (uint32_t)(len / PAGE);
+	if (err) {
+		b->prefault_target = 0;
+		if (s->populated > from) /* those pages are not faulted in */
+			sb_set_pages(a, s, s->charged,
+				     from > s->charged ? from : s->charged);
+	}
+	/* Punched while it ran (evicted, given back): punch its pages again,
+	 * those no one charged or populated since. */
+	uint32_t top = sb_top(s);
+	if (to > top)
+		punch(a, sbi, from > top ? from : top, to);
+}
+
+static int64_t alloc_slot(struct arena *a, uint32_t cls)
 {
 	/* A free slot under charged pages may sit in any partial superblock
 	 * once the budget is spent: look at them all before a new one. */
@@ -313,6 +424,14 @@ int64_t arena_alloc(struct arena *a, uint32_t cls)
 		return r;
 	a->n_empty++; /* sb_alloc counts it out again */
 	return sb_alloc(a, (uint32_t)r);
+}
+
+int64_t arena_alloc(struct arena *a, uint32_t cls)
+{
+	int64_t off = alloc_slot(a, cls);
+	if (off >= 0)
+		prefault_refill(a, arena_sb_of(a, (uint64_t)off));
+	return off;
 }
 
 void arena_free(struct arena *a, uint64_t off)

@@ -19,6 +19,17 @@
  * slot (the cache empties superblocks of another class from the top),
  * which returns them to the system and to the budget.
  *
+ * The prefault reserve: faulting a fresh page in costs the shard's thread
+ * (clear_page, the shmem fault) on the fetch path, a quarter of its CPU
+ * in a cold epoch (perf/README.md). With a populate hook set, each
+ * allocation asks for the pages just above a superblock's charged ones,
+ * and the first pages of the superblock taken next, to be populated on
+ * another thread (MADV_POPULATE_WRITE), up to prefault_target bytes per
+ * budget. Those pages are resident but not charged: memory above the
+ * budget by at most prefault_target. A punch takes them back with the
+ * charged ones; a populate that finished after its pages were punched is
+ * undone by arena_populated.
+ *
  * Classes go in steps of 64 B up to 1 KiB, then in steps of at most 1/16
  * (a power of two over 16) up to the block size, so rounding wastes at most
  * 6.25% of any object of 1 KiB or more. Slots are 64-byte aligned; classes
@@ -35,6 +46,8 @@
 #define ARENA_PAGE 4096u
 #define ARENA_NONE UINT32_MAX
 
+struct arena;
+
 struct arena_budget {
 	uint64_t sb_total; /* superblocks the memory holds: memory / sb_bytes */
 	_Atomic uint64_t sb_used; /* superblocks taken (address space) */
@@ -45,6 +58,17 @@ struct arena_budget {
 	uint32_t block_bytes;
 	uint32_t n_classes;
 	uint32_t class_size[ARENA_MAX_CLASSES];
+	/* The prefault reserve; off while populate is NULL or target 0. */
+	uint64_t prefault_target; /* bytes populated ahead of the charged */
+	uint64_t prefault_ahead;  /* populated (or queued), not charged */
+	/* Queues the population of [off, off + len) of arena a; 0, or a
+	 * negated errno (nothing queued). arena_populated follows. */
+	int (*populate)(void *ctx, struct arena *a, uint64_t off, uint64_t len);
+	void *populate_ctx;
+	/* Bytes queued, and bytes charged that a populate had faulted in
+	 * (other threads read them for metrics). */
+	_Atomic uint64_t prefault_queued;
+	_Atomic uint64_t prefault_used;
 };
 
 struct arena_sb {
@@ -52,6 +76,7 @@ struct arena_sb {
 	uint32_t used;      /* slots in use */
 	uint32_t n_slots;
 	uint32_t charged;   /* pages from its start charged to the budget */
+	uint32_t populated; /* pages from its start populated (or queued) */
 	uint32_t hint;      /* no free bit below this word */
 	uint32_t words_cap; /* free_bits capacity, in words */
 	uint32_t next_partial, prev_partial; /* class partial list */
@@ -99,6 +124,11 @@ uint32_t arena_trim(struct arena *a);
 /* Gives back the pages of superblock sb above its highest used slot (all
  * of them, and the superblock, when it is empty). */
 void arena_trim_sb(struct arena *a, uint32_t sb);
+
+/* A populate the hook queued has run (err: its result, 0 or a negated
+ * errno): pages of it punched meanwhile are punched again, and an error
+ * turns the reserve off (a kernel without MADV_POPULATE_WRITE). */
+void arena_populated(struct arena *a, uint64_t off, uint64_t len, int err);
 
 /* Superblock bookkeeping for eviction. */
 static inline uint32_t arena_sb_of(const struct arena *a, uint64_t off)

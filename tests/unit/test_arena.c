@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "cache.h"
@@ -344,6 +346,187 @@ Test(arena_alloc, trim_returns_superblocks_and_punches)
 		if (arena_sb_of(&a, offs[i]) < 3)
 			cr_assert(pattern_ok(a.base + offs[i],
 					     b.class_size[cls], i));
+	arena_destroy(&a);
+	check_leaks();
+}
+
+/* ---- the prefault reserve ---------------------------------------------- */
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* The populate hook records what it is asked; run_fills does it (the
+ * real madvise the daemon's workers run) when the test says, so a test
+ * orders the populate against the arena's punches itself. */
+struct fill_req {
+	struct arena *a;
+	uint64_t off, len;
+};
+static struct fill_req fills[64];
+static unsigned n_fills;
+
+static int record_fill(void *ctx, struct arena *a, uint64_t off, uint64_t len)
+{
+	(void)ctx;
+	if (n_fills == sizeof(fills) / sizeof(fills[0]))
+		return -EBUSY;
+	fills[n_fills++] = (struct fill_req){a, off, len};
+	return 0;
+}
+
+/* Populates every recorded request (or fails them with err) and reports
+ * each to the arena, as the daemon's done callback does. */
+static void run_fills(int err)
+{
+	for (unsigned i = 0; i < n_fills; i++) {
+		struct fill_req *f = &fills[i];
+		int r = err;
+		if (!r && madvise(f->a->base + f->off, f->len,
+				  MADV_POPULATE_WRITE) < 0)
+			r = -errno;
+		cr_assert_eq(r, err, "populate: %s", strerror(-r));
+		arena_populated(f->a, f->off, f->len, r);
+	}
+	n_fills = 0;
+}
+
+/* Pages of [off, off + len) in memory (the memfd's page cache). */
+static uint64_t resident_pages(struct arena *a, uint64_t off, uint64_t len)
+{
+	uint64_t n = len / PAGE, in = 0;
+	unsigned char *v = malloc(n);
+	cr_assert_not_null(v);
+	cr_assert_eq(mincore(a->base + off, len, v), 0, "mincore: %s",
+		     strerror(errno));
+	for (uint64_t i = 0; i < n; i++)
+		in += v[i] & 1;
+	free(v);
+	return in;
+}
+
+static void prefault_setup(struct arena_budget *b, struct arena *a,
+			   uint64_t target)
+{
+	budget_setup(b, 64 * MiB, 1 * MiB); /* superblocks of 4 MiB */
+	b->populate = record_fill;
+	b->prefault_target = target;
+	n_fills = 0;
+	arena_setup(a, b, "test-prefault");
+}
+
+/* Before a slot's pages are charged they are asked for, 2 MiB-aligned,
+ * above the charged ones and in the superblock taken next; populated,
+ * they are in memory before anything is written there; the slots then
+ * charged on them count as the reserve used; the bytes written across
+ * the 2 MiB edges read back; the budget is charged for slots only. */
+Test(arena_prefault, fills_ahead_and_is_used)
+{
+	struct arena_budget b;
+	struct arena a;
+	prefault_setup(&b, &a, 8 * MiB);
+	uint32_t cls = arena_class_of(&b, 100 * KiB);
+	uint32_t size = b.class_size[cls];
+	int64_t first = arena_alloc(&a, cls);
+	cr_assert_eq(first, 0);
+	/* Its superblock up to the 2 MiB edge (its share: a quarter of
+	 * 8 MiB), and the first 2 MiB of the next free superblock. */
+	cr_assert_eq(n_fills, 2, "%u populates asked", n_fills);
+	uint64_t charged = (size + PAGE - 1) / PAGE * PAGE;
+	cr_assert_eq(fills[0].off, charged);
+	cr_assert_eq(fills[0].off + fills[0].len, 2 * MiB);
+	cr_assert_eq(fills[1].off % (4 * MiB), 0);
+	cr_assert_eq(fills[1].len, 2 * MiB);
+	cr_assert_neq(fills[1].off, 0);
+	cr_assert_eq(b.prefault_ahead, fills[0].len + fills[1].len);
+	cr_assert_eq(b.prefault_queued, b.prefault_ahead);
+	cr_assert_eq(b.bytes_used, charged, "the reserve is not charged");
+	struct fill_req f0 = fills[0], f1 = fills[1];
+	cr_assert_eq(resident_pages(&a, f0.off, f0.len), 0);
+	run_fills(0);
+	cr_assert_eq(resident_pages(&a, f0.off, f0.len), f0.len / PAGE);
+	cr_assert_eq(resident_pages(&a, f1.off, f1.len), f1.len / PAGE);
+
+	/* Slots up to the one across the 2 MiB edge. */
+	uint64_t offs[64];
+	unsigned n = 0;
+	offs[n++] = (uint64_t)first;
+	while (offs[n - 1] + size <= 2 * MiB) {
+		int64_t off = arena_alloc(&a, cls);
+		cr_assert_geq(off, 0);
+		cr_assert_eq(arena_sb_of(&a, (uint64_t)off), 0);
+		offs[n++] = (uint64_t)off;
+	}
+	cr_assert_gt(b.prefault_used, 0, "no slot landed on the reserve");
+	cr_assert_leq(b.prefault_used, b.prefault_queued);
+	cr_assert_leq(b.prefault_ahead, b.prefault_target);
+	uint64_t top = offs[n - 1] + size;
+	cr_assert_eq(b.bytes_used, (top + PAGE - 1) / PAGE * PAGE);
+	/* Used: the pages from the first slot's end to the 2 MiB edge, the
+	 * populated ones; the last slot's pages past the edge were not. */
+	cr_assert_eq(b.prefault_used, 2 * MiB - charged, "used %lu",
+		     (unsigned long)b.prefault_used);
+	cr_assert_gt(n_fills, 0, "the pages past the edge asked for");
+	bool straddles = false;
+	for (unsigned i = 0; i < n; i++) {
+		pattern_fill(a.base + offs[i], size, i);
+		straddles |= offs[i] / (2 * MiB) != (offs[i] + size - 1) / (2 * MiB);
+	}
+	cr_assert(straddles, "no slot across the 2 MiB edge");
+	run_fills(0);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert(pattern_ok(a.base + offs[i], size, i), "slot %u", i);
+	arena_destroy(&a);
+	cr_assert_eq(b.prefault_ahead, 0, "the reserve's count leaks");
+	check_leaks();
+}
+
+/* A populate that runs after its pages were punched (the superblock
+ * emptied and trimmed while it was queued) leaves them in memory,
+ * uncharged: arena_populated punches them again. The reserve of the
+ * superblock still free stays. */
+Test(arena_prefault, punched_while_queued_is_punched_again)
+{
+	struct arena_budget b;
+	struct arena a;
+	prefault_setup(&b, &a, 8 * MiB);
+	uint32_t cls = arena_class_of(&b, 100 * KiB);
+	int64_t off = arena_alloc(&a, cls);
+	cr_assert_eq(off, 0);
+	cr_assert_eq(n_fills, 2);
+	struct fill_req f0 = fills[0], f1 = fills[1];
+	arena_free(&a, (uint64_t)off);
+	cr_assert_eq(arena_trim(&a), 1);
+	cr_assert_eq(b.bytes_used, 0);
+	cr_assert_eq(b.prefault_ahead, f1.len, "the free one's reserve stays");
+	run_fills(0); /* after the punch */
+	cr_assert_eq(resident_pages(&a, f0.off, f0.len), 0,
+		     "populated after the punch and left in memory");
+	cr_assert_eq(resident_pages(&a, f1.off, f1.len), f1.len / PAGE);
+	cr_assert_eq(memfd_blocks(a.fd) * 512, f1.len);
+	arena_destroy(&a);
+	cr_assert_eq(b.prefault_ahead, 0);
+	check_leaks();
+}
+
+/* A kernel that refuses the populate (EINVAL before 5.14) turns the
+ * reserve off: the pages asked for are not counted as populated, and no
+ * allocation asks again. */
+Test(arena_prefault, an_error_turns_it_off)
+{
+	struct arena_budget b;
+	struct arena a;
+	prefault_setup(&b, &a, 8 * MiB);
+	uint32_t cls = arena_class_of(&b, 100 * KiB);
+	cr_assert_geq(arena_alloc(&a, cls), 0);
+	cr_assert_eq(n_fills, 2);
+	run_fills(-EINVAL);
+	cr_assert_eq(b.prefault_target, 0);
+	cr_assert_eq(b.prefault_ahead, 0);
+	for (int i = 0; i < 30; i++)
+		cr_assert_geq(arena_alloc(&a, cls), 0);
+	cr_assert_eq(n_fills, 0, "asked again after the error");
+	cr_assert_eq(b.prefault_used, 0);
 	arena_destroy(&a);
 	check_leaks();
 }

@@ -912,6 +912,29 @@ Test(config, copy_threshold_of_a_dataset)
 	}
 }
 
+/* arena_prefault: unset, 16M a shard; a size of at least one 2 MiB
+ * populate step; 0, off; a size below the step or no size names the key
+ * and what it takes. */
+Test(config, arena_prefault)
+{
+	struct rc_config cfg;
+	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
+	cr_assert_eq(cfg.arena_prefault_bytes, 16ull << 20, "unset: 16M");
+	config_free(&cfg);
+	cr_assert_eq(load("[daemon]\narena_prefault = 64M\n" DATASET, &cfg), 0,
+		     "%s", err);
+	cr_assert_eq(cfg.arena_prefault_bytes, 64ull << 20);
+	config_free(&cfg);
+	cr_assert_eq(load("[daemon]\narena_prefault = 0\n" DATASET, &cfg), 0,
+		     "%s", err);
+	cr_assert_eq(cfg.arena_prefault_bytes, 0);
+	config_free(&cfg);
+	expect_error("[daemon]\narena_prefault = 1M\n" DATASET,
+		     "at least 2M");
+	expect_error("[daemon]\narena_prefault = lots\n" DATASET,
+		     "arena_prefault");
+}
+
 /* staging_warm: unset, all of staging_memory (UINT64_MAX, capped by the
  * shard); a size, that size; 0, none; anything else names the key. */
 Test(config, staging_warm)
