@@ -532,6 +532,30 @@ static int read_staged(void *ctx, uint64_t off, void *dst, size_t len)
 	return 0;
 }
 
+/* A part straight from staging (upload_view_fn): no copy into a part
+ * buffer on the reactor. Staging stays until upload_done, and a committed
+ * object's chunks never change, so a failed part is resent from them. A
+ * range with a chunk never written (zeros) is read instead. */
+static int view_staged(void *ctx, uint64_t off, size_t len,
+		       struct s3_piece *pieces, unsigned max)
+{
+	struct wobject *w = ctx;
+	unsigned n = 0;
+	while (len) {
+		uint32_t c = (uint32_t)(off / WB_CHUNK);
+		size_t in = off % WB_CHUNK;
+		size_t take = WB_CHUNK - in < len ? WB_CHUNK - in : len;
+		if (c >= w->n_chunks || !w->chunks[c])
+			return 0;
+		if (n < max)
+			pieces[n] = (struct s3_piece){w->chunks[c] + in, take};
+		n++;
+		off += take;
+		len -= take;
+	}
+	return (int)n;
+}
+
 static int read_journaled(void *ctx, uint64_t off, void *dst, size_t len)
 {
 	struct wobject *w = ctx;
@@ -709,6 +733,7 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		.key = key,
 		.size = w->size,
 		.read = read_staged,
+		.view = view_staged,
 		.read_ctx = w,
 		.part_size = w->ds->cfg->part_size,
 		.concurrency = w->ds->cfg->upload_concurrency,
@@ -720,6 +745,7 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 	};
 	if (w->replayed) { /* a file read: on the digest workers (upload.h) */
 		p.read = NULL;
+		p.view = NULL;
 		p.read_slow = read_journaled;
 	}
 	int err = key ? 0 : -ENOMEM;

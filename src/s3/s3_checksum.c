@@ -19,6 +19,26 @@ int s3_md5(const void *data, size_t len, unsigned char md5[16])
 	return 0;
 }
 
+int s3_md5_pieces(const struct s3_piece *pieces, unsigned n,
+		  unsigned char md5[16])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) == 1;
+
+	for (unsigned i = 0; ok && i < n; i++)
+		ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
+	ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 16;
+	EVP_MD_CTX_free(ctx);
+	if (!ok) {
+		memset(md5, 0, 16);
+		return -1;
+	}
+	memcpy(md5, md, 16);
+	return 0;
+}
+
 void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25])
 {
 	if (!ok) {

@@ -9,9 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3_types.h"
+
 /* The MD5 of a body: 0, or -1 where the crypto library has none (FIPS),
  * md5 then zeroed. */
 int s3_md5(const void *data, size_t len, unsigned char md5[16]);
+/* The same of a body in pieces, taken in order. */
+int s3_md5_pieces(const struct s3_piece *pieces, unsigned n,
+		  unsigned char md5[16]);
 /* Content-MD5 value of an MD5 s3_md5 took (24 chars + NUL); "" when it
  * failed (ok false): the server then refuses the request, clearly. */
 void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25]);

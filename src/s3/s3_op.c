@@ -167,9 +167,14 @@ int s3_validate_params(const struct s3_req_params *p, char *err,
 		rc_set_err(err, errlen, "If-Match value has control characters");
 		return -1;
 	}
-	if (s3_op_sends_body(p->op) && p->body_len && !p->body) {
+	if (s3_op_sends_body(p->op) && p->body_len && !p->body && !p->pieces) {
 		rc_set_err(err, errlen, "PUT body is NULL but body_len is %zu",
 			p->body_len);
+		return -1;
+	}
+	if (s3_op_sends_body(p->op) && p->n_pieces && !p->pieces) {
+		rc_set_err(err, errlen, "PUT pieces is NULL but n_pieces is %u",
+			p->n_pieces);
 		return -1;
 	}
 	return validate_write_params(p, err, errlen);

@@ -58,6 +58,10 @@ struct s3_req {
 	char *copy_source;     /* CopyObject's header value, encoded */
 	const unsigned char *body;
 	size_t body_len, body_pos;
+	const struct s3_piece *pieces; /* the body in pieces, or NULL */
+	unsigned n_pieces;
+	unsigned piece;        /* body_pos lies in pieces[piece] ... */
+	size_t piece_pos;      /* ... at this offset */
 	enum s3_op op;
 	uint64_t range_off, range_len;
 	s3_sink_fn sink;

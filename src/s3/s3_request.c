@@ -42,16 +42,26 @@ struct signed_headers {
 	char md5[25];
 };
 
+/* The MD5 of the request's body, whole or in pieces (s3_md5). */
+static int body_md5(const struct s3_req *r, unsigned char md5[16])
+{
+	if (r->pieces)
+		return s3_md5_pieces(r->pieces, r->n_pieces, md5);
+	return s3_md5(r->body, r->body_len, md5);
+}
+
 /* XML text: the five characters XML reserves, escaped. */
 static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 			     struct signed_headers *sh)
 {
+	unsigned char md5[16];
+
 	if (s3_op_sends_body(p->op) && (p->content_md5 || p->content_md5_value ||
 				     p->op == S3_UPLOAD_PART)) {
 		if (p->content_md5_value)
 			snprintf(sh->md5, sizeof(sh->md5), "%s", p->content_md5_value);
 		else
-			s3_content_md5(r->body, r->body_len, sh->md5);
+			s3_md5_b64(md5, body_md5(r, md5) == 0, sh->md5);
 		sh->h[sh->n++] = (struct sigv4_header){ "Content-MD5", sh->md5 };
 	}
 	if (s3_op_sends_body(p->op) && p->checksum_crc32c)
@@ -94,6 +104,14 @@ static int prepare_body(struct s3_req *r, const struct s3_req_params *p)
 	if (s3_op_sends_body(p->op)) {
 		r->body = p->body;
 		r->body_len = p->body_len;
+		if (p->pieces) {
+			r->body = NULL;
+			r->pieces = p->pieces;
+			r->n_pieces = p->n_pieces;
+			r->body_len = 0;
+			for (unsigned i = 0; i < p->n_pieces; i++)
+				r->body_len += p->pieces[i].len;
+		}
 		return 0;
 	}
 	if (p->op == S3_COMPLETE_MULTIPART) {
@@ -161,6 +179,8 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 	/* RGW checks the payload hash, so it is always real, never UNSIGNED. */
 	if (p->payload_sha256 && s3_op_sends_body(p->op))
 		snprintf(payload_sha, sizeof(payload_sha), "%s", p->payload_sha256);
+	else if (r->pieces)
+		sigv4_sha256_hex_pieces(r->pieces, r->n_pieces, payload_sha);
 	else if (r->body_len)
 		sigv4_sha256_hex(r->body, r->body_len, payload_sha);
 	else

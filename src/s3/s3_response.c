@@ -186,13 +186,35 @@ size_t s3_resp_on_body(char *data, size_t size, size_t nmemb, void *userp)
 	return n;
 }
 
+/* A body in pieces: copies from the cursor on, moving it. */
+static size_t read_pieces(struct s3_req *r, char *dst, size_t room)
+{
+	size_t n = 0;
+	while (n < room && r->piece < r->n_pieces) {
+		const struct s3_piece *pc = &r->pieces[r->piece];
+		size_t left = pc->len - r->piece_pos;
+		size_t take = left < room - n ? left : room - n;
+		if (take)
+			memcpy(dst + n, (const char *)pc->data + r->piece_pos, take);
+		n += take;
+		r->piece_pos += take;
+		if (r->piece_pos == pc->len) {
+			r->piece++;
+			r->piece_pos = 0;
+		}
+	}
+	return n;
+}
+
 size_t s3_resp_on_read(char *dst, size_t size, size_t nitems, void *userp)
 {
 	struct s3_req *r = userp;
 	size_t room = size * nitems, left = r->body_len - r->body_pos;
 	size_t n = left < room ? left : room;
 
-	if (n)
+	if (r->pieces)
+		n = read_pieces(r, dst, n);
+	else if (n)
 		memcpy(dst, r->body + r->body_pos, n);
 	r->body_pos += n;
 	return n;
@@ -205,6 +227,15 @@ int s3_resp_on_seek(void *userp, curl_off_t offset, int origin)
 	if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > r->body_len)
 		return CURL_SEEKFUNC_FAIL;
 	r->body_pos = (size_t)offset;
+	if (r->pieces) { /* a retry or a redirect rewinds: find the piece */
+		size_t at = r->body_pos;
+		r->piece = 0;
+		while (r->piece < r->n_pieces && at >= r->pieces[r->piece].len) {
+			at -= r->pieces[r->piece].len;
+			r->piece++;
+		}
+		r->piece_pos = at;
+	}
 	return CURL_SEEKFUNC_OK;
 }
 

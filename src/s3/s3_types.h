@@ -81,6 +81,12 @@ struct s3_part {
 typedef int (*s3_sink_fn)(void *ctx, uint64_t body_off, const void *data,
 			  size_t len);
 
+/* One piece of a body sent in pieces (s3_req_params.pieces). */
+struct s3_piece {
+	const void *data;
+	size_t len;
+};
+
 struct s3_req_params {
 	enum s3_op op;
 	const char *bucket;
@@ -93,6 +99,11 @@ struct s3_req_params {
 	/* PUT: body (borrowed, must outlive the request) */
 	const void *body;
 	size_t body_len;
+	/* or the body in pieces, sent one after the other without a copy
+	 * into one buffer (the array and the bytes borrowed likewise);
+	 * body_len is then their total */
+	const struct s3_piece *pieces;
+	unsigned n_pieces;
 	/* GET: where the body goes; NULL collects it in memory (s3_req_body) */
 	s3_sink_fn sink;
 	void *sink_ctx;

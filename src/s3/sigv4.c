@@ -12,6 +12,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "s3_types.h"
+
 /* Limits sized for S3 requests with a 4 KiB session token and 1 KiB keys
  * (3 KiB once percent-encoded); anything larger is refused with -EINVAL. */
 #define SIGV4_MAX_HEADERS 32   /* caller's headers, before the fixed ones */
@@ -84,6 +86,25 @@ void sigv4_sha256_hex(const void *data, size_t len, char out[65])
 		/* An empty digest can never match: the request fails loudly
 		 * at the server instead of being signed with garbage. */
 		out[0] = '\0';
+		return;
+	}
+	to_hex(md, 32, out);
+}
+
+void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
+			     char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+
+	for (unsigned i = 0; ok && i < n; i++)
+		ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
+	ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+	EVP_MD_CTX_free(ctx);
+	if (!ok) {
+		out[0] = '\0'; /* as sigv4_sha256_hex: fails at the server */
 		return;
 	}
 	to_hex(md, 32, out);

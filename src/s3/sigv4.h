@@ -54,6 +54,10 @@ int sigv4_sign(const struct sigv4_request *req, const struct rc_creds *cr,
 
 /* Building blocks, exposed for the test vectors. */
 void sigv4_sha256_hex(const void *data, size_t len, char out[65]);
+/* The same of a body in pieces (s3_types.h), taken in order. */
+struct s3_piece;
+void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
+			     char out[65]);
 /* Canonical request and string to sign into caller buffers; 0 or -EINVAL. */
 int sigv4_canonical_request(const struct sigv4_request *req,
 			    const struct rc_creds *cr, const char *amz_date,

@@ -42,6 +42,8 @@ struct xfer {
 	unsigned part;           /* X_PART: 1-based */
 	const void *body;
 	size_t body_len;
+	struct s3_piece *pieces; /* the body in place (view), or NULL */
+	unsigned n_pieces;
 	void *own_buf;           /* read-callback bytes of this part */
 	size_t own_cap;          /* its size (part_buf_get) */
 	uint64_t load_off;       /* read_slow: what the worker reads first */
@@ -228,6 +230,7 @@ static void xfer_free(struct xfer *x)
 	if (x->kind == X_PART && u->parts_inflight)
 		u->parts_inflight--;
 	part_buf_put(u->e, x->own_buf, x->own_cap);
+	free(x->pieces);
 	rc_list_del(&x->link);
 	u->n_xfers--;
 	u->e->pending--;
@@ -303,6 +306,8 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 	} else if (x->kind == X_PUT || x->kind == X_PART) {
 		p->body = x->body;
 		p->body_len = x->body_len;
+		p->pieces = x->pieces;
+		p->n_pieces = x->n_pieces;
 		p->content_md5_value = x->md5_b64;
 		p->payload_sha256 = x->sha256;
 	}
@@ -415,13 +420,40 @@ static void part_bounds(const struct upload *u, unsigned part, uint64_t *off,
 	*len = (size_t)(left < u->p.part_size ? left : u->p.part_size);
 }
 
-/* Body of a PUT or part: a slice of the buffer, or read from the source. */
+/* The body in place where the source can show it: 1, or 0 (read it), or
+ * -errno. A part's pieces are kept for its retries, like a copy would be. */
+static int xfer_view(struct xfer *x, uint64_t off, size_t len)
+{
+	const struct upload_params *p = &x->u->p;
+	unsigned max = 0;
+	int n = p->view(p->read_ctx, off, len, NULL, 0);
+	while (n > 0 && (unsigned)n > max) {
+		free(x->pieces);
+		max = (unsigned)n;
+		if (!(x->pieces = malloc(max * sizeof(*x->pieces))))
+			return -ENOMEM;
+		n = p->view(p->read_ctx, off, len, x->pieces, max);
+	}
+	if (n <= 0) {
+		free(x->pieces);
+		x->pieces = NULL;
+		return n;
+	}
+	x->n_pieces = (unsigned)n;
+	return 1;
+}
+
+/* Body of a PUT or part: a slice of the buffer, the source's bytes in
+ * place, or read from the source. */
 static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 {
 	struct upload *u = x->u;
+	int rc;
 	x->body_len = len;
 	if (u->p.data) {
 		x->body = (const char *)u->p.data + off;
+	} else if (len && u->p.view && (rc = xfer_view(x, off, len)) != 0) {
+		return rc < 0 ? rc : 0;
 	} else if (len) {
 		x->own_buf = part_buf_get(u->e, len, &x->own_cap);
 		if (!x->own_buf)
@@ -432,7 +464,7 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 			x->unread = true;
 			return 0;
 		}
-		int rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
+		rc = u->p.read(u->p.read_ctx, off, x->own_buf, len);
 		if (rc < 0)
 			return rc;
 		x->body = x->own_buf;
@@ -452,6 +484,11 @@ void upload_hash_run(void *job)
 		x->unread = false;
 		if (x->read_err < 0)
 			return;
+	}
+	if (x->pieces) {
+		x->md5_ok = s3_md5_pieces(x->pieces, x->n_pieces, x->md5) == 0;
+		sigv4_sha256_hex_pieces(x->pieces, x->n_pieces, x->sha256);
+		return;
 	}
 	const void *body = x->body ? x->body : "";
 	x->md5_ok = s3_md5(body, x->body_len, x->md5) == 0;
@@ -1036,7 +1073,7 @@ static int check_params(const struct upload_params *p, uint64_t part_size)
 {
 	if (!p->bucket || !p->key || !p->done ||
 	    (!p->data && !p->read && !p->read_slow) ||
-	    (p->read_slow && (p->data || p->read)))
+	    (p->read_slow && (p->data || p->read)) || (p->view && !p->read))
 		return -EINVAL;
 	if (part_size < UPLOAD_MIN_PART || part_size > (5ull << 30))
 		return -EINVAL;

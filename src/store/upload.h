@@ -60,6 +60,15 @@ struct upload_driver {
  * sequence (the part is kept for retries). */
 typedef int (*upload_read_fn)(void *ctx, uint64_t off, void *dst, size_t len);
 
+/* A source's bytes in place, without a copy: the pieces of memory that
+ * hold [off, off+len) in order, up to max of them filled. Returns how many
+ * pieces the range takes (more than max: call again with room for that
+ * many), 0 when it cannot be shown in place (the engine then reads it with
+ * read), or -errno. The bytes must stay valid and unchanged until done has
+ * been reported, as data's: a part sent from them is resent from them. */
+typedef int (*upload_view_fn)(void *ctx, uint64_t off, size_t len,
+			      struct s3_piece *pieces, unsigned max);
+
 /* Final outcome. err 0: etag is the object's ETag (quotes included; for a
  * multipart upload the md5-of-md5s "-N" form, computed locally when the
  * server's Complete answer has none). Else a negated errno as s3.h
@@ -86,6 +95,7 @@ struct upload_params {
 	uint64_t size;
 	const void *data;             /* whole object (borrowed until done), or */
 	upload_read_fn read;          /* a source callback */
+	upload_view_fn view;          /* optional with read: its bytes in place */
 	/* or one that may block (a file): the engine calls it only on the
 	 * driver's hash workers, with the part's digests, never on the
 	 * driver's thread; it needs the driver's hash (else -EINVAL), and

@@ -180,6 +180,9 @@ struct job {
 	size_t size;
 	int fail_at_off_ge;     /* read callback: -EIO from this offset (>0) */
 	uint64_t max_read_off;  /* highest offset the engine asked for */
+	size_t piece;           /* view: the source shows pieces this long */
+	uint64_t refuse_view_at; /* view: ranges over this offset are read */
+	unsigned views, reads;
 	bool done;
 	struct upload_outcome out;
 };
@@ -193,7 +196,32 @@ static int job_read(void *ctx, uint64_t off, void *dst, size_t len)
 	if (j->fail_at_off_ge > 0 && off >= (uint64_t)j->fail_at_off_ge)
 		return -EIO;
 	memcpy(dst, j->data + off, len);
+	j->reads++;
 	return 0;
+}
+
+/* The source in place, in pieces that do not line up with the parts. */
+static int job_view(void *ctx, uint64_t off, size_t len,
+		    struct s3_piece *pieces, unsigned max)
+{
+	struct job *j = ctx;
+	cr_assert(off + len <= j->size);
+	if (j->refuse_view_at && off <= j->refuse_view_at &&
+	    j->refuse_view_at < off + len)
+		return 0;
+	unsigned n = 0;
+	while (len) {
+		size_t take = j->piece - off % j->piece;
+		if (take > len)
+			take = len;
+		if (n < max)
+			pieces[n] = (struct s3_piece){j->data + off, take};
+		n++;
+		off += take;
+		len -= take;
+	}
+	j->views += max ? 1 : 0;
+	return (int)n;
 }
 
 static void job_done(void *ctx, const struct upload_outcome *out)
@@ -211,6 +239,7 @@ static struct upload *job_start(struct env *t, struct job *j, const char *key,
 		.bucket = fx_env()->bucket, .key = key, .size = j->size,
 		.data = use_read ? NULL : j->data,
 		.read = use_read ? job_read : NULL, .read_ctx = j,
+		.view = use_read && j->piece ? job_view : NULL,
 		.part_size = part, .concurrency = conc,
 		.done = job_done, .done_ctx = j,
 	};
@@ -254,6 +283,33 @@ Test(upload, sizes_byte_identical)
 	roundtrip(&t, "exactly-one-part", 5 * MiB, 5 * MiB, 4, true);
 	roundtrip(&t, "one-part-plus-1", 5 * MiB + 1, 5 * MiB, 4, false);
 	roundtrip(&t, "many-uneven", 23 * MiB, 5 * MiB, 4, true);
+	env_close(&t);
+}
+
+/* Parts sent from the source's own memory (view), in pieces across part
+ * edges, and read where the source cannot show a range in place. */
+Test(upload, view_sends_pieces_in_place)
+{
+	struct env t;
+	char key[512];
+	size_t size = 13 * MiB + 5;
+	unsigned char *data = fx_pattern(size, 4242);
+	struct job j = { .data = data, .size = size, .piece = MiB + 7,
+			 .refuse_view_at = 11 * MiB };
+
+	env_open(&t, NULL, 3);
+	ukey(key, sizeof(key), "view");
+	job_start(&t, &j, key, 5 * MiB, 4, true);
+	env_drain(&t);
+	cr_assert_eq(j.out.err, 0, "%s %s", j.out.code, j.out.message);
+	cr_assert_eq(j.out.parts, 3);
+	cr_assert_eq(j.views, 2, "parts 1 and 2 in place: %u", j.views);
+	cr_assert_eq(j.reads, 1, "part 3 read: %u", j.reads);
+	char want[64];
+	fx_s3_etag(data, size, 5 * MiB, want);
+	cr_assert_str_eq(j.out.etag, want);
+	assert_object(&t, key, data, size, 5 * MiB);
+	free(data);
 	env_close(&t);
 }
 
@@ -305,6 +361,8 @@ static unsigned faulty_round(struct env *t, unsigned round)
 	for (int i = 0; i < 3; i++) {
 		data[i] = fx_pattern(sizes[i], 7u * round + (unsigned)i);
 		j[i] = (struct job){ .data = data[i], .size = sizes[i] };
+		if (round % 2 == 0) /* retried parts resent from the source */
+			j[i].piece = 3 * MiB + 1;
 		ukey(keys[i], sizeof(keys[i]), "faults");
 		job_start(t, &j[i], keys[i], 5 * MiB, 4, i == 2);
 	}
