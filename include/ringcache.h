@@ -528,8 +528,12 @@ int rc_dataset(const struct rc_client *c, const char *name);
 int rc_register_buffer(struct rc_client *c, int memfd, size_t size);
 int rc_unregister_buffer(struct rc_client *c, uint32_t buf_index);
 
-/* Convenience: create a memfd of size bytes, map it here, register it.
- * On success *out points at the mapping and the index is returned. */
+/* Convenience: create a memfd of size bytes, map it here populated (its
+ * pages allocated now, in this process), register it. On success *out
+ * points at the mapping and the index is returned. The daemon maps the
+ * pages a memfd holds at registration into its own page tables on a
+ * helper thread, so that WRITE and READ_INTO do not fault them in on its
+ * event loop; holes are left alone (they cost the daemon nothing). */
 int rc_alloc_buffer(struct rc_client *c, size_t size, void **out);
 
 /* CUDA pinning (optional; the runtime is dlopen'ed: libcudart.so*, or the

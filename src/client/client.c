@@ -427,7 +427,11 @@ int rc_alloc_buffer(struct rc_client *c, size_t size, void **out)
 	int r = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
 	void *p = MAP_FAILED;
 	if (!r) {
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		/* Populated here, in this process: a buffer is allocated to be
+		 * filled, and the daemon maps in at registration, off its
+		 * reactor, only the pages the memfd already holds. */
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | MAP_POPULATE, fd, 0);
 		if (p == MAP_FAILED)
 			r = -errno;
 	}

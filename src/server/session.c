@@ -14,6 +14,7 @@
 #include "session.h"
 #include "session_priv.h"
 #include "fetch.h"
+#include "regbuf_warm.h"
 #include "writeback.h"
 #include "log.h"
 
@@ -85,6 +86,7 @@ void session_close(struct session *s)
 	struct shard *sh = s->sh;
 	sh->n_zombies++;
 	writeback_client_closed(&s->wb);
+	regbuf_warm_stop(s);
 	pqueue_put(sh, s->pq);
 	s->pq = NULL;
 	struct lease_table *lt = &s->leases;

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "readkey.h"
+#include "regbuf_warm.h"
 #include "validate.h"
 
 #define MSG_MAX 65536
@@ -310,8 +311,9 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 		quota_uncharge(&s->usage->registered_bytes, req->size);
 		goto out;
 	}
-	s->bufs[idx] = (struct regbuf){p, req->size, 0};
+	s->bufs[idx] = (struct regbuf){p, req->size, 0, NULL};
 	s->registered_bytes += req->size;
+	regbuf_warm_start(s, &s->bufs[idx], session_put);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -332,8 +334,9 @@ static void handle_unregister(struct session *s, const void *msg, size_t len)
 	else if (s->bufs[req->buf_index].users)
 		status = -EBUSY; /* an operation still copies into it */
 	else {
-		munmap(s->bufs[req->buf_index].base,
-		       s->bufs[req->buf_index].size);
+		if (!regbuf_warm_unmap(&s->bufs[req->buf_index]))
+			munmap(s->bufs[req->buf_index].base,
+			       s->bufs[req->buf_index].size);
 		s->bufs[req->buf_index].base = NULL;
 		s->registered_bytes -= s->bufs[req->buf_index].size;
 		quota_uncharge(&s->usage->registered_bytes,

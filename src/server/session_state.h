@@ -30,6 +30,7 @@ struct regbuf {
 	uint8_t *base;
 	uint64_t size;
 	uint32_t users;            /* ops in flight copying to or from it */
+	struct regbuf_warm *warm;  /* its pages being mapped in (regbuf_warm.h) */
 };
 
 struct session {
