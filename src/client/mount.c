@@ -68,10 +68,10 @@
 /* Fetching ahead of readers by path (ahead.c says when and what). */
 #define FA_THREADS 8           /* each a session with FA_BATCH GETs in flight */
 #define FA_BATCH 4
-#define FA_QUEUE 256           /* files waiting to be fetched ahead, all walks */
+#define FA_QUEUE 256           /* files waiting to be fetched, all walks */
 #define FA_LISTS 16            /* directories whose listing is kept */
 #define FA_LIST_MAX 262144u    /* larger directories: no fetch-ahead */
-#define FA_LIST_MIN_S 30.0     /* a kept listing lives max(metadata_ttl, this) */
+#define FA_LIST_MIN_S 30.0     /* a listing lives max(metadata_ttl, this) */
 
 /* A name the kernel has looked up: its relative key ("" is the root). */
 struct node {
@@ -2120,7 +2120,7 @@ static void mount_usage(FILE *f)
 {
 	fprintf(f, "usage: ringcache mount [-f] [-d] [-o OPTIONS] DATASET DIR\n"
 		   "  -f          stay in the foreground\n"
-		   "  -d          FUSE debug output (implies -f)\n"
+		   "  -d          FUSE debug output and fetch-ahead steps (implies -f)\n"
 		   "  -o OPTIONS  FUSE mount options, e.g. allow_other, ro\n"
 		   "Unmount with: fusermount3 -u DIR (or umount DIR as root).\n");
 }
