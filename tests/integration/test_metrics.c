@@ -275,8 +275,8 @@ Test(metrics, writeback_backlog_until_s3_has_the_objects, .fini = teardown,
 	cr_assert(p[0] >= '1' && p[0] <= '5' && !strncmp(p + 1, "s ago", 5),
 		  "%s", res);
 	cr_assert(strstr(res, "prefetch    0 B fetched ahead"), "%s", res);
-	cr_assert_null(strstr(fx_proxy_control(&P, "set latency-ms 0\n"),
-			      "error"));
+	cr_assert_null(strstr(fx_proxy_control(&P, "set latency-ms 0\n"
+					       "release\n"), "error"));
 	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
 	scrape();
 	cr_assert_eq(value("ringcache_writeback_backlog_objects"), 0);

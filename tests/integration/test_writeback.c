@@ -559,8 +559,8 @@ Test(writeback, committed_objects_read_back_before_s3_has_them,
 	cr_assert_eq(check_in_s3("fresh", 0, 0), -ENOENT,
 		     "the upload finished first: the link is not slow enough");
 	/* Proven: the rest of the upload need not crawl (the request in
-	 * flight keeps its 4 s; the others, 8 s, go at once). */
-	proxy_set("set latency-ms 0\n");
+	 * flight is released, the others go at once). */
+	proxy_set("set latency-ms 0\nrelease\n");
 	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
 	cr_assert_eq(check_in_s3("fresh", size, 42), 0);
 	rc_detach(&c);
@@ -946,7 +946,7 @@ Test(writeback, replayed_objects_read_back_from_the_journal,
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_uploaded_total"), 0,
 		     "uploaded before the reads: S3 was not held long enough");
-	proxy_set("set latency-ms 0\n");
+	proxy_set("set latency-ms 0\nrelease\n");
 	cr_assert_eq(fx_wait_stat(D.socket_path,
 				  "ringcache_writeback_uploaded_total",
 				  (int64_t)N_ACKED, 60000), (int64_t)N_ACKED,
