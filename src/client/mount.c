@@ -25,7 +25,8 @@
  *
  * Fetch-ahead: a reader that walks a directory in listing order (ahead.c
  * tells) gets its next files fetched into the daemon's cache by fetcher
- * threads of their own sessions (READ_KEYs of each file's first byte).
+ * threads of their own sessions (READ_KEYs of each file's first byte);
+ * a directory read cold in no order is swept whole, within a budget.
  *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
 #define FUSE_USE_VERSION 34
@@ -72,6 +73,11 @@
 #define FA_LISTS 16            /* directories whose listing is kept */
 #define FA_LIST_MAX 262144u    /* larger directories: no fetch-ahead */
 #define FA_LIST_MIN_S 30.0     /* a listing lives max(metadata_ttl, this) */
+#define FA_SWEEP_AFTER 8       /* distinct cold files read before a sweep */
+#define FA_SWEEP_FILE_MAX (4u << 20) /* larger files: not swept */
+#define FA_SWEEP_EXT 16        /* extents of one swept file's READ_KEY */
+#define FA_BUDGET_METRIC "ringcache_arena_capacity_bytes"
+#define FA_BUDGET_DIV 4        /* default budget: this part of the cache */
 
 /* A name the kernel has looked up: its relative key ("" is the root). */
 struct node {
@@ -136,6 +142,7 @@ struct pclient {
 
 struct dentry {
 	char *name;
+	uint64_t size; /* from LIST; 0 for a directory or a written file */
 	bool dir;
 };
 
@@ -144,14 +151,34 @@ struct dirlist {
 	uint32_t n, cap;
 };
 
+/* What fetch-ahead knows of one file of a kept listing. */
+enum fa_state {
+	FA_NONE,    /* not read, not fetched */
+	FA_FETCHED, /* fetched (or queued) for a walk, or swept and expired */
+	FA_SWEPT,   /* fetched (or queued) by a sweep, not read yet: budget */
+	FA_READ,    /* a reader read it from its start */
+};
+
 /* A directory's names in listing order (build_dirlist's, sorted as S3
  * lists them): the index a walk is followed by. id changes with every
  * listing, so a walk never mixes the indices of two. */
 struct alisting {
 	char *dir;          /* NULL: a free slot */
 	struct dirlist *l;  /* NULL: not listed yet */
+	uint8_t *st;        /* enum fa_state of each entry of l */
 	uint64_t id, built_ns, used;
+	uint64_t bytes;     /* the listed files' sizes, summed */
+	uint64_t unread;    /* swept, not read yet: part of fa->unread */
+	uint32_t cold;      /* files read from their start as FA_NONE */
+	uint32_t sweep_next; /* sweeping: the next entry to look at */
+	bool sweeping;
 	bool want, listing; /* to be listed (again); a fetcher lists it */
+};
+
+/* A file to fetch: len bytes from its start (1: its first block). */
+struct fa_item {
+	char *key;
+	uint64_t len;
 };
 
 /* Fetch-ahead: the detector, the listings it needs, the files it chose
@@ -161,8 +188,11 @@ struct fetcher {
 	pthread_cond_t cond;
 	struct ahead ahead;
 	struct alisting lists[FA_LISTS];
-	char *queue[FA_QUEUE];
+	struct fa_item queue[FA_QUEUE];
 	unsigned q_head, q_len;
+	/* The sweep's bound (-o ahead_bytes, else a part of the daemon's
+	 * cache) and the swept bytes no reader has read yet, all listings. */
+	uint64_t budget, unread;
 	uint64_t next_id, tick;
 	bool stop;
 	unsigned n_threads;
@@ -170,6 +200,7 @@ struct fetcher {
 	struct pclient pc[FA_THREADS];
 	/* for the exit line and the -d log: walks that fetched, files */
 	uint64_t fired, queued, dropped, fetched, failed;
+	uint64_t sweeps, swept; /* directories swept, files queued by them */
 };
 
 struct mnt {
@@ -203,6 +234,7 @@ struct mnt {
 	unsigned pool_live;        /* attached */
 	struct pclient pool[POOL_MAX];
 	bool debug; /* -d: fetch-ahead says what it fetches, on stderr */
+	bool ahead; /* fetch-ahead and the sweep (-o ahead_bytes=0: off) */
 	struct fetcher fa;
 };
 
@@ -766,7 +798,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 }
 
 static int dirlist_add(struct dirlist *l, const char *name, size_t len,
-		       bool dir)
+		       bool dir, uint64_t size)
 {
 	if (len == 0 || len > NAME_MAX_POSIX || memchr(name, '/', len) ||
 	    (len == 1 && name[0] == '.') ||
@@ -776,6 +808,7 @@ static int dirlist_add(struct dirlist *l, const char *name, size_t len,
 		return -ENOMEM;
 	if (!(l->e[l->n].name = strndup(name, len)))
 		return -ENOMEM;
+	l->e[l->n].size = size;
 	l->e[l->n++].dir = dir;
 	return 0;
 }
@@ -839,7 +872,8 @@ static int list_s3(struct pclient *p, const char *dir, struct dirlist *l)
 			len -= plen;
 			if (e->is_prefix && len && name[len - 1] == '/')
 				len--;
-			r = dirlist_add(l, name, len, e->is_prefix);
+			r = dirlist_add(l, name, len, e->is_prefix,
+					e->is_prefix ? 0 : e->size);
 		}
 		start += (uint64_t)n;
 	}
@@ -859,23 +893,23 @@ static int build_dirlist(struct mnt *m, const char *dir, struct dirlist *l)
 	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next)
 		if (w->key && in_dir(w->key, dir))
 			r = dirlist_add(l, w->key + skip, strlen(w->key + skip),
-					false);
+					false, 0);
 	for (struct ldir *d = m->ldirs; d && r == 0; d = d->next)
 		if (in_dir(d->key, dir))
 			r = dirlist_add(l, d->key + skip, strlen(d->key + skip),
-					true);
+					true, 0);
 	/* a file or directory written deeper shows its first component */
 	for (struct wfile *w = m->wfiles; w && r == 0; w = w->next) {
 		if (!w->key || !under(w->key, dir) || in_dir(w->key, dir))
 			continue;
 		const char *c = w->key + skip;
-		r = dirlist_add(l, c, strcspn(c, "/"), true);
+		r = dirlist_add(l, c, strcspn(c, "/"), true, 0);
 	}
 	for (struct ldir *d = m->ldirs; d && r == 0; d = d->next) {
 		if (!under(d->key, dir) || in_dir(d->key, dir))
 			continue;
 		const char *c = d->key + skip;
-		r = dirlist_add(l, c, strcspn(c, "/"), true);
+		r = dirlist_add(l, c, strcspn(c, "/"), true, 0);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (r == 0)
@@ -949,7 +983,45 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
  * fetch-ahead pins nothing, holds no handle, and is bounded as any
  * reader of the mount's uid is (max_inflight_per_uid, the cache's
  * eviction); here by AHEAD_MAX files per walk, FA_QUEUE waiting and
- * FA_THREADS x FA_BATCH in flight. A reader in random order causes none. */
+ * FA_THREADS x FA_BATCH in flight. A reader in random order causes none.
+ *
+ * The sweep, for readers in no order: a shuffled epoch reads every file
+ * of its directories once, so once FA_SWEEP_AFTER distinct files of a
+ * kept listing were read cold (from their start, neither fetched nor read
+ * before, any readers together), fetching the rest of the directory costs
+ * no GET that the epoch would not make anyway, and keeps 32 in flight
+ * where 8 readers keep 8. Only while the cache keeps what is fetched
+ * until it is read: a directory whose listed bytes exceed fa->budget is
+ * never swept, and the swept bytes not read yet, all directories
+ * together, stay within it (a file leaves the sum when it is read, or
+ * when its listing's life ends). Whole files up to FA_SWEEP_FILE_MAX. */
+
+static double fa_life(const struct mnt *m)
+{
+	return m->ttl > FA_LIST_MIN_S ? m->ttl : FA_LIST_MIN_S;
+}
+
+/* a's swept files no longer count against the budget: its listing's
+ * life ended, or it goes. Under fa->lock. */
+static void fa_sweep_end(struct fetcher *fa, struct alisting *a)
+{
+	for (uint32_t i = 0; a->unread && a->l && i < a->l->n; i++)
+		if (a->st[i] == FA_SWEPT)
+			a->st[i] = FA_FETCHED;
+	fa->unread -= a->unread;
+	a->unread = 0;
+	a->sweeping = false;
+}
+
+static void fa_listing_free(struct fetcher *fa, struct alisting *a)
+{
+	fa_sweep_end(fa, a);
+	if (a->l)
+		dirlist_free(a->l);
+	free(a->st);
+	a->l = NULL;
+	a->st = NULL;
+}
 
 /* 0 is no directory (a free stream slot). */
 static uint64_t fa_id(struct fetcher *fa)
@@ -969,7 +1041,7 @@ static struct alisting *fa_listing(struct mnt *m, const char *dir)
 	struct fetcher *fa = &m->fa;
 	struct alisting *lru = NULL;
 	uint64_t now = rc_now_ns();
-	double life = m->ttl > FA_LIST_MIN_S ? m->ttl : FA_LIST_MIN_S;
+	double life = fa_life(m);
 	for (unsigned i = 0; i < FA_LISTS; i++) {
 		struct alisting *a = &fa->lists[i];
 		if (a->dir && strcmp(a->dir, dir) == 0) {
@@ -992,12 +1064,93 @@ static struct alisting *fa_listing(struct mnt *m, const char *dir)
 	if (!copy)
 		return NULL;
 	free(lru->dir);
-	if (lru->l)
-		dirlist_free(lru->l);
+	fa_listing_free(fa, lru);
 	*lru = (struct alisting){.dir = copy, .used = ++fa->tick,
 				 .want = true};
 	pthread_cond_signal(&fa->cond);
 	return NULL;
+}
+
+static bool fa_push(struct fetcher *fa, const char *dir, const char *name,
+		    uint64_t len)
+{
+	char *fk;
+	if (fa->q_len == FA_QUEUE ||
+	    asprintf(&fk, *dir ? "%s/%s" : "%s%s", dir, name) < 0)
+		return false;
+	fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] =
+		(struct fa_item){fk, len};
+	return true;
+}
+
+/* Entry idx of a was read from its start: it leaves the swept bytes,
+ * counts as cold if nothing had fetched or read it, and the
+ * FA_SWEEP_AFTER-th such file starts the sweep of a directory that fits
+ * the budget. Under fa->lock. */
+static void fa_seen(struct mnt *m, struct alisting *a, uint32_t idx)
+{
+	struct fetcher *fa = &m->fa;
+	uint8_t *st = &a->st[idx];
+	if (*st == FA_SWEPT) {
+		a->unread -= a->l->e[idx].size;
+		fa->unread -= a->l->e[idx].size;
+	}
+	bool cold = *st == FA_NONE;
+	*st = FA_READ;
+	if (!cold || ++a->cold != FA_SWEEP_AFTER || a->bytes > fa->budget ||
+	    rc_now_ns() - a->built_ns > (uint64_t)(fa_life(m) * 1e9))
+		return;
+	a->sweeping = true;
+	a->sweep_next = 0;
+	fa->sweeps++;
+	if (m->debug)
+		fprintf(stderr, "ringcache mount: fetch-ahead: sweep of '%s': "
+			"%u files read cold in no walk, %llu bytes listed "
+			"(budget %llu)\n", a->dir, a->cold,
+			(unsigned long long)a->bytes,
+			(unsigned long long)fa->budget);
+}
+
+/* Queues the next files of the directories being swept, while the
+ * budget and half the queue (the rest is the walks') allow. Under
+ * fa->lock. Returns how many were queued. */
+static unsigned fa_sweep_more(struct mnt *m)
+{
+	struct fetcher *fa = &m->fa;
+	uint64_t now = rc_now_ns(), life = (uint64_t)(fa_life(m) * 1e9);
+	unsigned n = 0;
+	for (unsigned k = 0; k < FA_LISTS; k++) {
+		struct alisting *a = &fa->lists[k];
+		if (a->l && (a->sweeping || a->unread) &&
+		    now - a->built_ns > life)
+			fa_sweep_end(fa, a);
+		while (a->sweeping && fa->q_len < FA_QUEUE / 2) {
+			if (a->sweep_next >= a->l->n) {
+				a->sweeping = false;
+				break;
+			}
+			uint32_t i = a->sweep_next;
+			const struct dentry *e = &a->l->e[i];
+			if (e->dir || a->st[i] != FA_NONE || !e->size ||
+			    e->size > FA_SWEEP_FILE_MAX) {
+				a->sweep_next++;
+				continue;
+			}
+			if (fa->unread + e->size > fa->budget)
+				break; /* until readers read what was swept */
+			if (!fa_push(fa, a->dir, e->name, e->size)) {
+				fa->dropped++;
+				break;
+			}
+			a->st[i] = FA_SWEPT;
+			a->unread += e->size;
+			fa->unread += e->size;
+			a->sweep_next++;
+			fa->swept++;
+			n++;
+		}
+	}
+	return n;
 }
 
 /* A reader (pid) read key from its start: follow its walk, and queue
@@ -1017,36 +1170,36 @@ static void fa_note(struct mnt *m, uint64_t pid, const char *key)
 					     sizeof(*a->l->e),
 					     dentry_name_cmp) : NULL;
 	struct ahead_fetch f = {0};
-	if (e)
+	if (e) {
+		fa_seen(m, a, (uint32_t)(e - a->l->e));
 		f = ahead_note(&fa->ahead, pid, a->id,
 			       (uint32_t)(e - a->l->e));
+	}
 	unsigned n = 0;
 	for (uint32_t k = 0; k < f.count; k++) {
 		uint64_t i = f.first + (uint64_t)k * f.stride;
 		if (i >= a->l->n)
 			break;
-		if (a->l->e[i].dir)
-			continue;
-		char *fk;
-		if (fa->q_len == FA_QUEUE ||
-		    asprintf(&fk, dlen ? "%s/%s" : "%s%s", dir,
-			     a->l->e[i].name) < 0) {
+		if (a->l->e[i].dir || a->st[i] != FA_NONE)
+			continue; /* fetched, swept or read already */
+		if (!fa_push(fa, dir, a->l->e[i].name, 1)) {
 			fa->dropped++;
 			continue;
 		}
-		fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] = fk;
+		a->st[i] = FA_FETCHED;
 		n++;
 	}
 	if (n) {
 		fa->fired++;
 		fa->queued += n;
-		pthread_cond_broadcast(&fa->cond);
 		if (m->debug)
 			fprintf(stderr, "ringcache mount: fetch-ahead: pid %llu "
 				"in '%s': %u files from #%u step %u (window "
 				"%u)\n", (unsigned long long)pid, dir, n,
 				f.first, f.stride, f.window);
 	}
+	if (fa_sweep_more(m) || n)
+		pthread_cond_broadcast(&fa->cond);
 	pthread_mutex_unlock(&fa->lock);
 	free(dir);
 }
@@ -1069,15 +1222,22 @@ static void fa_list(struct mnt *m, struct pclient *p, struct alisting *a)
 	}
 	if (r == 0 && l)
 		dirlist_dedupe(l);
+	uint8_t *st = r == 0 && l ? calloc(l->n + 1, 1) : NULL;
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; st && i < l->n; i++)
+		bytes += l->e[i].size;
 	pthread_mutex_lock(&fa->lock);
 	a->listing = false;
-	if (r == 0 && l) {
+	if (st) {
 		if (m->debug)
 			fprintf(stderr, "ringcache mount: fetch-ahead: listed "
-				"'%s': %u names\n", dir, l->n);
-		if (a->l)
-			dirlist_free(a->l);
+				"'%s': %u names, %llu bytes\n", dir, l->n,
+				(unsigned long long)bytes);
+		fa_listing_free(fa, a);
 		a->l = l;
+		a->st = st;
+		a->bytes = bytes;
+		a->cold = 0;
 		a->id = fa_id(fa);
 		a->built_ns = rc_now_ns();
 	} else {
@@ -1088,24 +1248,27 @@ static void fa_list(struct mnt *m, struct pclient *p, struct alisting *a)
 	free(dir);
 }
 
-/* Fetches up to FA_BATCH queued files together: the first byte of each
- * (its first block comes whole into the daemon's cache), given back at
- * once. Called without fa->lock. */
-static void fa_fetch(struct mnt *m, struct pclient *p, char **keys,
+/* Fetches up to FA_BATCH queued files together: each item's len bytes
+ * (a walk's: the first byte, so its first block comes whole into the
+ * daemon's cache; a sweep's: the whole file), given back at once.
+ * Called without fa->lock. */
+static void fa_fetch(struct mnt *m, struct pclient *p, struct fa_item *it,
 		     unsigned n)
 {
 	struct rc_read_req req[FA_BATCH];
-	struct rc_extent ext[FA_BATCH];
+	struct rc_extent ext[FA_BATCH][FA_SWEEP_EXT];
 	for (unsigned i = 0; i < n; i++)
-		req[i] = (struct rc_read_req){.key = keys[i], .len = 1,
-					      .ext = &ext[i], .max_ext = 1};
+		req[i] = (struct rc_read_req){.key = it[i].key,
+					      .len = it[i].len,
+					      .ext = ext[i],
+					      .max_ext = FA_SWEEP_EXT};
 	int r = rc_read_many(&p->c, p->ds, req, n);
 	unsigned ok = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (r == 0 && req[i].res >= 0)
 			ok++;
 		for (uint32_t j = 0; r == 0 && j < req[i].n_ext; j++)
-			rc_release_lazy(&p->c, ext[i].lease);
+			rc_release_lazy(&p->c, ext[i][j].lease);
 	}
 	rc_submit(&p->c);
 	if (rc_reconnects(&p->c) != p->reconnects_seen) {
@@ -1149,7 +1312,7 @@ static void *fa_thread(void *arg)
 					want->want = false;
 				fa->failed += fa->q_len;
 				while (fa->q_len) {
-					free(fa->queue[fa->q_head]);
+					free(fa->queue[fa->q_head].key);
 					fa->q_head = (fa->q_head + 1) % FA_QUEUE;
 					fa->q_len--;
 				}
@@ -1160,18 +1323,19 @@ static void *fa_thread(void *arg)
 			fa_list(m, p, want);
 			continue;
 		}
-		char *keys[FA_BATCH];
+		struct fa_item items[FA_BATCH];
 		unsigned n = 0;
 		while (n < FA_BATCH && fa->q_len) {
-			keys[n++] = fa->queue[fa->q_head];
+			items[n++] = fa->queue[fa->q_head];
 			fa->q_head = (fa->q_head + 1) % FA_QUEUE;
 			fa->q_len--;
 		}
 		pthread_mutex_unlock(&fa->lock);
-		fa_fetch(m, p, keys, n);
+		fa_fetch(m, p, items, n);
 		for (unsigned i = 0; i < n; i++)
-			free(keys[i]);
+			free(items[i].key);
 		pthread_mutex_lock(&fa->lock);
+		fa_sweep_more(m); /* room in the queue again */
 	}
 	pthread_mutex_unlock(&fa->lock);
 	return NULL;
@@ -1209,13 +1373,16 @@ static void fa_stop(struct mnt *m)
 	pthread_mutex_unlock(&fa->lock);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(fa->threads[i], NULL);
-	if (fa->fired || m->debug)
+	if (fa->fired || fa->sweeps || m->debug)
 		fprintf(stderr, "ringcache mount: %s: fetched ahead %llu files "
 			"in %llu steps of walks (%llu failed, %llu not queued)"
-			"\n", m->dataset, (unsigned long long)fa->fetched,
+			", swept %llu files in %llu directories\n", m->dataset,
+			(unsigned long long)fa->fetched,
 			(unsigned long long)fa->fired,
 			(unsigned long long)fa->failed,
-			(unsigned long long)fa->dropped);
+			(unsigned long long)fa->dropped,
+			(unsigned long long)fa->swept,
+			(unsigned long long)fa->sweeps);
 }
 
 static void fa_free(struct fetcher *fa)
@@ -1225,11 +1392,10 @@ static void fa_free(struct fetcher *fa)
 			rc_detach(&fa->pc[i].c);
 	for (unsigned i = 0; i < FA_LISTS; i++) {
 		free(fa->lists[i].dir);
-		if (fa->lists[i].l)
-			dirlist_free(fa->lists[i].l);
+		fa_listing_free(fa, &fa->lists[i]);
 	}
 	while (fa->q_len) {
-		free(fa->queue[fa->q_head]);
+		free(fa->queue[fa->q_head].key);
 		fa->q_head = (fa->q_head + 1) % FA_QUEUE;
 		fa->q_len--;
 	}
@@ -2121,7 +2287,11 @@ static void mount_usage(FILE *f)
 	fprintf(f, "usage: ringcache mount [-f] [-d] [-o OPTIONS] DATASET DIR\n"
 		   "  -f          stay in the foreground\n"
 		   "  -d          FUSE debug output and fetch-ahead steps (implies -f)\n"
-		   "  -o OPTIONS  FUSE mount options, e.g. allow_other, ro\n"
+		   "  -o OPTIONS  FUSE mount options, e.g. allow_other, ro, and\n"
+		   "              ahead_bytes=N[K|M|G]: files swept into the cache\n"
+		   "              ahead of readers in no order, not read yet, at\n"
+		   "              most (default: a quarter of the daemon's cache;\n"
+		   "              0: no fetch-ahead at all)\n"
 		   "Unmount with: fusermount3 -u DIR (or umount DIR as root).\n");
 }
 
@@ -2162,7 +2332,7 @@ static int mnt_attach(struct mnt *m, const char *socket_path,
  * are trusted as long as the daemon trusts S3's answer. 1 s when the
  * daemon does not say (an older one). Read once: a reload that changes
  * it applies to mounts made after. */
-static double daemon_ttl(const char *socket_path)
+static double daemon_ttl(const char *socket_path, uint64_t *capacity)
 {
 	size_t len = 1u << 20;
 	char *buf = malloc(len);
@@ -2171,8 +2341,39 @@ static double daemon_ttl(const char *socket_path)
 	const char *at = n > 0 ? strstr(buf, "\n" TTL_METRIC " ") : NULL;
 	if (at)
 		ttl = strtod(at + strlen("\n" TTL_METRIC " "), NULL);
+	/* and the cache's size (DRAM, all shards): the sweep's budget */
+	at = n > 0 ? strstr(buf, "\n" FA_BUDGET_METRIC " ") : NULL;
+	*capacity = at ? strtoull(at + strlen("\n" FA_BUDGET_METRIC " "),
+				  NULL, 10) : 0;
 	free(buf);
 	return ttl;
+}
+
+/* -o ahead_bytes=N[K|M|G]: the sweep's budget (0: no fetch-ahead).
+ * Returns -1 with the reason said when N is no byte count. */
+static int parse_ahead_bytes(const char *v, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	unsigned shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (end == v || *v == '-' || *end || errno ||
+	    n > (UINT64_MAX >> shift)) {
+		fprintf(stderr, "ringcache mount: -o ahead_bytes=%s: not a "
+			"byte count (digits, then K, M or G if you like)\n",
+			v);
+		return -1;
+	}
+	*out = (uint64_t)n << shift;
+	return 0;
 }
 
 static void mnt_free(struct mnt *m)
@@ -2270,7 +2471,8 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 	if (abs_dir)
 		start_raise_readahead(abs_dir);
 	free(abs_dir);
-	fa_start(m);
+	if (m->ahead)
+		fa_start(m);
 	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
 	fa_stop(m);
 	pthread_mutex_lock(&m->lock); /* drop_pages_later use se */
@@ -2336,7 +2538,9 @@ int mount_main(int argc, char **argv, const char *socket_path)
 		free(m);
 		return 1;
 	}
-	m->ttl = daemon_ttl(socket_path);
+	uint64_t capacity;
+	m->ttl = daemon_ttl(socket_path, &capacity);
+	m->fa.budget = capacity / FA_BUDGET_DIV;
 	struct node *root = node_get(m, "");
 	if (!root) {
 		mnt_free(m);
@@ -2360,6 +2564,15 @@ int mount_main(int argc, char **argv, const char *socket_path)
 			       fuse_opt_add_arg(&args, user_opts))) ||
 		(debug && fuse_opt_add_arg(&args, "-d"));
 	free(base);
+	/* ours, not the kernel's: taken out of the options libfuse sees */
+	char *ahead = NULL;
+	const struct fuse_opt own[] = {{"ahead_bytes=%s", 0, 0}, FUSE_OPT_END};
+	if (!r && fuse_opt_parse(&args, &ahead, own, NULL) != 0)
+		r = 1; /* libfuse said why */
+	if (!r && ahead && parse_ahead_bytes(ahead, &m->fa.budget) < 0)
+		r = 1;
+	free(ahead);
+	m->ahead = m->fa.budget > 0;
 	r = r ? 1 : run_session(m, &args, dir, foreground);
 	fuse_opt_free_args(&args);
 	mnt_free(m);

@@ -75,7 +75,10 @@ static void mount_start(struct mount_proc *mp, const char *dataset,
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
 			_exit(126);
-		if (mount_debug)
+		if (mount_debug && opts)
+			execl(CLI, CLI, "-s", D.socket_path, "mount", "-d",
+			      "-o", opts, dataset, mp->dir, (char *)NULL);
+		else if (mount_debug)
 			execl(CLI, CLI, "-s", D.socket_path, "mount", "-d",
 			      dataset, mp->dir, (char *)NULL);
 		else if (opts)
@@ -1120,6 +1123,13 @@ Test(mount_ro_ttl, warm_files_cost_no_open_and_no_fuse_request)
 {
 	enum { FILES = 10, LEN = 200 * 1024 + 3 };
 	uint8_t *data[FILES];
+	/* No fetch-ahead: a sweep of open/ fired by the cold phase could
+	 * still be reading into the daemon in the warm one, and fetchers
+	 * being idle is nothing the test can see. This is about the page
+	 * cache; fetch-ahead has its own tests (mount_ahead). */
+	mount_stop(&M);
+	cr_assert_eq(rmdir(M.dir), 0);
+	mount_start(&M, "ro", "ahead_bytes=0");
 	for (int i = 0; i < FILES; i++) {
 		char key[400];
 		data[i] = fx_pattern(LEN, 40 + (unsigned)i);
@@ -1290,7 +1300,7 @@ static unsigned fetch_ahead_lines(const char *log, const char *dir,
  * files fetched ahead (the -d log says so, the exit line counts them
  * fetched), and read the bytes the fixture's client put; a reader in
  * random order through another directory, listed first so fetch-ahead
- * could follow it, causes none. */
+ * could follow it, causes no walk (its directory may be swept). */
 TestSuite(mount_ahead, .init = start_ro_ttl, .fini = teardown,
 	  .timeout = 300);
 
@@ -1299,6 +1309,12 @@ Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
 	static const int order[RAND_FILES] = {9, 2, 14, 5, 11, 0, 7, 13, 3,
 					      15, 6, 1, 12, 4, 10, 8};
 	char key[400], path[400];
+	/* ahead/ (4 MiB) over the sweep's budget: 8 files read cold before
+	 * the walk is confirmed would sweep the rest of it, and no walk
+	 * would find anything left to fetch */
+	mount_stop(&M);
+	cr_assert_eq(rmdir(M.dir), 0);
+	mount_start(&M, "ro", "ahead_bytes=1M");
 	for (int i = 0; i < AHEAD_FILES; i++) {
 		ahead_data[i] = fx_pattern(AHEAD_LEN - (size_t)i,
 					   60 + (unsigned)i);
@@ -1343,6 +1359,8 @@ Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
 	unsigned lines = fetch_ahead_lines(out, "ahead", &max_window);
 	cr_assert_gt(lines, 0, "no fetch-ahead for %d sequential readers",
 		     AHEAD_READERS);
+	cr_assert(!strstr(out, "sweep of 'ahead': "), "ahead/ (4 MiB) "
+		  "swept with a 1 MiB budget");
 	cr_assert_eq(fetch_ahead_lines(out, "rand", &rand_window), 0,
 		     "a reader in random order was fetched ahead of");
 	const char *end = strstr(out, "fetched ahead ");
@@ -1359,4 +1377,133 @@ Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
 		free(ahead_data[i]);
 	free(rnd);
 	free(got);
+}
+
+/* Readers in no order (a shuffled epoch) over a cold directory: after
+ * 8 distinct files read cold the rest of it is swept into the cache
+ * (the -d log and the exit line say so), and every reader reads the
+ * bytes the fixture's client put. A directory larger than -o ahead_bytes
+ * is never swept: the second mount's budget is under sweep/'s size. */
+#define SWEEP_FILES 48
+#define SWEEP_READERS 6
+#define SWEEP_LEN (48 * 1024)
+
+static uint8_t *sweep_data[SWEEP_FILES];
+static int sweep_order[SWEEP_FILES];
+
+struct sweep_reader {
+	int first;
+	const char *dir;
+	char err[200];
+};
+
+/* Reader r reads every SWEEP_READERS-th file of sweep_order from r. */
+static void *read_sweep_files(void *p)
+{
+	struct sweep_reader *a = p;
+	uint8_t *got = malloc(SWEEP_LEN + 1);
+	for (int k = a->first; k < SWEEP_FILES && !a->err[0];
+	     k += SWEEP_READERS) {
+		int i = sweep_order[k];
+		char path[400];
+		snprintf(path, sizeof(path), "%s/%s/f%03d", M.dir, a->dir, i);
+		size_t len = SWEEP_LEN - (size_t)i;
+		size_t n = read_whole(path, got, SWEEP_LEN + 1);
+		if (n != len || memcmp(got, sweep_data[i], len) != 0)
+			snprintf(a->err, sizeof(a->err), "%s/f%03d: %zu bytes,"
+				 " not the %zu put", a->dir, i, n, len);
+	}
+	free(got);
+	return NULL;
+}
+
+/* Lists dir through the mount's fetch-ahead (a first read there asks
+ * for it) and waits for the -d log's "listed 'dir'". */
+static void sweep_epoch(const char *dir)
+{
+	char path[400], *log_argv[] = {"/bin/cat", M.log, NULL}, pat[64];
+	uint8_t *got = malloc(SWEEP_LEN + 1);
+	snprintf(pat, sizeof(pat), "listed '%s': ", dir);
+	snprintf(path, sizeof(path), "%s/%s/f%03d", M.dir, dir,
+		 sweep_order[0]);
+	cr_assert_eq(read_whole(path, got, SWEEP_LEN + 1),
+		     SWEEP_LEN - (size_t)sweep_order[0]);
+	free(got);
+	for (int w = 0; w < 6000; w++) {
+		fx_run(log_argv, out, sizeof(out), RUN_MS);
+		if (strstr(out, pat))
+			break;
+		sleep_ms(10);
+	}
+	cr_assert(strstr(out, pat), "the mount never listed %s/", dir);
+	struct sweep_reader a[SWEEP_READERS];
+	pthread_t t[SWEEP_READERS];
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		a[i] = (struct sweep_reader){.first = i, .dir = dir};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
+					    &a[i]), 0);
+	}
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
+	}
+}
+
+static void sweep_put(const char *dir)
+{
+	for (int i = 0; i < SWEEP_FILES; i++) {
+		char key[400];
+		snprintf(key, sizeof(key), "%s%s/f%03d", ro_prefix, dir, i);
+		cr_assert_eq(fx_put_object(key, sweep_data[i],
+					   SWEEP_LEN - (size_t)i), 0);
+	}
+}
+
+Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
+{
+	srand(22);
+	for (int i = 0; i < SWEEP_FILES; i++) {
+		sweep_data[i] = fx_pattern(SWEEP_LEN - (size_t)i,
+					   120 + (unsigned)i);
+		sweep_order[i] = i;
+	}
+	for (int i = SWEEP_FILES - 1; i > 0; i--) { /* a shuffled epoch */
+		int j = rand() % (i + 1), x = sweep_order[i];
+		sweep_order[i] = sweep_order[j];
+		sweep_order[j] = x;
+	}
+	sweep_put("sweep");
+	sweep_put("big");
+	sweep_epoch("sweep");
+	mount_stop(&M);
+	const char *line = strstr(out, "sweep of 'sweep': ");
+	cr_assert(line, "readers in no order: no sweep\n%s", out);
+	unsigned cold;
+	cr_assert_eq(sscanf(line, "sweep of 'sweep': %u files read cold",
+			    &cold), 1);
+	cr_assert_eq(cold, 8);
+	const char *end = strstr(out, "fetched ahead ");
+	unsigned long long fetched, failed, swept, sweeps;
+	cr_assert(end && sscanf(end, "fetched ahead %llu files in %*u steps "
+				"of walks (%llu failed, %*u not queued), "
+				"swept %llu files in %llu directories",
+				&fetched, &failed, &swept, &sweeps) == 4,
+		  "no exit line");
+	cr_assert_eq(sweeps, 1, "%s", out);
+	cr_assert_gt(swept, 0);
+	cr_assert_leq(swept, SWEEP_FILES - 8, "swept files read already");
+	cr_assert_eq(failed, 0);
+	cr_assert_geq(fetched, swept);
+	cr_log_info("sweep: %llu of %d files swept", swept, SWEEP_FILES);
+
+	/* big/ is 48 x ~48 KiB: over a 1 MiB budget, never swept */
+	cr_assert_eq(rmdir(M.dir), 0);
+	mount_start(&M, "ro", "ahead_bytes=1M");
+	sweep_epoch("big");
+	mount_stop(&M);
+	cr_assert(!strstr(out, "sweep of 'big'"), "a directory over "
+		  "ahead_bytes was swept:\n%s", out);
+	cr_assert(strstr(out, "swept 0 files in 0 directories"), "%s", out);
+	for (int i = 0; i < SWEEP_FILES; i++)
+		free(sweep_data[i]);
 }
