@@ -19,24 +19,38 @@ int s3_md5(const void *data, size_t len, unsigned char md5[16])
 	return 0;
 }
 
-int s3_md5_pieces(const struct s3_piece *pieces, unsigned n,
-		  unsigned char md5[16])
+/* One EVP digest over the pieces, in order: out gets want bytes, or
+ * zeros and -1. */
+static int digest_pieces(const EVP_MD *type, const struct s3_piece *pieces,
+			 unsigned n, unsigned char *out, unsigned int want)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_md5(), NULL) == 1;
+	int ok = ctx && EVP_DigestInit_ex(ctx, type, NULL) == 1;
 
 	for (unsigned i = 0; ok && i < n; i++)
 		ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
-	ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == 16;
+	ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1 && len == want;
 	EVP_MD_CTX_free(ctx);
 	if (!ok) {
-		memset(md5, 0, 16);
+		memset(out, 0, want);
 		return -1;
 	}
-	memcpy(md5, md, 16);
+	memcpy(out, md, want);
 	return 0;
+}
+
+int s3_md5_pieces(const struct s3_piece *pieces, unsigned n,
+		  unsigned char md5[16])
+{
+	return digest_pieces(EVP_md5(), pieces, n, md5, 16);
+}
+
+int s3_sha256_pieces(const struct s3_piece *pieces, unsigned n,
+		     unsigned char sha256[32])
+{
+	return digest_pieces(EVP_sha256(), pieces, n, sha256, 32);
 }
 
 void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25])

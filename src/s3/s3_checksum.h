@@ -17,6 +17,10 @@ int s3_md5(const void *data, size_t len, unsigned char md5[16]);
 /* The same of a body in pieces, taken in order. */
 int s3_md5_pieces(const struct s3_piece *pieces, unsigned n,
 		  unsigned char md5[16]);
+/* The SHA-256 of a body in pieces (sigv4's payload hash), or zeros
+ * and -1. */
+int s3_sha256_pieces(const struct s3_piece *pieces, unsigned n,
+		     unsigned char sha256[32]);
 /* Content-MD5 value of an MD5 s3_md5 took (24 chars + NUL); "" when it
  * failed (ok false): the server then refuses the request, clearly. */
 void s3_md5_b64(const unsigned char md5[16], bool ok, char out[25]);

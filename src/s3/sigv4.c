@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "s3_checksum.h"
 #include "s3_types.h"
 
 /* Limits sized for S3 requests with a 4 KiB session token and 1 KiB keys
@@ -94,16 +95,9 @@ void sigv4_sha256_hex(const void *data, size_t len, char out[65])
 void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
 			     char out[65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+	unsigned char md[32];
 
-	for (unsigned i = 0; ok && i < n; i++)
-		ok = EVP_DigestUpdate(ctx, pieces[i].data, pieces[i].len) == 1;
-	ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
-	EVP_MD_CTX_free(ctx);
-	if (!ok) {
+	if (s3_sha256_pieces(pieces, n, md) < 0) {
 		out[0] = '\0'; /* as sigv4_sha256_hex: fails at the server */
 		return;
 	}

@@ -119,6 +119,26 @@ Test(sha256, known_digests)
 			      "192329106275f4c7b24d0b6e");
 }
 
+/* A body in pieces hashes as the same bytes in one piece, with empty
+ * pieces and no pieces at all (the digests upload and sigv4 send). */
+Test(sha256, pieces_hash_as_one_body)
+{
+	static const char body[] = "Welcome to Amazon S3.";
+	const struct s3_piece pieces[] = {
+		{body, 7}, {body + 7, 0}, {body + 7, 1}, {body + 8, 13}};
+	unsigned char md5_one[16], md5_cut[16];
+	char hex_one[65], hex_cut[65];
+
+	sigv4_sha256_hex(body, 21, hex_one);
+	sigv4_sha256_hex_pieces(pieces, 4, hex_cut);
+	cr_assert_str_eq(hex_cut, hex_one);
+	sigv4_sha256_hex_pieces(NULL, 0, hex_cut);
+	cr_assert_str_eq(hex_cut, SIGV4_EMPTY_SHA256);
+	cr_assert_eq(s3_md5(body, 21, md5_one), 0);
+	cr_assert_eq(s3_md5_pieces(pieces, 4, md5_cut), 0);
+	cr_assert_arr_eq(md5_cut, md5_one, 16);
+}
+
 Test(md5, content_md5_and_multipart_etag)
 {
 	unsigned char md5s[2][16];
