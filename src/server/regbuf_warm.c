@@ -1,9 +1,10 @@
 /* regbuf_warm.c - owns the warm jobs of registered buffers (see
- * regbuf_warm.h): mincore over a window, MADV_POPULATE_READ over its
- * resident runs, on a worker thread; the done callback on the reactor. */
+ * regbuf_warm.h): MADV_POPULATE_READ over the data extents of the
+ * client's memfd, on a worker thread; the done callback on the reactor. */
 #include "regbuf_warm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,61 +20,56 @@
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
 
-#define WARM_WINDOW_PAGES 4096u /* one mincore vector: 16 MiB of 4 KiB pages */
+#define WARM_WINDOW (16u << 20) /* populated per call: what a stop waits for */
 
 struct regbuf_warm {
 	struct session *s;
 	void (*put)(struct session *s); /* drops the job's reference */
 	struct regbuf *b;       /* reactor only; NULL once unregistered */
 	uint8_t *base;          /* the mapping, unmapped by done if orphaned */
+	int fd;                 /* the client's memfd (a dup), closed by done */
 	uint64_t size;
 	_Atomic bool stop;      /* unregistered: the worker stops early */
 	uint64_t populated;     /* worker: bytes mapped in */
 	int err;                /* worker: why it stopped, 0 if it did not */
 };
 
+/* Populates [from, to) a window at a time, so a stop waits for one;
+ * false once stopped or failed. */
+static bool populate(struct regbuf_warm *j, uint64_t from, uint64_t to)
+{
+	for (uint64_t a = from; a < to && !j->err; a += WARM_WINDOW) {
+		if (atomic_load_explicit(&j->stop, memory_order_relaxed))
+			return false;
+		uint64_t len = to - a < WARM_WINDOW ? to - a : WARM_WINDOW;
+		if (madvise(j->base + a, len, MADV_POPULATE_READ) < 0) {
+			/* EINVAL: a kernel before 5.14; EFAULT: a page
+			 * went away meanwhile. Copies fault. */
+			if (errno == EINVAL || errno == ENOMEM)
+				j->err = -errno;
+		} else {
+			j->populated += len;
+		}
+	}
+	return !j->err;
+}
+
+/* Only the memfd's data extents (SEEK_DATA/SEEK_HOLE, as the client's
+ * prefault.c walks an arena): a hole stays a hole. */
 static void warm_run(void *arg)
 {
 	struct regbuf_warm *j = arg;
-	long pg = sysconf(_SC_PAGESIZE);
-	size_t page = pg > 0 ? (size_t)pg : 4096;
-	unsigned char vec[WARM_WINDOW_PAGES];
 
-	for (uint64_t off = 0; off < j->size && !j->err; ) {
-		if (atomic_load_explicit(&j->stop, memory_order_relaxed))
+	for (off_t pos = 0; (uint64_t)pos < j->size;) {
+		off_t data = lseek(j->fd, pos, SEEK_DATA);
+		if (data < 0 || (uint64_t)data >= j->size)
+			break; /* ENXIO: no data past pos */
+		off_t hole = lseek(j->fd, data, SEEK_HOLE);
+		if (hole < 0 || (uint64_t)hole > j->size)
+			hole = (off_t)j->size;
+		if (!populate(j, (uint64_t)data, (uint64_t)hole))
 			break;
-		uint64_t wlen = j->size - off;
-		if (wlen > (uint64_t)WARM_WINDOW_PAGES * page)
-			wlen = (uint64_t)WARM_WINDOW_PAGES * page;
-		size_t n = (size_t)((wlen + page - 1) / page);
-		if (mincore(j->base + off, wlen, vec) < 0) {
-			j->err = -errno;
-			break;
-		}
-		/* Only the pages the memfd holds: a hole stays a hole. */
-		for (size_t i = 0; i < n && !j->err; ) {
-			if (!(vec[i] & 1)) {
-				i++;
-				continue;
-			}
-			size_t k = i;
-			while (k < n && (vec[k] & 1))
-				k++;
-			uint64_t a = off + (uint64_t)i * page;
-			uint64_t e = off + (uint64_t)k * page;
-			if (e > j->size)
-				e = j->size;
-			if (madvise(j->base + a, e - a, MADV_POPULATE_READ) < 0) {
-				/* EINVAL: a kernel before 5.14; EFAULT: a
-				 * page went away meanwhile. Copies fault. */
-				if (errno == EINVAL || errno == ENOMEM)
-					j->err = -errno;
-			} else {
-				j->populated += e - a;
-			}
-			i = k;
-		}
-		off += wlen;
+		pos = hole;
 	}
 }
 
@@ -89,11 +85,12 @@ static void warm_done(void *arg)
 			  "bytes in, then stopped: %s",
 			  (unsigned long long)j->size, (int)j->s->pid,
 			  (unsigned long long)j->populated, strerror(-j->err));
+	close(j->fd);
 	j->put(j->s);
 	free(j);
 }
 
-void regbuf_warm_start(struct session *s, struct regbuf *b,
+void regbuf_warm_start(struct session *s, struct regbuf *b, int fd,
 		       void (*put)(struct session *s))
 {
 	struct workers *w = s->sh->workers;
@@ -103,12 +100,18 @@ void regbuf_warm_start(struct session *s, struct regbuf *b,
 	if (!j)
 		return; /* only slower: the copies fault the pages in */
 	*j = (struct regbuf_warm){.s = s, .put = put, .b = b,
-				  .base = b->base, .size = b->size};
+				  .base = b->base, .size = b->size,
+				  .fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)};
+	if (j->fd < 0) {
+		free(j);
+		return;
+	}
 	s->refs++;
 	b->warm = j;
 	if (workers_submit(w, warm_run, warm_done, j) < 0) {
 		b->warm = NULL;
 		s->refs--;
+		close(j->fd);
 		free(j);
 	}
 }

@@ -7,7 +7,7 @@
  * the reactor thread, inside the writer's blocked window: ~8,200 faults
  * per 8 x 64 MiB checkpoint save, the page-table work a VM makes dear.
  * A warm job does it at registration on the shard's worker threads, for
- * the pages the client's memfd already holds only (mincore), so a sparse
+ * the pages the client's memfd already holds only (its data extents), so a sparse
  * buffer still costs nothing; the copies then find the pages mapped.
  *
  * Ownership: a job holds its session (a reference) until its done
@@ -21,10 +21,11 @@
 struct session;
 struct regbuf;
 
-/* Starts the job for b (just mapped, in s->bufs) if the shard has worker
- * threads; without them the pages fault in as copies reach them. The job
- * takes a reference on s and drops it with put (session_put). */
-void regbuf_warm_start(struct session *s, struct regbuf *b,
+/* Starts the job for b (just mapped from the memfd fd, in s->bufs) if
+ * the shard has worker threads; without them the pages fault in as copies
+ * reach them. The job keeps a dup of fd to find the memfd's data, takes a
+ * reference on s and drops both in its done (put: session_put). */
+void regbuf_warm_start(struct session *s, struct regbuf *b, int fd,
 		       void (*put)(struct session *s));
 
 /* The session closes: its jobs stop at their next window (their done

@@ -313,7 +313,7 @@ static void handle_register(struct session *s, const void *msg, size_t len,
 	}
 	s->bufs[idx] = (struct regbuf){p, req->size, 0, NULL};
 	s->registered_bytes += req->size;
-	regbuf_warm_start(s, &s->bufs[idx], session_put);
+	regbuf_warm_start(s, &s->bufs[idx], fd, session_put);
 out:
 	if (fd >= 0)
 		close(fd);
