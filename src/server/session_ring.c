@@ -143,20 +143,25 @@ static void lease_uncharge(struct session *s, uint64_t bytes)
 }
 
 /* A table of ids (leases, handles): its entries and its stack of free
- * ids, both from cap to new_cap slots. The quota sizes the table, not
+ * ids, both from cap to new_cap slots; the new entries are zeroed (NULL)
+ * and their ids pushed, lowest on top. The quota sizes the table, not
  * the allocation: RC_GROW may leave room beyond new_cap, unused. */
 static int ids_grow(void **items, size_t elem, uint32_t **free_ids,
-		    uint32_t cap, uint32_t new_cap)
+		    uint32_t *n_free, uint32_t cap, uint32_t new_cap)
 {
 	uint32_t ci = cap, cf = cap;
 	if (rc_grow(items, &ci, new_cap, elem, 0) < 0 ||
 	    RC_GROW(*free_ids, cf, new_cap) < 0)
 		return -ENOMEM;
+	memset((char *)*items + (size_t)cap * elem, 0,
+	       (size_t)(new_cap - cap) * elem);
+	for (uint32_t i = new_cap; i > cap; i--)
+		(*free_ids)[(*n_free)++] = i - 1;
 	return 0;
 }
-#define table_grow(items, free_ids, cap, new_cap) \
-	ids_grow((void **)(items), sizeof(**(items)), (free_ids), (cap), \
-		 (new_cap))
+#define table_grow(items, free_ids, n_free, cap, new_cap) \
+	ids_grow((void **)(items), sizeof(**(items)), (free_ids), (n_free), \
+		 (cap), (new_cap))
 
 /* The new slots are charged to the uid first (what its sessions' tables
  * hold together); the last growth takes what is left of its share. */
@@ -175,13 +180,9 @@ static int lease_grow(struct session *s, struct lease_table *lt)
 	if (!add)
 		return -EDQUOT;
 	uint32_t cap = lt->cap + add;
-	if (table_grow(&lt->e, &lt->free, lt->cap, cap) < 0) {
+	if (table_grow(&lt->e, &lt->free, &lt->n_free, lt->cap, cap) < 0) {
 		quota_uncharge(&s->usage->lease_slots, add);
 		return -ENOMEM;
-	}
-	for (uint32_t i = cap; i > lt->cap; i--) {
-		lt->e[i - 1] = NULL;
-		lt->free[lt->n_free++] = i - 1;
 	}
 	lt->cap = cap;
 	return 0;
@@ -242,14 +243,10 @@ static int handles_grow(struct session *s)
 	if (!add)
 		return -EDQUOT;
 	cap = s->cap_handles + add;
-	if (table_grow(&s->handles, &s->handles_free, s->cap_handles,
-		       cap) < 0) {
+	if (table_grow(&s->handles, &s->handles_free, &s->n_handles_free,
+		       s->cap_handles, cap) < 0) {
 		quota_uncharge(&s->usage->handle_slots, add);
 		return -ENOMEM;
-	}
-	for (uint32_t i = cap; i > s->cap_handles; i--) {
-		s->handles[i - 1] = NULL;
-		s->handles_free[s->n_handles_free++] = i - 1;
 	}
 	s->cap_handles = cap;
 	return 0;
