@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "extents.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
@@ -111,17 +112,12 @@ static bool populate(struct job *j, size_t from, size_t to)
 
 static void run(struct job *j)
 {
-	for (off_t pos = 0; (size_t)pos < j->size;) {
-		off_t data = lseek(j->fd, pos, SEEK_DATA);
-		if (data < 0 || (size_t)data >= j->size)
-			break; /* ENXIO: no data past pos */
-		off_t hole = lseek(j->fd, data, SEEK_HOLE);
-		if (hole < 0 || (size_t)hole > j->size)
-			hole = (off_t)j->size;
-		if (!populate(j, (size_t)data, (size_t)hole))
+	uint64_t end;
+
+	for (uint64_t pos = 0; rc_next_data_extent(j->fd, j->size, &pos, &end);
+	     pos = end)
+		if (!populate(j, (size_t)pos, (size_t)end))
 			break;
-		pos = hole;
-	}
 }
 
 static void *thread_main(void *arg)

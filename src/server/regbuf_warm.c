@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "extents.h"
 #include "log.h"
 #include "session_state.h"
 #include "workers.h"
@@ -54,23 +55,16 @@ static bool populate(struct regbuf_warm *j, uint64_t from, uint64_t to)
 	return !j->err;
 }
 
-/* Only the memfd's data extents (SEEK_DATA/SEEK_HOLE, as the client's
- * prefault.c walks an arena): a hole stays a hole. */
+/* Only the memfd's data extents: a hole stays a hole. */
 static void warm_run(void *arg)
 {
 	struct regbuf_warm *j = arg;
+	uint64_t end;
 
-	for (off_t pos = 0; (uint64_t)pos < j->size;) {
-		off_t data = lseek(j->fd, pos, SEEK_DATA);
-		if (data < 0 || (uint64_t)data >= j->size)
-			break; /* ENXIO: no data past pos */
-		off_t hole = lseek(j->fd, data, SEEK_HOLE);
-		if (hole < 0 || (uint64_t)hole > j->size)
-			hole = (off_t)j->size;
-		if (!populate(j, (uint64_t)data, (uint64_t)hole))
+	for (uint64_t pos = 0; rc_next_data_extent(j->fd, j->size, &pos, &end);
+	     pos = end)
+		if (!populate(j, pos, end))
 			break;
-		pos = hole;
-	}
 }
 
 static void warm_done(void *arg)

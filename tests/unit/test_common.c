@@ -3,10 +3,14 @@
  * numbers, XML <Size>), list.h's splice (a queue taken whole under a
  * lock) and vec.h's growth (zeroed slots, overflow refused). */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "decimal.h"
+#include "extents.h"
 #include "list.h"
 #include "log.h"
 #include "vec.h"
@@ -55,6 +59,43 @@ static int drain(struct rc_list *head, int *out, int cap)
 		rc_list_del(pos);
 	}
 	return k;
+}
+
+/* A memfd of 1 MiB with data at [64K, 128K) and from 512K to its end:
+ * the walk gives exactly those, clipped to the size asked, and nothing
+ * past the last (holes stay holes for the prefault helper and the
+ * registered-buffer warm-up). */
+Test(extents, walks_the_data_of_a_memfd_and_skips_its_holes)
+{
+	int fd = memfd_create("rc-extents", MFD_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+	static char page[64 << 10];
+	memset(page, 7, sizeof(page));
+	cr_assert_eq(pwrite(fd, page, sizeof(page), 64 << 10), sizeof(page));
+	for (off_t at = 512 << 10; at < (1 << 20); at += sizeof(page))
+		cr_assert_eq(pwrite(fd, page, sizeof(page), at), sizeof(page));
+	uint64_t pos = 0, end = 0, got[4][2];
+	unsigned n = 0;
+	for (; n < 4 && rc_next_data_extent(fd, 1 << 20, &pos, &end);
+	     pos = end, n++) {
+		got[n][0] = pos;
+		got[n][1] = end;
+	}
+	cr_assert_eq(n, 2);
+	cr_assert_eq(got[0][0], 64 << 10);
+	cr_assert_eq(got[0][1], 128 << 10);
+	cr_assert_eq(got[1][0], 512 << 10);
+	cr_assert_eq(got[1][1], 1 << 20);
+	pos = 0;
+	cr_assert(rc_next_data_extent(fd, 96 << 10, &pos, &end));
+	cr_assert_eq(end, 96 << 10, "clipped to the size asked");
+	pos = 96 << 10;
+	cr_assert_not(rc_next_data_extent(fd, 96 << 10, &pos, &end));
+	pos = 200 << 10;
+	cr_assert_not(rc_next_data_extent(fd, 400 << 10, &pos, &end),
+		      "a hole to the size asked");
+	close(fd);
 }
 
 Test(list, splice_tail_appends_in_order_and_empties_the_source)
