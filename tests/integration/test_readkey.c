@@ -413,11 +413,14 @@ Test(readkey, copy_or_map_same_bytes_across_block_edges,
 	unsetenv("RINGCACHE_READ_COPY");
 	copied = read_edges(big, &mapped);
 	/* The first extents are mapped while the choice is measured (3
-	 * where the kernel has no PAGEMAP_SCAN). */
+	 * where the kernel has no PAGEMAP_SCAN), and one choice in 16 takes
+	 * the way measured slower again (copyread.c's EXPLORE_EVERY): the
+	 * other way gets no more than those. */
+	int other_way = 3 + (copied + mapped) / 16;
 	cr_log_info("chosen by the library: %d extents copied, %d mapped",
 		    copied, mapped);
-	cr_assert(copied <= 3 || mapped <= 3, "copied %d and mapped %d "
-		  "extents of one arena", copied, mapped);
+	cr_assert(copied <= other_way || mapped <= other_way, "copied %d and "
+		  "mapped %d extents of one arena", copied, mapped);
 	stop_daemon();
 }
 
