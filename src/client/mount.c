@@ -26,7 +26,9 @@
  * Fetch-ahead: a reader that walks a directory in listing order (ahead.c
  * tells) gets its next files fetched into the daemon's cache by fetcher
  * threads of their own sessions (READ_KEYs of each file's first byte);
- * a directory read cold in no order is swept whole, within a budget.
+ * a directory read cold in no order is swept whole, and a file read in
+ * order (fileahead.c tells) is fetched past its READs in pieces of many
+ * blocks, all within one budget.
  *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
 #define FUSE_USE_VERSION 34
@@ -48,6 +50,7 @@
 #include <unistd.h>
 
 #include "ahead.h"
+#include "fileahead.h"
 #include "clock.h"
 #include "mount.h"
 #include "ringcache.h"
@@ -64,6 +67,7 @@
 #define POOL_MAX 12            /* clients: libfuse's 10 workers and spare */
 #define TTL_METRIC "ringcache_metadata_ttl_seconds"
 #define READAHEAD_KB 8192      /* the mount's bdi read_ahead_kb, as root */
+#define MAX_BACKGROUND 64      /* READs the kernel keeps in flight */
 #define NAME_MAX_POSIX 255
 #define UNKNOWN_INO 0xffffffffu /* readdir: libc hides d_ino 0 */
 /* Fetching ahead of readers by path (ahead.c says when and what). */
@@ -126,6 +130,7 @@ struct ofile {
 	char *key;        /* read: the key it was opened with */
 	pthread_mutex_t mu; /* etag: reads of one file run in parallel */
 	char etag[RC_MAX_ETAG];
+	uint64_t size; /* as open saw it: fetch-ahead stops there */
 	struct wfile *w;
 };
 
@@ -175,10 +180,13 @@ struct alisting {
 	bool want, listing; /* to be listed (again); a fetcher lists it */
 };
 
-/* A file to fetch: len bytes from its start (1: its first block). */
+/* What to fetch: len bytes of key at off (a walk's: its first byte,
+ * so its first block; a sweep's: the whole file; a stream's: a piece of
+ * a file read in order, spanning at most FA_SWEEP_EXT blocks). */
 struct fa_item {
 	char *key;
-	uint64_t len;
+	uint64_t off, len;
+	bool piece; /* a stream's: counted apart from files */
 };
 
 /* Fetch-ahead: the detector, the listings it needs, the files it chose
@@ -198,9 +206,13 @@ struct fetcher {
 	unsigned n_threads;
 	pthread_t threads[FA_THREADS];
 	struct pclient pc[FA_THREADS];
+	/* Files read in order, fetched ahead of their READs (fileahead.c),
+	 * by ino; its bytes not read yet and fa->unread share the budget. */
+	struct fileahead files;
 	/* for the exit line and the -d log: walks that fetched, files */
 	uint64_t fired, queued, dropped, fetched, failed;
 	uint64_t sweeps, swept; /* directories swept, files queued by them */
+	uint64_t pieces, piece_bytes, pieces_failed; /* within files */
 };
 
 struct mnt {
@@ -689,6 +701,13 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 	 * the kernel's FUSE_MAX_MAX_PAGES), so a READ carries up to 1 MiB. */
 	conn->max_readahead = conn->max_readahead ? conn->max_readahead
 						  : MAX_READ;
+	/* Readahead READs are background requests, of which the kernel
+	 * keeps max_background in flight for the whole mount (12 by
+	 * default) and, past congestion_threshold (9), drops the async
+	 * part of a readahead: 3 cold sequential readers then shared 12
+	 * READs of 1 MiB. Room for several readers' whole windows. */
+	conn->max_background = MAX_BACKGROUND;
+	conn->congestion_threshold = MAX_BACKGROUND * 3 / 4;
 	struct mnt *m = data;
 	atomic_store(&m->no_open, !m->writable &&
 		     (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT));
@@ -1079,7 +1098,7 @@ static bool fa_push(struct fetcher *fa, const char *dir, const char *name,
 	    asprintf(&fk, *dir ? "%s/%s" : "%s%s", dir, name) < 0)
 		return false;
 	fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] =
-		(struct fa_item){fk, len};
+		(struct fa_item){.key = fk, .len = len};
 	return true;
 }
 
@@ -1136,7 +1155,8 @@ static unsigned fa_sweep_more(struct mnt *m)
 				a->sweep_next++;
 				continue;
 			}
-			if (fa->unread + e->size > fa->budget)
+			if (fa->unread + fa->files.unread + e->size >
+			    fa->budget)
 				break; /* until readers read what was swept */
 			if (!fa_push(fa, a->dir, e->name, e->size)) {
 				fa->dropped++;
@@ -1204,6 +1224,60 @@ static void fa_note(struct mnt *m, uint64_t pid, const char *key)
 	free(dir);
 }
 
+/* A READ of [off, off + len) of ino (key, size bytes): a reader that
+ * reads the file in order gets the bytes past its READs fetched ahead
+ * (fileahead.c says when and how far), in pieces of at most
+ * FA_SWEEP_EXT blocks (one READ_KEY each, its blocks in flight
+ * together). The budget is what the sweep leaves of -o ahead_bytes.
+ * Costs no call to the daemon. */
+static void fa_stream(struct mnt *m, fuse_ino_t ino, const char *key,
+		      uint64_t size, uint64_t off, uint64_t len)
+{
+	struct fetcher *fa = &m->fa;
+	uint64_t piece = (uint64_t)m->c.block_size * FA_SWEEP_EXT;
+	pthread_mutex_lock(&fa->lock);
+	if (!fa->n_threads || !piece) {
+		pthread_mutex_unlock(&fa->lock);
+		return;
+	}
+	fa->files.budget = fa->budget > fa->unread ? fa->budget - fa->unread
+						   : 0;
+	fa->files.life_ns = (uint64_t)(fa_life(m) * 1e9);
+	struct fileahead_fetch f = fileahead_note(&fa->files, ino, size, off,
+						  len, rc_now_ns());
+	unsigned n = 0;
+	for (uint64_t at = f.off, end = f.off + f.len; at < end;) {
+		/* to a block boundary: FA_SWEEP_EXT extents hold it */
+		uint64_t next = (at / m->c.block_size) * m->c.block_size + piece;
+		if (next > end)
+			next = end;
+		char *k = fa->q_len < FA_QUEUE ? strdup(key) : NULL;
+		if (!k) {
+			fa->dropped++;
+			break; /* its bytes leave the budget as it is read */
+		}
+		fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] =
+			(struct fa_item){.key = k, .off = at,
+					 .len = next - at, .piece = true};
+		n++;
+		at = next;
+	}
+	if (n) {
+		fa->pieces += n;
+		fa->piece_bytes += f.len;
+		pthread_cond_broadcast(&fa->cond);
+		if (m->debug)
+			fprintf(stderr, "ringcache mount: fetch-ahead: '%s' "
+				"read in order to %llu: %llu bytes from %llu "
+				"(%u pieces, %llu bytes ahead in all)\n", key,
+				(unsigned long long)(off + len),
+				(unsigned long long)f.len,
+				(unsigned long long)f.off, n,
+				(unsigned long long)fa->files.unread);
+	}
+	pthread_mutex_unlock(&fa->lock);
+}
+
 /* A fetcher lists a directory asked for (fa->lock held on entry and
  * return; dropped meanwhile). Too large a directory keeps an empty
  * listing: no fetch-ahead there until it is listed again. */
@@ -1259,14 +1333,17 @@ static void fa_fetch(struct mnt *m, struct pclient *p, struct fa_item *it,
 	struct rc_extent ext[FA_BATCH][FA_SWEEP_EXT];
 	for (unsigned i = 0; i < n; i++)
 		req[i] = (struct rc_read_req){.key = it[i].key,
+					      .offset = it[i].off,
 					      .len = it[i].len,
 					      .ext = ext[i],
 					      .max_ext = FA_SWEEP_EXT};
 	int r = rc_read_many(&p->c, p->ds, req, n);
-	unsigned ok = 0;
+	unsigned ok = 0, pieces = 0, pieces_ok = 0;
 	for (unsigned i = 0; i < n; i++) {
-		if (r == 0 && req[i].res >= 0)
-			ok++;
+		bool good = r == 0 && req[i].res >= 0;
+		pieces += it[i].piece;
+		pieces_ok += it[i].piece && good;
+		ok += !it[i].piece && good;
 		for (uint32_t j = 0; r == 0 && j < req[i].n_ext; j++)
 			rc_release_lazy(&p->c, ext[i][j].lease);
 	}
@@ -1277,7 +1354,8 @@ static void fa_fetch(struct mnt *m, struct pclient *p, struct fa_item *it,
 	}
 	pthread_mutex_lock(&m->fa.lock);
 	m->fa.fetched += ok;
-	m->fa.failed += n - ok;
+	m->fa.failed += n - pieces - ok;
+	m->fa.pieces_failed += pieces - pieces_ok;
 	pthread_mutex_unlock(&m->fa.lock);
 }
 
@@ -1373,16 +1451,21 @@ static void fa_stop(struct mnt *m)
 	pthread_mutex_unlock(&fa->lock);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(fa->threads[i], NULL);
-	if (fa->fired || fa->sweeps || m->debug)
+	if (fa->fired || fa->sweeps || fa->pieces || m->debug)
 		fprintf(stderr, "ringcache mount: %s: fetched ahead %llu files "
 			"in %llu steps of walks (%llu failed, %llu not queued)"
-			", swept %llu files in %llu directories\n", m->dataset,
+			", swept %llu files in %llu directories, fetched "
+			"ahead within files %llu bytes in %llu pieces (%llu "
+			"failed)\n", m->dataset,
 			(unsigned long long)fa->fetched,
 			(unsigned long long)fa->fired,
 			(unsigned long long)fa->failed,
 			(unsigned long long)fa->dropped,
 			(unsigned long long)fa->swept,
-			(unsigned long long)fa->sweeps);
+			(unsigned long long)fa->sweeps,
+			(unsigned long long)fa->piece_bytes,
+			(unsigned long long)fa->pieces,
+			(unsigned long long)fa->pieces_failed);
 }
 
 static void fa_free(struct fetcher *fa)
@@ -1530,6 +1613,7 @@ static void op_read_ino(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	struct node *nd = node_by_ino(m, ino);
 	int r = !nd || nd->inval_pending ? -ESTALE : 0;
 	char *key = r == 0 ? strdup(nd->key) : NULL;
+	uint64_t fsize = key ? nd->size : 0;
 	if (key)
 		memcpy(etag, nd->etag, RC_MAX_ETAG);
 	pthread_mutex_unlock(&m->lock);
@@ -1537,6 +1621,8 @@ static void op_read_ino(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 		r = -ENOMEM;
 	if (key && off == 0) /* a file read from its start: a walk? */
 		fa_note(m, (uint64_t)fuse_req_ctx(req)->pid, key);
+	if (key) /* read in order: its next bytes ahead of the kernel's */
+		fa_stream(m, ino, key, fsize, (uint64_t)off, size);
 	struct rc_stat st;
 	struct pclient *p = r == 0 ? pc_get(m) : NULL;
 	int n = !p ? (r < 0 ? r : -EIO)
@@ -1593,6 +1679,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (off == 0)
 		fa_note(m, (uint64_t)fuse_req_ctx(req)->pid, of->key);
+	fa_stream(m, ino, of->key, of->size, (uint64_t)off, size);
 	struct rc_stat st;
 	struct pclient *p = pc_get(m);
 	int r = p ? read_range(p, of, size, off, ext, iov, &n, &st) : -EIO;
@@ -1722,8 +1809,10 @@ static int open_read(struct mnt *m, fuse_ino_t ino, const char *key,
 	bool busy = w && w->state == W_OPEN;
 	struct node *n = node_by_ino(m, ino);
 	bool warm = !busy && !w && n && etag_fresh(m, n);
-	if (warm)
+	if (warm) {
 		memcpy(of->etag, n->etag, RC_MAX_ETAG);
+		of->size = n->size;
+	}
 	pthread_mutex_unlock(&m->lock);
 	if (busy || warm) {
 		if (busy) {
@@ -1745,6 +1834,7 @@ static int open_read(struct mnt *m, fuse_ino_t ino, const char *key,
 		return fs_err(r);
 	}
 	memcpy(of->etag, st.etag, RC_MAX_ETAG);
+	of->size = st.size;
 	pthread_mutex_lock(&m->lock);
 	n = node_by_ino(m, ino);
 	bool changed = n && ((n->etag[0] && strcmp(n->etag, st.etag) != 0) ||
@@ -2288,9 +2378,11 @@ static void mount_usage(FILE *f)
 		   "  -f          stay in the foreground\n"
 		   "  -d          FUSE debug output and fetch-ahead steps (implies -f)\n"
 		   "  -o OPTIONS  FUSE mount options, e.g. allow_other, ro, and\n"
-		   "              ahead_bytes=N[K|M|G]: files swept into the cache\n"
-		   "              ahead of readers in no order, not read yet, at\n"
-		   "              most (default: a quarter of the daemon's cache;\n"
+		   "              ahead_bytes=N[K|M|G]: bytes fetched into the cache\n"
+		   "              ahead of readers and not read yet, at most:\n"
+		   "              files swept for readers in no order, and bytes\n"
+		   "              past the reads of files read in order\n"
+		   "              (default: a quarter of the daemon's cache;\n"
 		   "              0: no fetch-ahead at all)\n"
 		   "Unmount with: fusermount3 -u DIR (or umount DIR as root).\n");
 }

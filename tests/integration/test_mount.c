@@ -1507,3 +1507,180 @@ Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
 	for (int i = 0; i < SWEEP_FILES; i++)
 		free(sweep_data[i]);
 }
+
+/* ---- fetch-ahead within a file: large files read in order ---------------- */
+
+#define BIG_FILES 3
+#define BIG_LEN (12u << 20)
+#define BIG_EXTRA 2     /* readers of files 0 and 1 besides their own */
+#define BIG_PROBE (6u << 20) /* what the attack reads of each file */
+#define BIG_BUDGET (4u << 20)
+
+static uint8_t *big_data[BIG_FILES];
+
+struct big_reader {
+	int file;
+	char err[200];
+};
+
+/* Reads big/fNN whole in 1 MiB read()s and compares it with what was put. */
+static void *read_big_file(void *p)
+{
+	struct big_reader *b = p;
+	char path[400];
+	snprintf(path, sizeof(path), "%s/big/f%02d", M.dir, b->file);
+	uint8_t *got = malloc(BIG_LEN + 1);
+	int fd = open(path, O_RDONLY);
+	size_t n = 0;
+	ssize_t r = 1;
+	while (fd >= 0 && n < BIG_LEN + 1 && r > 0) {
+		size_t want = BIG_LEN + 1 - n < (1u << 20) ? BIG_LEN + 1 - n
+							    : 1u << 20;
+		r = read(fd, got + n, want);
+		n += r > 0 ? (size_t)r : 0;
+	}
+	if (fd < 0 || r < 0)
+		snprintf(b->err, sizeof(b->err), "f%02d: %s", b->file,
+			 strerror(errno));
+	else if (n != BIG_LEN || memcmp(got, big_data[b->file], BIG_LEN))
+		snprintf(b->err, sizeof(b->err), "f%02d: %zu bytes, not the "
+			 "%u put", b->file, n, BIG_LEN);
+	if (fd >= 0)
+		close(fd);
+	free(got);
+	return NULL;
+}
+
+static void put_big_files(void)
+{
+	for (int i = 0; i < BIG_FILES; i++) {
+		char key[400];
+		big_data[i] = fx_pattern(BIG_LEN, 200 + (unsigned)i);
+		snprintf(key, sizeof(key), "%sbig/f%02d", ro_prefix, i);
+		cr_assert_eq(fx_put_object(key, big_data[i], BIG_LEN), 0);
+	}
+}
+
+static void free_big_files(void)
+{
+	for (int i = 0; i < BIG_FILES; i++)
+		free(big_data[i]);
+}
+
+/* The exit line's "fetched ahead within files B bytes in P pieces (F
+ * failed)". */
+static void within_files(const char *log, unsigned long long *bytes,
+			 unsigned long long *pieces,
+			 unsigned long long *failed)
+{
+	const char *at = strstr(log, "fetched ahead within files ");
+	cr_assert(at && sscanf(at, "fetched ahead within files %llu bytes in "
+			       "%llu pieces (%llu failed)", bytes, pieces,
+			       failed) == 3, "no exit line:\n%s", log);
+}
+
+/* Cold readers of large files, each read in order (two files by two
+ * readers at once): the mount fetches ahead within them (the exit line
+ * counts the pieces, none failed) and every reader reads exactly the
+ * bytes the fixture's client put. */
+Test(mount_ahead, large_files_read_in_order_are_fetched_ahead_bytes_exact)
+{
+	put_big_files();
+	struct big_reader b[BIG_FILES + BIG_EXTRA];
+	pthread_t t[BIG_FILES + BIG_EXTRA];
+	for (int i = 0; i < BIG_FILES + BIG_EXTRA; i++) {
+		b[i] = (struct big_reader){.file = i % BIG_FILES};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_big_file, &b[i]),
+			     0);
+	}
+	for (int i = 0; i < BIG_FILES + BIG_EXTRA; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(b[i].err, "reader %d: %s", i, b[i].err);
+	}
+	mount_stop(&M);
+	unsigned long long bytes, pieces, failed;
+	within_files(out, &bytes, &pieces, &failed);
+	cr_assert_gt(pieces, 0, "no fetch-ahead within %d large files read "
+		     "in order:\n%s", BIG_FILES, out);
+	cr_assert_eq(failed, 0);
+	cr_assert_leq(bytes, (unsigned long long)BIG_FILES * BIG_LEN,
+		      "fetched more than the files hold");
+	cr_log_info("within files: %llu bytes in %llu pieces", bytes, pieces);
+	free_big_files();
+}
+
+/* The daemon's S3 bytes once they stop moving for a second (fetches the
+ * mount queued have landed), polled for up to 60 s. */
+static int64_t s3_bytes_settled(void)
+{
+	int64_t last = -1, v = 0;
+	for (int i = 0; i < 600; i++) {
+		v = fx_stat_value(D.socket_path, "ringcache_s3_bytes_total");
+		if (v == last && i % 10 == 0 && i)
+			break;
+		if (i % 10 == 0)
+			last = v;
+		sleep_ms(100);
+	}
+	return v;
+}
+
+/* The attack: readers that open large files and read only their start
+ * (or nothing) and keep them open. Fetch-ahead may not fetch without
+ * bound on their behalf: with -o ahead_bytes=4M, S3 sends the daemon
+ * what they read plus at most 4 MiB, though each file read 6 MiB in
+ * order would earn a window of 6 MiB (18 MiB in all without the budget).
+ * The readers ask for no readahead (POSIX_FADV_RANDOM), so the kernel's
+ * own fetches no more than they read. */
+Test(mount_ahead, readers_that_stop_early_cost_at_most_ahead_bytes)
+{
+	put_big_files();
+	mount_stop(&M);
+	cr_assert_eq(rmdir(M.dir), 0);
+	mount_start(&M, "ro", "ahead_bytes=4M"); /* BIG_BUDGET */
+	char path[400];
+	int fds[BIG_FILES + 1];
+	int64_t before = fx_stat_value(D.socket_path,
+				       "ringcache_s3_bytes_total");
+	uint8_t *got = malloc(1u << 20);
+	for (int i = 0; i < BIG_FILES; i++) {
+		snprintf(path, sizeof(path), "%s/big/f%02d", M.dir, i);
+		fds[i] = open(path, O_RDONLY);
+		cr_assert(fds[i] >= 0, "open %s: %s", path, strerror(errno));
+		cr_assert_eq(posix_fadvise(fds[i], 0, 0, POSIX_FADV_RANDOM), 0);
+		for (size_t off = 0; off < BIG_PROBE; off += 1u << 20) {
+			cr_assert_eq(read(fds[i], got, 1u << 20), 1u << 20);
+			cr_assert(memcmp(got, big_data[i] + off, 1u << 20) == 0,
+				  "f%02d at %zu", i, off);
+		}
+	}
+	/* and one opened, never read */
+	snprintf(path, sizeof(path), "%s/big/f%02d", M.dir, 0);
+	fds[BIG_FILES] = open(path, O_RDONLY);
+	cr_assert(fds[BIG_FILES] >= 0);
+	int64_t fetched = s3_bytes_settled() - before;
+	cr_assert_leq(fetched, (int64_t)BIG_FILES * BIG_PROBE + BIG_BUDGET,
+		      "%lld bytes from S3 for readers that read %u",
+		      (long long)fetched, BIG_FILES * BIG_PROBE);
+	for (int i = 0; i <= BIG_FILES; i++)
+		close(fds[i]);
+	mount_stop(&M);
+	unsigned long long bytes, pieces, failed;
+	within_files(out, &bytes, &pieces, &failed);
+	cr_assert_gt(pieces, 0, "nothing fetched ahead: the budget is "
+		     "not what bounded it\n%s", out);
+	cr_assert_eq(failed, 0);
+	/* the -d log's running sum never passes the budget */
+	for (const char *at = out; (at = strstr(at, " bytes ahead in all"));
+	     at++) {
+		const char *p = at;
+		while (p > out && p[-1] >= '0' && p[-1] <= '9')
+			p--;
+		cr_assert_leq(strtoull(p, NULL, 10), BIG_BUDGET, "%.60s", p);
+	}
+	cr_log_info("readers that stop: %lld bytes from S3 for %u read, "
+		    "%llu fetched ahead", (long long)fetched,
+		    BIG_FILES * BIG_PROBE, bytes);
+	free(got);
+	free_big_files();
+}
