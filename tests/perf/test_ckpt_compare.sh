@@ -51,16 +51,6 @@ check "to S3(local) / sync: 8.5 / 10" grep -q '| to S3(local) / sync upload | 0.
 check "no REGRESSION line" bash -c '! grep -q REGRESSION <<<"$1"' _ "$out"
 check "a level the baseline lacks is shown, not judged" grep -q 'blocked(s3) / sync upload | 0.950 | - | - | not recorded' <<<"$out"
 
-# perf/run saves by sync upload twice a run (before memory, after local):
-# the denominator is the median of all six, 8 10 12 20 20 20 -> 12 (the
-# lower middle of an even count), not of either set of three.
-{ runs 0.3; for r in 1 2 3; do row $r direct 20.0 20.0; done; } >"$D/twice.tsv"
-out=$("$CMP" "$D/base.tsv" "$D/twice.tsv"); rc=$?
-check "two sync uploads a run: to S3(local) / sync = 8.5 / 12" \
-	grep -q '| to S3(local) / sync upload | 0.708 |' <<<"$out"
-check "two sync uploads a run: blocked(memory) / sync = 0.3 / 12" \
-	grep -q '| blocked(memory) / sync upload | 0.025 |' <<<"$out"
-
 runs 0.4 >"$D/noise.tsv" # 0.040: 1.33x, within the 1.5x margin
 "$CMP" "$D/base.tsv" "$D/noise.tsv" >"$D/out"; rc=$?
 check "1.33x worse is noise at the 1.5x margin: exit 0" [ $rc -eq 0 ]
