@@ -31,7 +31,7 @@
  * blocks, all within one budget.
  *
  * The POSIX subset and its errors are in docs/MOUNT.md. */
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 312 /* fuse_loop_cfg_set_max_threads */
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
@@ -64,7 +64,8 @@
 #define MAX_EXT 64             /* extents of one read: >= MAX_READ / 64K + 1 */
 #define NODE_BUCKETS 16384u
 #define MAX_KEPT_FILES 1024u   /* written files kept for rename/stat */
-#define POOL_MAX 12            /* clients: libfuse's 10 workers and spare */
+#define FUSE_WORKERS 32        /* libfuse's worker threads, at most */
+#define POOL_MAX (FUSE_WORKERS + 2) /* clients: a worker's each, and spare */
 #define TTL_METRIC "ringcache_metadata_ttl_seconds"
 #define READAHEAD_KB 8192      /* the mount's bdi read_ahead_kb, as root */
 #define MAX_BACKGROUND 64      /* READs the kernel keeps in flight */
@@ -209,6 +210,7 @@ struct fetcher {
 	/* Files read in order, fetched ahead of their READs (fileahead.c),
 	 * by ino; its bytes not read yet and fa->unread share the budget. */
 	struct fileahead files;
+	uint32_t block; /* the daemon's block_size when the mount began */
 	/* for the exit line and the -d log: walks that fetched, files */
 	uint64_t fired, queued, dropped, fetched, failed;
 	uint64_t sweeps, swept; /* directories swept, files queued by them */
@@ -306,6 +308,38 @@ static struct pclient *pc_get(struct mnt *m)
 		}
 		pthread_cond_wait(&m->pool_cond, &m->pool_lock);
 	}
+}
+
+/* Attaches the pool's sessions once the mount is up, so that the first
+ * reads do not each wait for an attach (tens of ms on a loaded host). A
+ * failure leaves the rest to pc_get, as before. */
+static void *pool_warm(void *arg)
+{
+	struct mnt *m = arg;
+	for (unsigned i = 0; i < POOL_MAX; i++) {
+		pthread_mutex_lock(&m->pool_lock);
+		struct pclient *p = m->pool_idle;
+		if (p)
+			m->pool_idle = p->next;
+		pthread_mutex_unlock(&m->pool_lock);
+		if (!p)
+			break;
+		int r = pc_attach(m, p);
+		pthread_mutex_lock(&m->pool_lock);
+		if (r == 0) {
+			p->next = m->pool_free;
+			m->pool_free = p;
+			m->pool_live++;
+		} else {
+			p->next = m->pool_idle;
+			m->pool_idle = p;
+		}
+		pthread_cond_broadcast(&m->pool_cond);
+		pthread_mutex_unlock(&m->pool_lock);
+		if (r < 0)
+			break;
+	}
+	return NULL;
 }
 
 static void pc_put(struct mnt *m, struct pclient *p)
@@ -1234,7 +1268,7 @@ static void fa_stream(struct mnt *m, fuse_ino_t ino, const char *key,
 		      uint64_t size, uint64_t off, uint64_t len)
 {
 	struct fetcher *fa = &m->fa;
-	uint64_t piece = (uint64_t)m->c.block_size * FA_SWEEP_EXT;
+	uint64_t piece = (uint64_t)fa->block * FA_SWEEP_EXT;
 	pthread_mutex_lock(&fa->lock);
 	if (!fa->n_threads || !piece) {
 		pthread_mutex_unlock(&fa->lock);
@@ -1248,7 +1282,7 @@ static void fa_stream(struct mnt *m, fuse_ino_t ino, const char *key,
 	unsigned n = 0;
 	for (uint64_t at = f.off, end = f.off + f.len; at < end;) {
 		/* to a block boundary: FA_SWEEP_EXT extents hold it */
-		uint64_t next = (at / m->c.block_size) * m->c.block_size + piece;
+		uint64_t next = at / fa->block * fa->block + piece;
 		if (next > end)
 			next = end;
 		char *k = fa->q_len < FA_QUEUE ? strdup(key) : NULL;
@@ -1371,6 +1405,8 @@ static void *fa_thread(void *arg)
 	struct pclient *p = x->p;
 	struct fetcher *fa = &m->fa;
 	free(x);
+	/* attached now, not at the first fetch (which tries again) */
+	(void)pc_attach(m, p);
 	pthread_mutex_lock(&fa->lock);
 	while (!fa->stop) {
 		struct alisting *want = NULL;
@@ -2551,9 +2587,17 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 	if (!se)
 		return 1; /* libfuse printed why (an unknown -o option) */
 	m->se = se;
-	/* Workers stay around: a worker per request in flight, and a
-	 * thread started per request would cost more than the request. */
-	struct fuse_loop_config lc = {.clone_fd = 0, .max_idle_threads = 10};
+	/* A worker per request in flight, up to FUSE_WORKERS (libfuse's
+	 * default is 10: with each READ one synchronous call, 10 READs in
+	 * flight for the whole mount, where the kernel's readahead of a few
+	 * readers sends many more). Workers stay around: a thread started
+	 * per request would cost more than the request. */
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc)
+		goto out;
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	fuse_loop_cfg_set_max_threads(lc, FUSE_WORKERS);
+	fuse_loop_cfg_set_idle_threads(lc, FUSE_WORKERS);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto out;
 	if (fuse_session_mount(se, dir) != 0)
@@ -2565,7 +2609,11 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 	free(abs_dir);
 	if (m->ahead)
 		fa_start(m);
-	r = fuse_session_loop_mt(se, &lc) < 0 ? 1 : 0;
+	pthread_t warm;
+	bool warming = pthread_create(&warm, NULL, pool_warm, m) == 0;
+	r = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
+	if (warming)
+		pthread_join(warm, NULL);
 	fa_stop(m);
 	pthread_mutex_lock(&m->lock); /* drop_pages_later use se */
 	while (m->invals)
@@ -2575,6 +2623,8 @@ static int run_session(struct mnt *m, struct fuse_args *args,
 out_signals:
 	fuse_remove_signal_handlers(se);
 out:
+	if (lc)
+		fuse_loop_cfg_destroy(lc);
 	fuse_session_destroy(se);
 	return r;
 }
@@ -2633,6 +2683,7 @@ int mount_main(int argc, char **argv, const char *socket_path)
 	uint64_t capacity;
 	m->ttl = daemon_ttl(socket_path, &capacity);
 	m->fa.budget = capacity / FA_BUDGET_DIV;
+	m->fa.block = m->c.block_size;
 	struct node *root = node_get(m, "");
 	if (!root) {
 		mnt_free(m);
