@@ -603,10 +603,17 @@ static int still_to_do(struct rc_client *c, struct rc_sqe *e,
 }
 
 /* Submits what is prepared and waits for one completion of ours; if the
- * daemon is lost meanwhile, re-attaches and submits it again. */
+ * daemon is lost meanwhile, re-attaches and submits it again. The lost
+ * daemon may have answered into the entry's arg slot (an OPEN's ETag
+ * over its key) and gone before the completion: the input goes back into
+ * the slot before the entry goes again. */
 static int sync_one(struct rc_client *c, struct rc_cqe *res)
 {
 	struct rc_sqe e = c->sqes[(c->sq_local_tail - 1) & c->sq_mask];
+	char input[RC_ARG_SLOT_SIZE];
+	size_t input_len = e.arg_len <= sizeof(input) ? e.arg_len : 0;
+	if (input_len)
+		memcpy(input, rc_arg_ptr(c, e.arg), input_len);
 	for (;;) {
 		int r = rc_submit(c);
 		struct rc_cqe *cqe;
@@ -623,6 +630,8 @@ static int sync_one(struct rc_client *c, struct rc_cqe *res)
 		if (!n)
 			return -EBUSY;
 		*n = e;
+		if (input_len)
+			memcpy(rc_arg_ptr(c, e.arg), input, input_len);
 	}
 }
 
@@ -758,7 +767,8 @@ int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
 		struct rc_cqe *cqe;
 		if ((err = client_wait_cqe(c, &cqe)) == -EPIPE &&
 		    (err = client_reconnect(c)) == 0) {
-			/* Their keys are in the slots still: again. */
+			/* Again, each key written again: the lost daemon
+			 * may have answered over it (sync_one). */
 			for (size_t k = 0; k < next; k++) {
 				if (slot_of[k] < 0)
 					continue;
@@ -767,8 +777,10 @@ int rc_open_many(struct rc_client *c, int dataset, const char *const *keys,
 					err = -EBUSY;
 					break;
 				}
+				size_t kl = strlen(keys[k]);
+				memcpy(rc_arg_ptr(c, slot_of[k]), keys[k], kl);
 				sqe->arg = (uint16_t)slot_of[k];
-				sqe->arg_len = (uint32_t)strlen(keys[k]);
+				sqe->arg_len = (uint32_t)kl;
 				sqe->dataset = (uint32_t)dataset;
 				sqe->user_data = k;
 			}

@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +292,90 @@ static void attach(struct rc_client *c)
 	struct rc_attach_opts o = {.gpu = -1, .numa_node = -1};
 	int r = rc_attach(c, D.socket_path, &o);
 	cr_assert_eq(r, 0, "rc_attach: %s", rc_strerror(r));
+}
+
+struct open_call {
+	struct rc_client *c;
+	int ds;
+	const char *key;
+	bool many; /* rc_open_many of the one key */
+	int h;
+	struct rc_stat st;
+};
+
+static void *open_thread(void *arg)
+{
+	struct open_call *o = arg;
+	if (!o->many) {
+		o->h = rc_open(o->c, o->ds, o->key, &o->st);
+		return NULL;
+	}
+	int32_t h = -1;
+	int r = rc_open_many(o->c, o->ds, &o->key, 1, &h, &o->st.size);
+	o->h = r < 0 ? r : h;
+	return NULL;
+}
+
+/* A daemon may answer an OPEN into its arg slot (the ETag over the key)
+ * and be lost before its completion is seen: the call submits the OPEN
+ * again on the daemon that takes over, which must read the key, not the
+ * answer (the reader loop above once failed so: the new daemon was asked
+ * for the key "\"252a598ecdb76a"). The daemon is stopped while the OPEN
+ * waits in its ring, the slot is overwritten as it would have, and the
+ * daemon is killed and started again. */
+static void open_after_a_lost_answer(bool many)
+{
+	struct rc_client c;
+	attach(&c);
+	int ds = rc_dataset(&c, "ds");
+	cr_assert_geq(ds, 0);
+	char key[DS_KEY_MAX];
+	struct open_call o = {.c = &c, .ds = ds, .key = ds_key(&S, 0, key),
+			      .many = many, .h = -1};
+	cr_assert_eq(kill(D.pid, SIGSTOP), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, open_thread, &o), 0);
+	int64_t deadline = mono_ms() + 30000;
+	while (atomic_load(&c.hdr->sq_tail) == atomic_load(&c.hdr->sq_head) &&
+	       mono_ms() < deadline)
+		usleep(1000);
+	cr_assert_neq(atomic_load(&c.hdr->sq_tail),
+		      atomic_load(&c.hdr->sq_head), "the OPEN was not submitted");
+	static const char answer[] = "\"252a598ecdb76a0123456789abcdef\"";
+	for (uint32_t s = 0; s < c.arg_slots; s++)
+		memcpy(rc_arg_ptr(&c, (int)s), answer, sizeof(answer));
+	fx_daemon_kill(&D);
+	fx_daemon_restart(&D, NULL);
+	cr_assert_eq(pthread_join(t, NULL), 0);
+	cr_assert_geq(o.h, 0, "rc_open %s after the restart: %s", key,
+		      rc_strerror(o.h));
+	cr_assert_eq(o.st.size, ds_size(&S, 0));
+	cr_assert_eq(rc_reconnects(&c), 1);
+	struct rc_extent e[MAX_EXT];
+	int m = rc_read(&c, (uint32_t)o.h, 0, o.st.size, e, MAX_EXT);
+	cr_assert_gt(m, 0, "rc_read: %s", rc_strerror(m));
+	uint64_t got = 0;
+	for (int x = 0; x < m; x++) {
+		cr_assert_lt(ds_mismatch(&S, 0, got, e[x].data, e[x].len), 0);
+		got += e[x].len;
+		cr_assert_eq(rc_release(&c, e[x].lease), 0);
+	}
+	cr_assert_eq(got, o.st.size);
+	cr_assert_eq(rc_close(&c, (uint32_t)o.h), 0);
+	rc_detach(&c);
+	stop_daemon();
+}
+
+Test(restart, open_after_a_lost_answer_sends_its_key_again,
+     .init = start_writable, .fini = kill_daemon, .timeout = 120)
+{
+	open_after_a_lost_answer(false);
+}
+
+Test(restart, open_many_after_a_lost_answer_sends_its_keys_again,
+     .init = start_writable, .fini = kill_daemon, .timeout = 120)
+{
+	open_after_a_lost_answer(true);
 }
 
 Test(restart, changed_object_is_stale_alone, .init = start_writable,
