@@ -277,34 +277,48 @@ static int pc_attach(struct mnt *m, struct pclient *p)
  * attached now (up to POOL_MAX), else the next one given back. NULL when
  * none is attached and none can be (the daemon is gone or refuses): the
  * call fails (EIO) and the next one tries again. */
+/* Takes an idle client of the pool and attaches it (pool_lock held on
+ * entry and return, dropped during the attach). NULL: none was idle
+ * (*err 0), or its attach failed (*err; it goes back, tried again). */
+static struct pclient *pc_attach_idle(struct mnt *m, int *err)
+{
+	struct pclient *p = m->pool_idle;
+	*err = 0;
+	if (!p)
+		return NULL;
+	m->pool_idle = p->next;
+	pthread_mutex_unlock(&m->pool_lock);
+	int r = pc_attach(m, p);
+	pthread_mutex_lock(&m->pool_lock);
+	if (r == 0) {
+		m->pool_live++;
+		return p;
+	}
+	p->next = m->pool_idle;
+	m->pool_idle = p;
+	*err = r;
+	return NULL;
+}
+
 static struct pclient *pc_get(struct mnt *m)
 {
 	pthread_mutex_lock(&m->pool_lock);
 	for (;;) {
 		struct pclient *p = m->pool_free;
-		if (p) {
+		int r;
+		if (p)
 			m->pool_free = p->next;
+		else
+			p = pc_attach_idle(m, &r);
+		if (p) {
 			pthread_mutex_unlock(&m->pool_lock);
 			return p;
 		}
-		if ((p = m->pool_idle)) {
-			m->pool_idle = p->next;
+		if (r < 0 && !m->pool_live) {
 			pthread_mutex_unlock(&m->pool_lock);
-			int r = pc_attach(m, p);
-			pthread_mutex_lock(&m->pool_lock);
-			if (r == 0) {
-				m->pool_live++;
-				pthread_mutex_unlock(&m->pool_lock);
-				return p;
-			}
-			p->next = m->pool_idle; /* tried again later */
-			m->pool_idle = p;
-			if (!m->pool_live) {
-				pthread_mutex_unlock(&m->pool_lock);
-				fprintf(stderr, "ringcache mount: %s: no session: "
-					"%s\n", m->dataset, rc_strerror(r));
-				return NULL;
-			}
+			fprintf(stderr, "ringcache mount: %s: no session: %s\n",
+				m->dataset, rc_strerror(r));
+			return NULL;
 		}
 		pthread_cond_wait(&m->pool_cond, &m->pool_lock);
 	}
@@ -316,29 +330,19 @@ static struct pclient *pc_get(struct mnt *m)
 static void *pool_warm(void *arg)
 {
 	struct mnt *m = arg;
+	pthread_mutex_lock(&m->pool_lock);
 	for (unsigned i = 0; i < POOL_MAX; i++) {
-		pthread_mutex_lock(&m->pool_lock);
-		struct pclient *p = m->pool_idle;
-		if (p)
-			m->pool_idle = p->next;
-		pthread_mutex_unlock(&m->pool_lock);
-		if (!p)
-			break;
-		int r = pc_attach(m, p);
-		pthread_mutex_lock(&m->pool_lock);
-		if (r == 0) {
+		int r;
+		struct pclient *p = pc_attach_idle(m, &r);
+		if (p) {
 			p->next = m->pool_free;
 			m->pool_free = p;
-			m->pool_live++;
-		} else {
-			p->next = m->pool_idle;
-			m->pool_idle = p;
 		}
 		pthread_cond_broadcast(&m->pool_cond);
-		pthread_mutex_unlock(&m->pool_lock);
-		if (r < 0)
+		if (!p)
 			break;
 	}
+	pthread_mutex_unlock(&m->pool_lock);
 	return NULL;
 }
 
