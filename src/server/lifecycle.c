@@ -258,6 +258,10 @@ static void shard_loop(struct shard *sh)
 		flush_sessions(sh);
 		wait_events(sh, busy);
 	}
+	/* What the last turn answered is posted: a client whose answer was
+	 * written but whose completion was not would resend it after the
+	 * restart, over the answer in its arg slot. */
+	flush_sessions(sh);
 	if (sh->id == 0)
 		listener_stop(server_of(d)->listener);
 	shard_drain(sh);
