@@ -354,12 +354,15 @@ Test(errors, reload_fetching_credentials_leaves_the_reactor_free)
 	t0 = ms_now();
 	cr_assert_eq(fx_read_whole(&c, ds, &spec, 1), 0);
 	uint64_t cold = ms_now() - t0;
+	/* By order, not by time: the reads ended before the held fetch
+	 * timed out (a bound on their milliseconds failed on busy CI). */
 	cr_assert_eq(fx_daemon_log_count(&D, "reload refused"), refused,
-		     "the reload ended before the reads: nothing was held");
-	cr_assert_lt(hot, 1000, "a cached read took %llu ms during the "
-		     "credential fetch", (unsigned long long)hot);
-	cr_assert_lt(cold, 2000, "an uncached read took %llu ms during the "
-		     "credential fetch", (unsigned long long)cold);
+		     "the reload ended before the reads (%llu, %llu ms): "
+		     "they waited for the fetch", (unsigned long long)hot,
+		     (unsigned long long)cold);
+	cr_log_info("reads during the credential fetch: cached %llu ms, "
+		    "cold %llu ms", (unsigned long long)hot,
+		    (unsigned long long)cold);
 	pthread_join(th, NULL);
 	cr_assert_eq(ra.rc, 1, "the held fetch did not refuse the reload");
 	cr_assert(fx_daemon_log_contains(&D, "reload refused, keeping the "

@@ -1128,10 +1128,11 @@ Test(writeback, rename_completed_by_copy_and_by_multipart_copy,
 
 /* A copy S3 takes 5 s for: the shard's other clients read (cached and
  * not) meanwhile, a second RENAME of the handle is -EBUSY, and the
- * RENAME completes once the copy did. The reads' bounds are half the
- * hold and more, since a sanitizer build on a busy machine takes a
- * second for what takes milliseconds; what the test holds them to is
- * ending while the copy is still held (no RENAME completion yet). */
+ * RENAME completes once the copy did. That the reads did not wait for
+ * the copy is proven by order, not by their time: they ended while the
+ * RENAME's completion was not posted yet (a busy machine running the
+ * sanitizer builds side by side stretches a read to seconds, and a bound
+ * on its time failed CI). */
 Test(writeback, rename_after_upload_leaves_the_reactor_free,
      .fini = teardown, .timeout = 120)
 {
@@ -1154,13 +1155,11 @@ Test(writeback, rename_after_upload_leaves_the_reactor_free,
 	wait_for(copy_sent, "the CopyObject sent");
 	uint64_t hot = timed_read(&r, buf, mem, "cached", size, 42);
 	uint64_t cold = timed_read(&r, buf, mem, "cold", size, 43);
-	cr_assert_lt(hot, 2500, "a cached read took %llu ms during the copy",
-		     (unsigned long long)hot);
-	cr_assert_lt(cold, 4000, "an uncached read took %llu ms during the "
-		     "copy", (unsigned long long)cold);
 	cr_assert_null(rc_peek_cqe(&c), "the RENAME ended before the reads "
 		       "(%llu, %llu ms)", (unsigned long long)hot,
 		       (unsigned long long)cold);
+	cr_log_info("reads during the copy: cached %llu ms, cold %llu ms",
+		    (unsigned long long)hot, (unsigned long long)cold);
 	rename_submit(&c, (uint32_t)h, "ckpt-2", 2);
 	cr_assert_eq(wait_res(&c, 2), -EBUSY, "a second RENAME while copying");
 	cr_assert_eq(wait_res(&c, 1), 0);
@@ -1185,8 +1184,9 @@ static bool delete_sent(void)
 
 /* A RENAME while the upload's PUT is in flight: the PUT lands under the
  * old name, whose DELETE S3 takes 5 s for; the shard's other clients read
- * (cached and not) while that DELETE is still held, then the object is
- * uploaded under its new name and the old one is gone. */
+ * (cached and not) while that DELETE is still held (proven by order: the
+ * proxy still has it in flight once they end, whatever their time), then
+ * the object is uploaded under its new name and the old one is gone. */
 Test(writeback, old_name_delete_leaves_the_reactor_free, .fini = teardown,
      .timeout = 120)
 {
@@ -1216,10 +1216,8 @@ Test(writeback, old_name_delete_leaves_the_reactor_free, .fini = teardown,
 	cr_assert_geq(proxy_counter("requests_active"), 1,
 		      "the reads waited for the DELETE (%llu, %llu ms)",
 		      (unsigned long long)hot, (unsigned long long)cold);
-	cr_assert_lt(hot, 2500, "a cached read took %llu ms during the DELETE",
-		     (unsigned long long)hot);
-	cr_assert_lt(cold, 4000, "an uncached read took %llu ms during the "
-		     "DELETE", (unsigned long long)cold);
+	cr_log_info("reads during the DELETE: cached %llu ms, cold %llu ms",
+		    (unsigned long long)hot, (unsigned long long)cold);
 	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
 	cr_assert_eq(check_in_s3("ck", size, 71), 0);
 	cr_assert_eq(head_in_s3("ck.tmp"), -ENOENT);
