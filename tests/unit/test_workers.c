@@ -83,10 +83,13 @@ Test(workers, every_job_runs_once_then_is_done_on_the_callers_thread)
 
 static atomic_int slow_runs;
 
+/* 20 of these take 5 s on one thread: this thread would have to stall
+ * that long between queueing them and workers_free() for all to run
+ * (at 20 ms each, a 400 ms stall on a busy machine was enough). */
 static void slow_run(void *arg)
 {
 	(void)arg;
-	usleep(20000);
+	usleep(250000);
 	atomic_fetch_add(&slow_runs, 1);
 }
 
