@@ -207,11 +207,36 @@ Test(prefetch, a_gpu_queue_follows_its_workers_reads, .fini = teardown,
 	follow_plan(true);
 }
 
-/* A daemon behind a 400 ms proxy and a client that planned up to max
- * small objects (handles in h, indexes in idx, *n of them) in the plan
- * buffer *pb, returned once their GETs are in flight. The opens (one
- * HEAD each) go before the latency: 64 of them at 400 ms were 26 s of
- * waiting that tested nothing. */
+/* The proxy's latency for GETs a test must catch in flight: a test
+ * that stalls this long on a busy machine (the sanitizer builds' tests
+ * side by side) finds them done. 400 ms was too short for that. */
+#define HELD_MS "2000"
+
+static void set_latency(const char *ms)
+{
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "set latency-ms %s\n", ms);
+	const char *r = fx_proxy_control(&P, cmd);
+	cr_assert_str_eq(r, "ok\n", "proxy control: %s", r);
+}
+
+/* Polls until the daemon has a GET in flight (it sends them when its
+ * loop next turns, later on a busy machine); fails after 30 s. */
+static void wait_for_inflight(void)
+{
+	double t0 = rc_now_s();
+	while (fx_stat_value(D.socket_path, "ringcache_s3_inflight") <= 0 &&
+	       rc_now_s() - t0 < 30)
+		usleep(2000);
+	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0,
+		     "no GET in flight");
+}
+
+/* A daemon behind a proxy holding GETs HELD_MS and a client that planned
+ * up to max small objects (handles in h, indexes in idx, *n of them) in
+ * the plan buffer *pb, returned once their GETs are in flight. The opens
+ * (one HEAD each) go before the latency: 64 of them at 400 ms were 26 s
+ * of waiting that tested nothing. */
 static struct rc_plan_entry *plan_in_flight(struct rc_client *c, uint32_t *h,
 					    size_t *idx, size_t max,
 					    size_t *n, int *pb)
@@ -220,16 +245,14 @@ static struct rc_plan_entry *plan_in_flight(struct rc_client *c, uint32_t *h,
 	start(NULL, "prefetch_inflight = 16", proxy);
 	attach(c);
 	*n = open_small(c, rc_dataset(c, "ds"), h, idx, max);
-	const char *r = fx_proxy_control(&P, "set latency-ms 400\n");
-	cr_assert_str_eq(r, "ok\n", "proxy control: %s", r);
+	set_latency(HELD_MS);
 	void *mem;
 	*pb = rc_alloc_buffer(c, *n * sizeof(struct rc_plan_entry), &mem);
 	struct rc_plan_entry *plan = mem;
 	for (size_t k = 0; k < *n; k++)
 		plan[k] = (struct rc_plan_entry){.handle = h[k], .len = 1};
 	cr_assert_eq(rc_prefetch_plan(c, (uint32_t)*pb, 0, *n), (int)*n);
-	usleep(100000); /* GETs are in flight behind the 400 ms latency */
-	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	wait_for_inflight();
 	return plan;
 }
 
@@ -245,6 +268,7 @@ Test(prefetch, replaced_plan_cancels_its_gets, .fini = teardown,
 	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, 1), 1);
 	cr_assert_gt(fx_stat_value(D.socket_path,
 				   "ringcache_prefetch_cancelled_total"), 0);
+	set_latency("0"); /* the reads below need no hold */
 	/* Cancelled blocks leave no pins or half-filled entries behind: the
 	 * objects read back correctly. */
 	void *data;
@@ -268,7 +292,8 @@ Test(prefetch, a_departed_clients_gets_fill_the_cache, .fini = teardown,
 	plan_in_flight(&c, h, idx, 8, &n, &pb);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
-				  10000), 0);
+				  30000), 0);
+	set_latency("0"); /* the reads below need no hold */
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_prefetch_cancelled_total"), 0);
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
@@ -537,7 +562,7 @@ Test(prefetch, eviction_under_plans_keeps_the_next_needed_blocks,
 Test(prefetch, appended_plan_keeps_the_current_plans_gets, .fini = teardown,
      .timeout = 60)
 {
-	const char *proxy[] = {"--latency-ms", "400", NULL};
+	const char *proxy[] = {"--latency-ms", "0", NULL};
 	start(NULL, "prefetch_inflight = 16\nprefetch_window_entries = 4",
 	      proxy);
 	struct rc_client c;
@@ -546,24 +571,25 @@ Test(prefetch, appended_plan_keeps_the_current_plans_gets, .fini = teardown,
 	uint32_t h[16];
 	size_t idx[16];
 	cr_assert_eq(open_small(&c, ds, h, idx, 16), 16);
+	set_latency(HELD_MS); /* the opens' HEADs went before it */
 	void *mem, *data;
 	int pb = rc_alloc_buffer(&c, 8 * sizeof(struct rc_plan_entry), &mem);
 	int db = rc_alloc_buffer(&c, MiB, &data);
 	struct rc_plan_entry *plan = mem;
 	plan_objects(plan, h, idx, 0, 4);
 	cr_assert_eq(rc_prefetch_plan(&c, (uint32_t)pb, 0, 4), 4);
-	usleep(100000); /* GETs are in flight behind the 400 ms latency */
-	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	wait_for_inflight();
 	plan_objects(plan, h, idx, 8, 4);
 	int r = rc_prefetch_plan_append(&c, (uint32_t)pb, 0, 4);
 	cr_assert_eq(r, 4, "append: %s", rc_strerror(r));
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_prefetch_cancelled_total"), 0);
 	cr_assert_gt(fx_stat_value(D.socket_path, "ringcache_s3_inflight"), 0);
+	set_latency("0"); /* the held GETs were seen; the rest need no hold */
 	/* The window (4 entries) holds the current plan: nothing appended is
 	 * fetched before the reads move it. */
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
-				  5000), 0);
+				  30000), 0);
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
 	cr_assert_eq(gets, 4, "GETs before any read: %lld", (long long)gets);
 	for (size_t k = 0; k < 4; k++) {
@@ -574,9 +600,9 @@ Test(prefetch, appended_plan_keeps_the_current_plans_gets, .fini = teardown,
 	/* Reading the last current entry slid the window into the appended
 	 * ones: they arrive without being asked for. */
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_get_total", 7,
-				  5000), 7);
+				  30000), 7);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_inflight", 0,
-				  5000), 0);
+				  30000), 0);
 	for (size_t k = 8; k < 12; k++)
 		read_whole(&c, h[k], ds_size(&S, idx[k]), (uint32_t)db, data,
 			   idx[k]);
