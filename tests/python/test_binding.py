@@ -215,7 +215,9 @@ def exec_daemon(mode):
             [os.path.join(BUILD, "ringcached"), "-c", Env.conf],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             preexec_fn=die_with_parent)
-    deadline = time.monotonic() + 10
+    # 30 s as the C fixture (FX_START_TIMEOUT_MS): the suite's builds run
+    # side by side, and a start can take seconds on a busy machine.
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if Env.daemon.poll() is not None:
             break
