@@ -199,14 +199,22 @@ Test(proxy, latency_delays_first_byte)
 	cr_assert_eq(blen, 4096);
 	cr_assert_eq(fx_mismatch(body, data, blen), -1);
 
-	/* Switched off at run time, the same GET is fast again. */
+	/* Switched off at run time, the same GET is fast again: the best
+	 * of up to five, since one can meet a stall of a busy machine (the
+	 * builds' tests side by side) and none beats 1 s with it on. */
 	cr_assert_str_eq(fx_proxy_control(&px, "set latency-ms 0\n"), "ok\n");
 	free(body);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
-	ms = elapsed_ms(&t0);
-	cr_expect_lt(ms, 1000.0, "GET took %.1f ms with latency off", ms);
-	free(body);
+	double best = 1e9;
+	for (int k = 0; k < 5 && best >= 1000.0; k++) {
+		body = NULL;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cr_assert_eq(get(&c, key, &res, &body, &blen), 0);
+		ms = elapsed_ms(&t0);
+		best = ms < best ? ms : best;
+		free(body);
+	}
+	cr_expect_lt(best, 1000.0, "GET took %.1f ms at best with latency off",
+		     best);
 	free(data);
 	client_close(&c);
 }
@@ -226,14 +234,23 @@ Test(proxy, bandwidth_cap_paces_the_body)
 	char *body = NULL;
 	size_t blen = 0;
 	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	cr_assert_eq(get(&c, key, &res, &body, &blen), 0, "GET: %s", res.message);
-	double ms = elapsed_ms(&t0);
-	cr_expect_geq(ms, 200.0, "1 MiB at 4 MB/s took %.1f ms", ms);
-	cr_expect_lt(ms, 3000.0, "1 MiB at 4 MB/s took %.1f ms", ms);
-	cr_assert_eq(blen, len);
-	cr_assert_eq(fx_mismatch(body, data, len), -1);
-	free(body);
+	/* Never under 200 ms; not far over 260 ms at best of up to three
+	 * (one GET can meet a stall of a busy machine). */
+	double best = 1e9;
+	for (int k = 0; k < 3 && best >= 3000.0; k++) {
+		body = NULL;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cr_assert_eq(get(&c, key, &res, &body, &blen), 0, "GET: %s",
+			     res.message);
+		double ms = elapsed_ms(&t0);
+		cr_expect_geq(ms, 200.0, "1 MiB at 4 MB/s took %.1f ms", ms);
+		best = ms < best ? ms : best;
+		cr_assert_eq(blen, len);
+		cr_assert_eq(fx_mismatch(body, data, len), -1);
+		free(body);
+	}
+	cr_expect_lt(best, 3000.0, "1 MiB at 4 MB/s took %.1f ms at best",
+		     best);
 	free(data);
 	client_close(&c);
 }
