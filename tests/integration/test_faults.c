@@ -24,7 +24,10 @@
 #define MAX_EXT 8
 #define N_SMALL_CHECKED 40
 #define N_PARALLEL 16
-#define LATENCY_MS 200 /* as set through the control socket below */
+/* As set through the control socket below: long enough that a stall of
+ * a busy machine while the GETs go out still leaves them overlapping. */
+#define LATENCY_MS 1000
+#define LATENCY_MS_STR "1000"
 #define STALL_MS 300
 
 static struct fx_daemon D;
@@ -299,7 +302,7 @@ Test(faults, exhausted_retries_fail_with_eio_then_recover)
 	stop_all();
 }
 
-/* (3) 16 misses of 200 ms each, submitted together, overlap. */
+/* (3) 16 misses of LATENCY_MS each, submitted together, overlap. */
 Test(faults, misses_are_fetched_in_parallel)
 {
 	struct rc_client c;
@@ -312,7 +315,8 @@ Test(faults, misses_are_fetched_in_parallel)
 	ds = default_dataset(&c);
 	for (size_t k = 0; k < N_PARALLEL; k++)
 		h[k] = open_obj(&c, ds, 100 + k);
-	proxy_set("set latency-ms 200\nreset-stats\n", "ok\nok\n");
+	proxy_set("set latency-ms " LATENCY_MS_STR "\nreset-stats\n",
+		  "ok\nok\n");
 
 	int64_t t0 = now_ms();
 	for (size_t k = 0; k < N_PARALLEL; k++) {
@@ -358,8 +362,8 @@ Test(faults, misses_are_fetched_in_parallel)
 	}
 	cr_assert_geq(proxy_counter("get"), N_PARALLEL);
 	cr_assert_geq(ms, LATENCY_MS, "the latency did not apply");
-	/* Overlap as the proxy saw it, not as a time: each GET is held 200
-	 * ms there, so a daemon that fetches in parallel has many in flight
+	/* Overlap as the proxy saw it, not as a time: each GET is held 1 s
+	 * there, so a daemon that fetches in parallel has many in flight
 	 * at once (all 16 at load 15 on 2 cores), however slow the machine;
 	 * a quarter leaves room for its slowest. */
 	uint64_t peak = proxy_counter("requests_peak");
