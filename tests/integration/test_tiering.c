@@ -85,14 +85,16 @@ static int64_t stat_of(const char *name)
 	return fx_stat_value(D.socket_path, name);
 }
 
-/* Waits until the tier has written what memory evicted. */
+/* Waits until the tier has written what memory evicted: the count of
+ * written blocks unchanged for 500 ms (one 50 ms look was within a
+ * stall of a busy machine's disk and CPUs), for up to 60 s. */
 static void settle(void)
 {
 	int64_t last = -1;
-	for (int i = 0; i < 100; i++) {
+	int same = 0;
+	for (int i = 0; i < 1200 && same < 10; i++) {
 		int64_t now = stat_of("ringcache_tier_admitted_total");
-		if (now == last)
-			return;
+		same = now == last ? same + 1 : 0;
 		last = now;
 		usleep(50000);
 	}
