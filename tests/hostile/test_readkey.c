@@ -277,9 +277,9 @@ Test(readkey, limits_hold_and_failures_hold_nothing, .init = start_daemon,
 	int st = fx_as_nobody(attack_limits, NULL);
 	cr_assert_eq(st, 0, "attacker returned %d", st);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_handles_open", 0,
-				  5000), 0);
+				  30000), 0);
 	/* A root session still reads the exact bytes, batched. */
 	struct rc_client c;
 	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);

@@ -120,7 +120,7 @@ static void raw_ring(struct raw *r)
 		perror("sq doorbell");
 }
 
-/* Submits a NOP and waits up to 5 s for the daemon to complete it.
+/* Submits a NOP and waits up to 30 s for the daemon to complete it.
  * Returns 0, or -ETIMEDOUT. */
 static int raw_nop(struct raw *r, uint64_t user_data)
 {
@@ -130,7 +130,7 @@ static int raw_nop(struct raw *r, uint64_t user_data)
 					     .user_data = user_data};
 	atomic_store(&r->hdr->sq_tail, tail + 1);
 	raw_ring(r);
-	for (int i = 0; i < 5000; i++) {
+	for (int i = 0; i < 30000; i++) { /* >= 30 s: a busy machine */
 		if (atomic_load(&r->hdr->cq_tail) != cq)
 			return 0;
 		usleep(1000);

@@ -345,7 +345,7 @@ Test(errors, reload_fetching_credentials_leaves_the_reactor_free)
 	struct reload_arg ra = {-2};
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, reload_thread, &ra), 0);
-	for (int i = 0; i < 500 && fx_bad_s3_stat(&b, "creds") < 1; i++)
+	for (int i = 0; i < 3000 && fx_bad_s3_stat(&b, "creds") < 1; i++)
 		usleep(10000);
 	cr_assert_geq(fx_bad_s3_stat(&b, "creds"), 1, "no credential fetch");
 	uint64_t t0 = ms_now();

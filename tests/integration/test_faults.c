@@ -253,7 +253,7 @@ Test(faults, retries_deliver_exact_bytes)
 	cr_assert_leq((uint64_t)errors, faults, "proxy stats:\n%s", stats);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  2000), 0);
+				  30000), 0);
 	stop_all();
 }
 
@@ -443,6 +443,6 @@ Test(faults, truncated_bodies_never_reach_a_client)
 	check_into(&c, hl, large, 5 * MiB, MiB, bi, buf, bufsize);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  2000), 0);
+				  30000), 0);
 	stop_all();
 }

@@ -191,7 +191,7 @@ static void follow_plan(bool shared_gpu)
 	if (shared_gpu)
 		rc_detach(&rc);
 	cr_assert_eq(fx_wait_stat(D.socket_path,
-				  "ringcache_prefetch_pinned_bytes", 0, 3000), 0);
+				  "ringcache_prefetch_pinned_bytes", 0, 30000), 0);
 	fx_daemon_stop(&D);
 }
 
@@ -657,7 +657,7 @@ Test(prefetch, malformed_plan_flags_fail_that_entry_only, .fini = teardown,
 	}
 	/* The appended plan is this session's plan: its GETs happened. */
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_get_total", 4,
-				  5000), 4);
+				  30000), 4);
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_prefetch_cancelled_total"), 0);
 	rc_detach(&c);

@@ -505,7 +505,7 @@ Test(read, edges_and_block_boundaries, .init = start_default,
 		     ext[1].lease, n, rc_strerror(n));
 	cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  2000), 0);
+				  30000), 0);
 	rc_detach(&c);
 	stop_daemon();
 }
@@ -630,7 +630,7 @@ Test(read, eight_processes_at_once, .init = start_default,
 	cr_assert_eq(failed, 0, "%d of %d clients failed (see stderr)", failed,
 		     N_PROCS);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_sessions_active", 0,
-				  5000), 0, "sessions left after the clients");
+				  30000), 0, "sessions left after the clients");
 	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_leases_active"), 0);
 	stop_daemon();
 }
@@ -717,10 +717,10 @@ Test(read, killed_client_leaves_no_lease, .init = start_default,
 
 	cr_assert_eq(kill(pid, SIGKILL), 0);
 	cr_assert_eq(waitpid(pid, NULL, 0), pid);
-	v = fx_wait_stat(D.socket_path, "ringcache_leases_active", 0, 5000);
+	v = fx_wait_stat(D.socket_path, "ringcache_leases_active", 0, 30000);
 	cr_assert_eq(v, 0, "%lld leases survive their killed client",
 		     (long long)v);
-	v = fx_wait_stat(D.socket_path, "ringcache_sessions_active", 0, 5000);
+	v = fx_wait_stat(D.socket_path, "ringcache_sessions_active", 0, 30000);
 	cr_assert_eq(v, 0, "%lld sessions survive their killed client",
 		     (long long)v);
 
@@ -736,7 +736,7 @@ Test(read, killed_client_leaves_no_lease, .init = start_default,
 	cr_assert_eq(r, 4 * MiB, "read after the kill: %s", msg);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	stop_daemon();
 }
 
@@ -1257,7 +1257,7 @@ Test(read, wild_ring_entries_fail_alone, .init = start_default,
 	rc_close(&c, H);
 	rc_detach(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  2000), 0);
+				  30000), 0);
 	stop_daemon();
 }
 

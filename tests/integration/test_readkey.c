@@ -188,9 +188,9 @@ Test(readkey, every_byte_whole_and_ranges, .init = start_default,
 	rc_release_lazy(&c, ext[0].lease);
 	cr_assert_eq(rc_submit(&c) >= 0, 1);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_handles_open", 0,
-				  5000), 0);
+				  30000), 0);
 	cr_assert_eq(c.lazy_errors, 0);
 	rc_detach(&c);
 	free(q);
@@ -247,9 +247,9 @@ Test(readkey, failures_stay_alone, .init = start_default,
 		rc_arg_put(&c, held[k]);
 	rc_submit(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_handles_open", 0,
-				  5000), 0);
+				  30000), 0);
 	rc_detach(&c);
 	free(longkey);
 	stop_daemon();
@@ -292,7 +292,7 @@ Test(readkey, lazy_release_never_leaks, .init = start_default,
 	rc_release_lazy(&c, ext[0].lease);
 	rc_submit(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	/* Reap what is left: the second release's -EBADF is counted. */
 	cr_assert_eq(rc_read_key(&c, ds, key, 0, 0, ext, 8, &st), 1);
 	rc_release(&c, ext[0].lease);
@@ -336,7 +336,7 @@ Test(readkey, lazy_release_never_leaks, .init = start_default,
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0, "leases of a killed client remain");
+				  30000), 0, "leases of a killed client remain");
 	stop_daemon();
 }
 
@@ -385,7 +385,7 @@ static int read_edges(size_t big, int *mapped)
 	cr_assert_eq(rc_release(&c, RC_LEASE_LOCAL | 0x7ffffffeu), -EBADF);
 	cr_assert_eq(rc_submit(&c) >= 0, 1);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0, "a copied extent kept its lease");
+				  30000), 0, "a copied extent kept its lease");
 	cr_assert_eq(c.lazy_errors, 0);
 	rc_detach(&c);
 	return copied;
@@ -455,7 +455,7 @@ Test(readkey, pipelined_batches, .init = start_default,
 		cr_assert_eq(rc_read_many_start(&c, ds, q, m, &next), 0);
 		/* Submitted by the start: the daemon completes entries
 		 * before anyone waits. */
-		for (int t = 0; t < 5000 && atomic_load(&c.hdr->cq_tail) ==
+		for (int t = 0; t < 30000 && atomic_load(&c.hdr->cq_tail) ==
 					    atomic_load(&c.hdr->cq_head); t++)
 			usleep(1000);
 		cr_assert_neq(atomic_load(&c.hdr->cq_tail),
@@ -486,7 +486,7 @@ Test(readkey, pipelined_batches, .init = start_default,
 	}
 	cr_assert_eq(rc_submit(&c) >= 0, 1);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	cr_assert_eq(c.lazy_errors, 0);
 	/* No batch pending: the synchronous calls work again. */
 	int h = rc_open(&c, ds, keys[0], NULL);
@@ -585,7 +585,7 @@ Test(readkey, listed_key_is_one_get_and_changes_are_estale,
 	free(w2);
 	rc_submit(&c);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  5000), 0);
+				  30000), 0);
 	rc_detach(&c);
 	free(v1);
 	free(v2);

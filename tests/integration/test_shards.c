@@ -98,7 +98,7 @@ Test(shards, a_client_is_served_by_its_gpus_node, .fini = teardown,
 	rc_detach(&c);
 	rc_detach(&e);
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_sessions_active", 0,
-				  3000), 0);
+				  30000), 0);
 	fx_daemon_stop(&D);
 }
 
@@ -129,7 +129,7 @@ Test(shards, clients_of_both_shards_at_once, .fini = teardown,
 			  "client of gpu %d failed (status %d)", g, st);
 	}
 	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_leases_active", 0,
-				  3000), 0);
+				  30000), 0);
 	fx_daemon_stop(&D);
 }
 

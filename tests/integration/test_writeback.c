@@ -710,9 +710,9 @@ static bool replay_uploading(void)
 
 static void wait_for(bool (*cond)(void), const char *what)
 {
-	for (int i = 0; i < 600 && !cond(); i++)
+	for (int i = 0; i < 1500 && !cond(); i++)
 		usleep(20000);
-	cr_assert(cond(), "%s: not within 12 s", what);
+	cr_assert(cond(), "%s: not within 30 s", what);
 }
 
 #define KILL_RETRIES 10 /* uploads held by 503s still retry at the kill */

@@ -210,9 +210,9 @@ static bool single_puts_landed(void)
 
 static void wait_for(bool (*cond)(void), const char *what)
 {
-	for (int i = 0; i < 600 && !cond(); i++)
+	for (int i = 0; i < 1500 && !cond(); i++)
 		usleep(20000);
-	cr_assert(cond(), "%s: not within 12 s", what);
+	cr_assert(cond(), "%s: not within 30 s", what);
 }
 
 static bool multiparts_begun(void)
