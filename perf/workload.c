@@ -25,7 +25,8 @@
  *
  * One TSV line per epoch goes to stdout (columns in perf/README.md); the
  * checksum column is order independent, so the driver can check that every
- * tool returned the same bytes. */
+ * tool returned the same bytes. With RC_WORKLOAD_TIMES set, each epoch's
+ * start (wall clock, ms) goes to stderr, to place it in a daemon's log. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -633,6 +634,13 @@ static int run_epoch(const struct options *opt, const struct object *objs,
 	 * is per process start-up, not per epoch. */
 	usleep(100000);
 	shm->t0 = (int64_t)rc_now_ns();
+	if (getenv("RC_WORKLOAD_TIMES")) { /* to place it in a daemon's log */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		fprintf(stderr, "rc-workload: %s epoch %d began at %lld.%03ld\n",
+			opt->label, epoch, (long long)ts.tv_sec,
+			ts.tv_nsec / 1000000);
+	}
 	if (listing) {
 		lister.t0 = shm->t0;
 		list_folders(&lister, objs, perm, n);
