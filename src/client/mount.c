@@ -176,6 +176,9 @@ struct alisting {
 	uint64_t bytes;     /* the listed files' sizes, summed */
 	uint64_t unread;    /* swept, not read yet: part of fa->unread */
 	uint32_t cold;      /* files read from their start as FA_NONE */
+	/* read from their start before the listing came: counted then */
+	char *early[FA_SWEEP_AFTER];
+	uint32_t n_early;
 	uint32_t sweep_next; /* sweeping: the next entry to look at */
 	bool sweeping;
 	bool want, listing; /* to be listed (again); a fetcher lists it */
@@ -587,9 +590,13 @@ static int open_key(struct mnt *m, const char *key, struct rc_stat *rs)
 	return h < 0 ? h : 0;
 }
 
+static bool listed_dir(struct mnt *m, const char *key);
+
 /* Attributes of key: a file (written here, or OPEN answers) before a
- * directory (made here, or LIST finds something under it). etag (may be
- * NULL) gets an object's ETag, "" for anything else. */
+ * directory (made here, or LIST finds something under it; or its
+ * parent's listing, kept less than metadata_ttl, shows a prefix and no
+ * object of that name). etag (may be NULL) gets an object's ETag, ""
+ * for anything else. */
 static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
 		    struct stat *st, char *etag)
 {
@@ -606,6 +613,12 @@ static int stat_key(struct mnt *m, const char *key, fuse_ino_t ino,
 	pthread_mutex_unlock(&m->lock);
 	if (w) {
 		fill_stat(m, st, ino, false, wsize);
+		return 0;
+	}
+	/* a cold loader's first lookup: no HEAD, GET and LIST of a name
+	 * that is only a prefix, before any of its files is read */
+	if (listed_dir(m, key)) {
+		fill_stat(m, st, ino, true, 0);
 		return 0;
 	}
 	struct rc_stat rs;
@@ -751,11 +764,17 @@ static void op_init(void *data, struct fuse_conn_info *conn)
 		     (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT));
 }
 
+static int list_page_add(struct pclient *p, const char *prefix, int n,
+			 struct dirlist *l);
+static void dirlist_free(struct dirlist *l);
+static void fa_offer(struct mnt *m, const char *dir, struct dirlist *l);
+
 /* The first lookup in a directory (again once metadata_ttl passed) LISTs
  * it first: one LIST page tells the daemon the size and ETag of up to
  * thousands of its objects (list_learn), so their OPENs complete at once
  * and a cold file is one GET, not a HEAD and a GET. Concurrent lookups
- * meanwhile go on as before. Nothing of it is kept here. */
+ * meanwhile go on as before. A directory the page holds whole is offered
+ * to fetch-ahead (fa_offer): its sweep then needs no LIST of its own. */
 static void list_ahead(struct mnt *m, fuse_ino_t parent)
 {
 	if (m->ttl < 1.0)
@@ -769,13 +788,25 @@ static void list_ahead(struct mnt *m, fuse_ino_t parent)
 		if (asprintf(&prefix, *d->key ? "%s/" : "%s", d->key) < 0)
 			prefix = NULL;
 	}
+	char *dir = prefix ? strdup(d->key) : NULL;
 	pthread_mutex_unlock(&m->lock);
 	struct pclient *p = prefix ? pc_get(m) : NULL;
-	int more;
+	struct dirlist *l = NULL;
+	int more = 1;
 	if (p) {
-		rc_list(&p->c, p->ds, prefix, 0, p->list_buf, 0, LIST_BUF, &more);
+		int n = rc_list(&p->c, p->ds, prefix, 0, p->list_buf, 0,
+				LIST_BUF, &more);
+		if (n >= 0 && !more && dir && m->ahead &&
+		    (l = calloc(1, sizeof(*l))) &&
+		    list_page_add(p, prefix, n, l) < 0) {
+			dirlist_free(l);
+			l = NULL;
+		}
 		pc_put(m, p);
 	}
+	if (l)
+		fa_offer(m, dir, l);
+	free(dir);
 	free(prefix);
 }
 
@@ -904,12 +935,33 @@ static void dirlist_dedupe(struct dirlist *l)
 	l->n = out;
 }
 
+/* The n entries of a LIST page in p's list buffer, of prefix, into l. */
+static int list_page_add(struct pclient *p, const char *prefix, int n,
+			 struct dirlist *l)
+{
+	size_t plen = strlen(prefix);
+	const struct rc_list_entry *e = p->list_mem;
+	int r = 0;
+	for (int i = 0; i < n && r == 0; i++, e = rc_list_next(e)) {
+		const char *name = rc_list_name(e);
+		size_t len = e->name_len;
+		if (len < plen || memcmp(name, prefix, plen) != 0)
+			continue; /* not under the prefix: never shown */
+		name += plen;
+		len -= plen;
+		if (e->is_prefix && len && name[len - 1] == '/')
+			len--;
+		r = dirlist_add(l, name, len, e->is_prefix,
+				e->is_prefix ? 0 : e->size);
+	}
+	return r;
+}
+
 static int list_s3(struct pclient *p, const char *dir, struct dirlist *l)
 {
 	char *prefix;
 	if (asprintf(&prefix, *dir ? "%s/" : "%s", dir) < 0)
 		return -ENOMEM;
-	size_t plen = strlen(prefix);
 	uint64_t start = 0;
 	int more = 1, r = 0;
 	while (more && r == 0) {
@@ -919,19 +971,7 @@ static int list_s3(struct pclient *p, const char *dir, struct dirlist *l)
 			r = n < 0 ? fs_err(n) : -ENAMETOOLONG;
 			break;
 		}
-		const struct rc_list_entry *e = p->list_mem;
-		for (int i = 0; i < n && r == 0; i++, e = rc_list_next(e)) {
-			const char *name = rc_list_name(e);
-			size_t len = e->name_len;
-			if (len < plen || memcmp(name, prefix, plen) != 0)
-				continue; /* not under the prefix: never shown */
-			name += plen;
-			len -= plen;
-			if (e->is_prefix && len && name[len - 1] == '/')
-				len--;
-			r = dirlist_add(l, name, len, e->is_prefix,
-					e->is_prefix ? 0 : e->size);
-		}
+		r = list_page_add(p, prefix, n, l);
 		start += (uint64_t)n;
 	}
 	free(prefix);
@@ -1078,6 +1118,9 @@ static void fa_listing_free(struct fetcher *fa, struct alisting *a)
 	free(a->st);
 	a->l = NULL;
 	a->st = NULL;
+	for (uint32_t i = 0; i < a->n_early; i++)
+		free(a->early[i]);
+	a->n_early = 0;
 }
 
 /* 0 is no directory (a free stream slot). */
@@ -1091,8 +1134,8 @@ static int dentry_name_cmp(const void *k, const void *e)
 	return strcmp(k, ((const struct dentry *)e)->name);
 }
 
-/* The kept listing of dir, or NULL (then asked for: the next reads of
- * the walk find it). Under fa->lock. */
+/* dir's slot, its listing kept (a->l) or asked for (the next reads of
+ * the walk find it); NULL: every slot is being listed. Under fa->lock. */
 static struct alisting *fa_listing(struct mnt *m, const char *dir)
 {
 	struct fetcher *fa = &m->fa;
@@ -1108,7 +1151,7 @@ static struct alisting *fa_listing(struct mnt *m, const char *dir)
 				a->want = true; /* the old one used meanwhile */
 			if (a->want)
 				pthread_cond_signal(&fa->cond);
-			return a->l ? a : NULL;
+			return a;
 		}
 		/* a free slot first, else the least recently used one */
 		if (!a->listing && (!lru || (lru->dir && (!a->dir ||
@@ -1125,7 +1168,7 @@ static struct alisting *fa_listing(struct mnt *m, const char *dir)
 	*lru = (struct alisting){.dir = copy, .used = ++fa->tick,
 				 .want = true};
 	pthread_cond_signal(&fa->cond);
-	return NULL;
+	return lru;
 }
 
 static bool fa_push(struct fetcher *fa, const char *dir, const char *name,
@@ -1211,6 +1254,115 @@ static unsigned fa_sweep_more(struct mnt *m)
 	return n;
 }
 
+/* A file of a's directory read from its start before a's listing came
+ * (the first readers' first files, all at once): kept, up to the
+ * FA_SWEEP_AFTER that can start a sweep, to count once it comes. Under
+ * fa->lock. */
+static void fa_early(struct alisting *a, const char *name)
+{
+	for (uint32_t i = 0; i < a->n_early; i++)
+		if (strcmp(a->early[i], name) == 0)
+			return;
+	if (a->n_early < FA_SWEEP_AFTER &&
+	    (a->early[a->n_early] = strdup(name)))
+		a->n_early++;
+}
+
+/* l (deduped) becomes a's listing, with a new id so that no walk mixes
+ * the indices of two, and the files read before it came are seen now.
+ * Under fa->lock; l is a's or freed. True when a's sweep began. */
+static bool fa_adopt(struct mnt *m, struct alisting *a, struct dirlist *l)
+{
+	struct fetcher *fa = &m->fa;
+	uint8_t *st = calloc(l->n + 1, 1);
+	if (!st) {
+		dirlist_free(l);
+		return false;
+	}
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < l->n; i++)
+		bytes += l->e[i].size;
+	if (m->debug)
+		fprintf(stderr, "ringcache mount: fetch-ahead: listed '%s': "
+			"%u names, %llu bytes\n", a->dir, l->n,
+			(unsigned long long)bytes);
+	char *early[FA_SWEEP_AFTER];
+	uint32_t n_early = a->n_early;
+	memcpy(early, a->early, n_early * sizeof(*early));
+	a->n_early = 0;
+	fa_listing_free(fa, a);
+	a->l = l;
+	a->st = st;
+	a->bytes = bytes;
+	a->cold = 0;
+	a->id = fa_id(fa);
+	a->built_ns = rc_now_ns();
+	a->want = false;
+	for (uint32_t i = 0; i < n_early; i++) {
+		const struct dentry *e = l->n ?
+			bsearch(early[i], l->e, l->n, sizeof(*l->e),
+				dentry_name_cmp) : NULL;
+		if (e && !e->dir && a->st[e - l->e] == FA_NONE)
+			fa_seen(m, a, (uint32_t)(e - l->e));
+		free(early[i]);
+	}
+	return a->sweeping;
+}
+
+/* A listing of dir that list_ahead made anyway, whole in one page: dir's
+ * fetch-ahead needs no LIST of its own, and its sweep can begin with the
+ * first readers' first files. A fresh listing kept already, or one a
+ * fetcher is making, stays. */
+static void fa_offer(struct mnt *m, const char *dir, struct dirlist *l)
+{
+	struct fetcher *fa = &m->fa;
+	dirlist_dedupe(l);
+	pthread_mutex_lock(&fa->lock);
+	struct alisting *a = fa->n_threads ? fa_listing(m, dir) : NULL;
+	bool fresh = a && a->l && rc_now_ns() - a->built_ns <=
+		     (uint64_t)(fa_life(m) * 1e9);
+	if (a && !a->listing && !fresh) {
+		if (fa_adopt(m, a, l) && fa_sweep_more(m))
+			pthread_cond_broadcast(&fa->cond);
+		l = NULL;
+	}
+	pthread_mutex_unlock(&fa->lock);
+	if (l)
+		dirlist_free(l);
+}
+
+/* Whether the kept listing of key's directory, made less than
+ * metadata_ttl ago, shows key as a prefix with no object of that name (a
+ * file shadows a directory in a listing, as in lookup). Read-only
+ * datasets only. */
+static bool listed_dir(struct mnt *m, const char *key)
+{
+	struct fetcher *fa = &m->fa;
+	const char *slash = strrchr(key, '/');
+	size_t dlen = slash ? (size_t)(slash - key) : 0;
+	const char *name = slash ? slash + 1 : key;
+	bool dir = false;
+	/* the daemon keeps no metadata, or this mount may have removed the
+	 * prefix's last object since (unlink): LIST then, as before */
+	if (m->ttl < 1.0 || m->writable)
+		return false;
+	pthread_mutex_lock(&fa->lock);
+	uint64_t now = rc_now_ns(), ttl = (uint64_t)(m->ttl * 1e9);
+	for (unsigned i = 0; i < FA_LISTS; i++) {
+		const struct alisting *a = &fa->lists[i];
+		if (!a->dir || !a->l || !a->l->n || now - a->built_ns > ttl ||
+		    strlen(a->dir) != dlen || memcmp(a->dir, key, dlen) != 0)
+			continue;
+		const struct dentry *e = bsearch(name, a->l->e, a->l->n,
+						 sizeof(*a->l->e),
+						 dentry_name_cmp);
+		dir = e && e->dir;
+		break;
+	}
+	pthread_mutex_unlock(&fa->lock);
+	return dir;
+}
+
 /* A reader (pid) read key from its start: follow its walk, and queue
  * the files to fetch ahead of it. Costs no call to the daemon. */
 static void fa_note(struct mnt *m, uint64_t pid, const char *key)
@@ -1224,9 +1376,11 @@ static void fa_note(struct mnt *m, uint64_t pid, const char *key)
 		return;
 	pthread_mutex_lock(&fa->lock);
 	struct alisting *a = fa->n_threads ? fa_listing(m, dir) : NULL;
-	const struct dentry *e = a && a->l->n ? bsearch(name, a->l->e, a->l->n,
-					     sizeof(*a->l->e),
-					     dentry_name_cmp) : NULL;
+	if (a && !a->l)
+		fa_early(a, name);
+	const struct dentry *e = a && a->l && a->l->n ?
+		bsearch(name, a->l->e, a->l->n, sizeof(*a->l->e),
+			dentry_name_cmp) : NULL;
 	struct ahead_fetch f = {0};
 	if (e) {
 		fa_seen(m, a, (uint32_t)(e - a->l->e));
@@ -1334,24 +1488,10 @@ static void fa_list(struct mnt *m, struct pclient *p, struct alisting *a)
 	}
 	if (r == 0 && l)
 		dirlist_dedupe(l);
-	uint8_t *st = r == 0 && l ? calloc(l->n + 1, 1) : NULL;
-	uint64_t bytes = 0;
-	for (uint32_t i = 0; st && i < l->n; i++)
-		bytes += l->e[i].size;
 	pthread_mutex_lock(&fa->lock);
 	a->listing = false;
-	if (st) {
-		if (m->debug)
-			fprintf(stderr, "ringcache mount: fetch-ahead: listed "
-				"'%s': %u names, %llu bytes\n", dir, l->n,
-				(unsigned long long)bytes);
-		fa_listing_free(fa, a);
-		a->l = l;
-		a->st = st;
-		a->bytes = bytes;
-		a->cold = 0;
-		a->id = fa_id(fa);
-		a->built_ns = rc_now_ns();
+	if (r == 0 && l) {
+		fa_adopt(m, a, l); /* its sweep: fa_sweep_more after */
 	} else {
 		if (l)
 			dirlist_free(l);
@@ -1439,6 +1579,8 @@ static void *fa_thread(void *arg)
 		}
 		if (want) {
 			fa_list(m, p, want);
+			if (fa_sweep_more(m))
+				pthread_cond_broadcast(&fa->cond);
 			continue;
 		}
 		struct fa_item items[FA_BATCH];

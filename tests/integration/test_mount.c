@@ -1508,6 +1508,119 @@ Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
 		free(sweep_data[i]);
 }
 
+/* The cold start of a loader, with metadata_ttl 60 s (the listing a
+ * lookup makes is trusted as long as the kernel trusts the answer). */
+#define LONG_TTL_S 60
+static void start_ro_listed(void)
+{
+	ttl_s = LONG_TTL_S;
+	start();
+	mount_start(&M, "ro", NULL);
+}
+
+TestSuite(mount_listed, .init = start_ro_listed, .fini = teardown,
+	  .timeout = 300);
+
+/* A name that the parent's listing shows only as a prefix is a
+ * directory with no request to S3 (before: a HEAD and a GET that found
+ * nothing, and a LIST under it, in front of a loader's first read); an
+ * object that shares its name with a prefix stays a file, and every
+ * file reads the bytes the fixture's client put, one GET each. */
+Test(mount_listed, a_directory_in_its_parents_listing_costs_no_request)
+{
+	size_t len = 70000;
+	uint8_t *a = fx_pattern(len, 31), *b = fx_pattern(len + 1, 32);
+	uint8_t *got = malloc(len + 2);
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%sldir/sub/f0", ro_prefix);
+	cr_assert_eq(fx_put_object(key, a, len), 0);
+	snprintf(key, sizeof(key), "%sldir/both", ro_prefix);
+	cr_assert_eq(fx_put_object(key, b, len + 1), 0);
+	snprintf(key, sizeof(key), "%sldir/both/x", ro_prefix);
+	cr_assert_eq(fx_put_object(key, a, len), 0);
+	int64_t heads = fx_stat_value(D.socket_path, "ringcache_s3_head_total");
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/ldir", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+	cr_assert(S_ISDIR(st.st_mode), "ldir is not a directory");
+	snprintf(path, sizeof(path), "%s/ldir/sub", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+	cr_assert(S_ISDIR(st.st_mode), "ldir/sub is not a directory");
+	snprintf(path, sizeof(path), "%s/ldir/both", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+	cr_assert(S_ISREG(st.st_mode), "the object ldir/both is no file");
+	cr_assert_eq(st.st_size, (off_t)len + 1);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_head_total"),
+		     heads, "a lookup of a listed name asked S3");
+	cr_assert_eq(read_whole(path, got, len + 2), len + 1);
+	cr_assert(memcmp(got, b, len + 1) == 0, "ldir/both: other bytes");
+	snprintf(path, sizeof(path), "%s/ldir/sub/f0", M.dir);
+	cr_assert_eq(read_whole(path, got, len + 2), len);
+	cr_assert(memcmp(got, a, len) == 0, "ldir/sub/f0: other bytes");
+	snprintf(path, sizeof(path), "%s/ldir/both/x", M.dir);
+	cr_assert_neq(stat(path, &st), 0, "under a file");
+	cr_assert_eq(errno, ENOTDIR, "under a file: %s", strerror(errno));
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_head_total"),
+		     heads);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     gets + 2, "not one GET per file read");
+	free(a);
+	free(b);
+	free(got);
+}
+
+/* Readers in no order start all at once on a cold directory (a loader's
+ * first epoch): the sweep begins with their first files, which count
+ * as read cold whether the listing came before them or after, and
+ * takes the rest; every reader reads the bytes put, and S3 is asked for
+ * each file once, by a reader or a fetcher, never by both. */
+Test(mount_listed, readers_at_once_sweep_each_file_once)
+{
+	srand(23);
+	for (int i = 0; i < SWEEP_FILES; i++) {
+		sweep_data[i] = fx_pattern(SWEEP_LEN - (size_t)i,
+					   140 + (unsigned)i);
+		sweep_order[i] = i;
+	}
+	for (int i = SWEEP_FILES - 1; i > 0; i--) {
+		int j = rand() % (i + 1), x = sweep_order[i];
+		sweep_order[i] = sweep_order[j];
+		sweep_order[j] = x;
+	}
+	sweep_put("cold");
+	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
+	struct sweep_reader a[SWEEP_READERS];
+	pthread_t t[SWEEP_READERS];
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		a[i] = (struct sweep_reader){.first = i, .dir = "cold"};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
+					    &a[i]), 0);
+	}
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
+	}
+	mount_stop(&M); /* fetchers done: every GET counted */
+	const char *end = strstr(out, "fetched ahead ");
+	unsigned long long fetched, failed, swept, sweeps;
+	cr_assert(end && sscanf(end, "fetched ahead %llu files in %*u steps "
+				"of walks (%llu failed, %*u not queued), "
+				"swept %llu files in %llu directories",
+				&fetched, &failed, &swept, &sweeps) == 4,
+		  "no exit line:\n%s", out);
+	cr_assert_eq(sweeps, 1, "%s", out);
+	cr_assert_gt(swept, 0);
+	cr_assert_leq(swept, SWEEP_FILES - 8, "swept files read already");
+	cr_assert_eq(failed, 0);
+	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
+		     gets + SWEEP_FILES, "not one GET per file");
+	cr_log_info("readers at once: %llu of %d files swept", swept,
+		    SWEEP_FILES);
+	for (int i = 0; i < SWEEP_FILES; i++)
+		free(sweep_data[i]);
+}
+
 /* ---- fetch-ahead within a file: large files read in order ---------------- */
 
 #define BIG_FILES 3
