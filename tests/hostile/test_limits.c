@@ -775,7 +775,7 @@ Test(limits, connections_per_uid, .fini = kill_daemon)
 	start("max_sessions_per_uid = 1\n");
 	attack_start(&a, hoard_connections);
 	t0 = rc_now_s();
-	while (refused("connections_per_uid") < 12 && rc_now_s() - t0 < 10)
+	while (refused("connections_per_uid") < 12 && rc_now_s() - t0 < 30)
 		usleep(20000);
 	cr_assert_eq(refused("connections_per_uid"), 12,
 		     "connections past %d closed at accept", CONNS_PER_UID);
@@ -835,7 +835,7 @@ Test(limits, fd_exhaustion_backs_off, .fini = kill_daemon)
 		     "prlimit: %s", strerror(errno));
 	attack_start(&a, exhaust_fds);
 	t0 = rc_now_s();
-	while (log_lines("accept: ") == 0 && rc_now_s() - t0 < 10)
+	while (log_lines("accept: ") == 0 && rc_now_s() - t0 < 30)
 		usleep(20000);
 	cr_assert_eq(log_lines("accept: "), 1, "no line, or one per attempt");
 	sleep(3); /* tens of attempts on main; a handful of retries here */
@@ -845,7 +845,7 @@ Test(limits, fd_exhaustion_backs_off, .fini = kill_daemon)
 	 * new session are served again. */
 	t0 = rc_now_s();
 	cr_assert_geq(refused("accept_fds"), 1);
-	cr_assert_lt(rc_now_s() - t0, 10.0);
+	cr_assert_lt(rc_now_s() - t0, 30.0);
 	victim_reads(fx_ds_find(&S, "small/00007.bin"));
 	cr_assert_eq(log_lines("accept: "), 2, "one line when it resumes");
 	stop_daemon();
