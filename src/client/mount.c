@@ -327,9 +327,13 @@ static struct pclient *pc_get(struct mnt *m)
 	}
 }
 
+static void list_ahead(struct mnt *m, fuse_ino_t parent);
+
 /* Attaches the pool's sessions once the mount is up, so that the first
- * reads do not each wait for an attach (tens of ms on a loaded host). A
- * failure leaves the rest to pc_get, as before. */
+ * reads do not each wait for an attach (tens of ms on a loaded host), and
+ * lists the root as its first lookup would (list_ahead): a loader's first
+ * open then waits for no LIST of the root. A failure leaves the rest to
+ * pc_get and to that lookup, as before. */
 static void *pool_warm(void *arg)
 {
 	struct mnt *m = arg;
@@ -345,7 +349,10 @@ static void *pool_warm(void *arg)
 		if (!p)
 			break;
 	}
+	bool up = m->pool_live > 0;
 	pthread_mutex_unlock(&m->pool_lock);
+	if (up)
+		list_ahead(m, FUSE_ROOT_ID);
 	return NULL;
 }
 

@@ -1634,6 +1634,48 @@ Test(mount_listed, a_directory_in_its_parents_listing_costs_no_request)
 	free(got);
 }
 
+/* The mount lists its root when it starts, as the first lookup would:
+ * a loader's first open (of a name in a directory) then waits for no
+ * LIST of the root, and no request at all for that directory's name. */
+Test(mount_listed, the_root_is_listed_when_the_mount_starts)
+{
+	uint8_t *a = fx_pattern(1000, 33);
+	char key[400], path[400];
+	snprintf(key, sizeof(key), "%sfirst/f0", ro_prefix);
+	cr_assert_eq(fx_put_object(key, a, 1000), 0);
+	mount_stop(&M);
+	cr_assert_eq(rmdir(M.dir), 0);
+	const char *sock = D.socket_path;
+	int64_t lists = fx_stat_value(sock, "ringcache_s3_list_total");
+	mount_debug = true; /* -d: the log says when the listing is kept */
+	mount_start(&M, "ro", NULL);
+	char *cat[] = {"/bin/cat", M.log, NULL};
+	for (int w = 0; w < 3000; w++) {
+		fx_run(cat, out, sizeof(out), RUN_MS);
+		if (strstr(out, "listed '': "))
+			break;
+		sleep_ms(10);
+	}
+	cr_assert(strstr(out, "listed '': 1 names"), "the mount did not list "
+		  "its root when it started:\n%s", out);
+	cr_assert_eq(fx_stat_value(sock, "ringcache_s3_list_total"), lists + 1);
+	int64_t heads = fx_stat_value(sock, "ringcache_s3_head_total");
+	int64_t gets = fx_stat_value(sock, "ringcache_s3_get_total");
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/first", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
+	cr_assert(S_ISDIR(st.st_mode));
+	cr_assert_eq(fx_stat_value(sock, "ringcache_s3_list_total"), lists + 1,
+		     "the first lookup in the root listed it again");
+	cr_assert_eq(fx_stat_value(sock, "ringcache_s3_head_total"), heads);
+	cr_assert_eq(fx_stat_value(sock, "ringcache_s3_get_total"), gets);
+	uint8_t got[1001];
+	snprintf(path, sizeof(path), "%s/first/f0", M.dir);
+	cr_assert_eq(read_whole(path, got, sizeof(got)), 1000);
+	cr_assert(memcmp(got, a, 1000) == 0, "first/f0: other bytes");
+	free(a);
+}
+
 /* Readers in no order start all at once on a cold directory (a loader's
  * first epoch): the sweep begins with their first files, which count
  * as read cold whether the listing came before them or after, and
