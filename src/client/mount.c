@@ -1178,6 +1178,20 @@ static struct alisting *fa_listing(struct mnt *m, const char *dir)
 	return lru;
 }
 
+/* Queues it (its key then the queue's) unless the queue is full or
+ * the key is NULL (no memory): false, and nothing is queued. Under
+ * fa->lock. */
+static bool fa_queue(struct fetcher *fa, struct fa_item it)
+{
+	if (!it.key || fa->q_len == FA_QUEUE) {
+		free(it.key);
+		return false;
+	}
+	fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] = it;
+	return true;
+}
+
+/* A file of dir: its first len bytes (a walk's: 1, a sweep's: all). */
 static bool fa_push(struct fetcher *fa, const char *dir, const char *name,
 		    uint64_t len)
 {
@@ -1185,9 +1199,7 @@ static bool fa_push(struct fetcher *fa, const char *dir, const char *name,
 	if (fa->q_len == FA_QUEUE ||
 	    asprintf(&fk, *dir ? "%s/%s" : "%s%s", dir, name) < 0)
 		return false;
-	fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] =
-		(struct fa_item){.key = fk, .len = len};
-	return true;
+	return fa_queue(fa, (struct fa_item){.key = fk, .len = len});
 }
 
 /* Entry idx of a was read from its start: it leaves the swept bytes,
@@ -1450,14 +1462,13 @@ static void fa_stream(struct mnt *m, fuse_ino_t ino, const char *key,
 		uint64_t next = at / fa->block * fa->block + piece;
 		if (next > end)
 			next = end;
-		char *k = fa->q_len < FA_QUEUE ? strdup(key) : NULL;
-		if (!k) {
+		if (fa->q_len == FA_QUEUE ||
+		    !fa_queue(fa, (struct fa_item){.key = strdup(key),
+						   .off = at, .len = next - at,
+						   .piece = true})) {
 			fa->dropped++;
 			break; /* its bytes leave the budget as it is read */
 		}
-		fa->queue[(fa->q_head + fa->q_len++) % FA_QUEUE] =
-			(struct fa_item){.key = k, .off = at,
-					 .len = next - at, .piece = true};
 		n++;
 		at = next;
 	}
