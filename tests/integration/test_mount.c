@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ static struct fx_daemon D;
 static struct fx_bad_s3 B;
 static struct mount_proc M;
 static unsigned ttl_s; /* the next start()'s metadata_ttl */
+static const char *s3_endpoint; /* the next start()'s S3 (NULL: the env's) */
 static bool mount_debug; /* the next mount_start: -d, every request logged */
 static struct ds_spec S;
 static char out[OUT_MAX];
@@ -157,6 +159,7 @@ static void start(void)
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	D.metadata_ttl = ttl_s;
+	D.s3_endpoint = s3_endpoint;
 	fx_daemon_start(&D, sections);
 	M.pid = -1;
 }
@@ -1596,22 +1599,26 @@ Test(mount_listed, a_directory_in_its_parents_listing_costs_no_request)
 	uint8_t *a = fx_pattern(len, 31), *b = fx_pattern(len + 1, 32);
 	uint8_t *got = malloc(len + 2);
 	char key[400], path[400];
-	snprintf(key, sizeof(key), "%sldir/sub/f0", ro_prefix);
+	snprintf(key, sizeof(key), "%st1/ldir/sub/f0", ro_prefix);
 	cr_assert_eq(fx_put_object(key, a, len), 0);
-	snprintf(key, sizeof(key), "%sldir/both", ro_prefix);
+	snprintf(key, sizeof(key), "%st1/ldir/both", ro_prefix);
 	cr_assert_eq(fx_put_object(key, b, len + 1), 0);
-	snprintf(key, sizeof(key), "%sldir/both/x", ro_prefix);
+	snprintf(key, sizeof(key), "%st1/ldir/both/x", ro_prefix);
 	cr_assert_eq(fx_put_object(key, a, len), 0);
+	/* t1/ came after the root's listing (the mount's start): its lookup
+	 * may ask S3; the names under it are listed at their first lookup */
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/t1", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	int64_t heads = fx_stat_value(D.socket_path, "ringcache_s3_head_total");
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
-	struct stat st;
-	snprintf(path, sizeof(path), "%s/ldir", M.dir);
+	snprintf(path, sizeof(path), "%s/t1/ldir", M.dir);
 	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	cr_assert(S_ISDIR(st.st_mode), "ldir is not a directory");
-	snprintf(path, sizeof(path), "%s/ldir/sub", M.dir);
+	snprintf(path, sizeof(path), "%s/t1/ldir/sub", M.dir);
 	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	cr_assert(S_ISDIR(st.st_mode), "ldir/sub is not a directory");
-	snprintf(path, sizeof(path), "%s/ldir/both", M.dir);
+	snprintf(path, sizeof(path), "%s/t1/ldir/both", M.dir);
 	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	cr_assert(S_ISREG(st.st_mode), "the object ldir/both is no file");
 	cr_assert_eq(st.st_size, (off_t)len + 1);
@@ -1619,10 +1626,10 @@ Test(mount_listed, a_directory_in_its_parents_listing_costs_no_request)
 		     heads, "a lookup of a listed name asked S3");
 	cr_assert_eq(read_whole(path, got, len + 2), len + 1);
 	cr_assert(memcmp(got, b, len + 1) == 0, "ldir/both: other bytes");
-	snprintf(path, sizeof(path), "%s/ldir/sub/f0", M.dir);
+	snprintf(path, sizeof(path), "%s/t1/ldir/sub/f0", M.dir);
 	cr_assert_eq(read_whole(path, got, len + 2), len);
 	cr_assert(memcmp(got, a, len) == 0, "ldir/sub/f0: other bytes");
-	snprintf(path, sizeof(path), "%s/ldir/both/x", M.dir);
+	snprintf(path, sizeof(path), "%s/t1/ldir/both/x", M.dir);
 	cr_assert_neq(stat(path, &st), 0, "under a file");
 	cr_assert_eq(errno, ENOTDIR, "under a file: %s", strerror(errno));
 	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_head_total"),
@@ -1694,12 +1701,16 @@ Test(mount_listed, readers_at_once_sweep_each_file_once)
 		sweep_order[i] = sweep_order[j];
 		sweep_order[j] = x;
 	}
-	sweep_put("cold");
+	sweep_put("t2/cold");
+	struct stat st; /* t2/ came after the root's listing: see above */
+	char path[400];
+	snprintf(path, sizeof(path), "%s/t2", M.dir);
+	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
 	struct sweep_reader a[SWEEP_READERS];
 	pthread_t t[SWEEP_READERS];
 	for (int i = 0; i < SWEEP_READERS; i++) {
-		a[i] = (struct sweep_reader){.first = i, .dir = "cold"};
+		a[i] = (struct sweep_reader){.first = i, .dir = "t2/cold"};
 		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
 					    &a[i]), 0);
 	}
@@ -1725,6 +1736,172 @@ Test(mount_listed, readers_at_once_sweep_each_file_once)
 		    SWEEP_FILES);
 	for (int i = 0; i < SWEEP_FILES; i++)
 		free(sweep_data[i]);
+}
+
+/* ---- an S3 outage while the mount fetches ahead ------------------------- */
+
+#define OUT_FILES 48
+#define OUT_READERS 6
+#define OUT_LEN (256 * 1024)
+#define OUT_DEADLINE_S 150 /* far past retry_budget's 60 s: a hang, not load */
+
+static struct fx_proxy P;
+static uint8_t *out_data[OUT_FILES];
+
+/* S3 through rc-proxy, its bandwidth capped so that the sweep's GETs
+ * (12 MiB) are still arriving when the outage cuts them. */
+static void start_outage(void)
+{
+	static const char *const opts[] = {"--latency-ms", "0", "--bw-total",
+					   "4", NULL};
+	fx_proxy_start(&P, opts);
+	s3_endpoint = P.endpoint;
+	ttl_s = LONG_TTL_S;
+	mount_debug = true; /* the log says when the sweep begins */
+	start();
+	mount_start(&M, "ro", NULL);
+}
+
+static void teardown_outage(void)
+{
+	teardown();
+	fx_proxy_kill(&P);
+}
+
+TestSuite(mount_outage, .init = start_outage, .fini = teardown_outage,
+	  .timeout = 300);
+
+struct out_reader {
+	int first;
+	unsigned ok, eio;
+	char err[240];
+	atomic_int *done;
+};
+
+/* An error include/ringcache.h documents for S3 going away. */
+static bool outage_err(int e)
+{
+	return e == EIO || e == ECONNREFUSED || e == ECONNRESET ||
+	       e == ETIMEDOUT;
+}
+
+/* Reads out/fNN whole: 0 with every byte as put, -EIO for an error
+ * documented for S3 going away with the bytes before it as put, else a
+ * description in err. No Criterion: it runs on a reader thread. */
+static int read_out_file(int i, uint8_t *got, char *err, size_t el)
+{
+	char path[400];
+	snprintf(path, sizeof(path), "%s/out/f%02d", M.dir, i);
+	size_t len = OUT_LEN - (size_t)i, n = 0;
+	int fd = open(path, O_RDONLY), e = fd < 0 ? errno : 0;
+	ssize_t r = 1;
+	while (fd >= 0 && n < len + 1 && r > 0) {
+		r = read(fd, got + n, len + 1 - n);
+		if (r > 0)
+			n += (size_t)r;
+		else if (r < 0)
+			e = errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (memcmp(got, out_data[i], n < len ? n : len) != 0) {
+		snprintf(err, el, "f%02d: other bytes than put", i);
+		return -EBADMSG;
+	}
+	if (outage_err(e))
+		return -EIO;
+	if (e || n != len) {
+		snprintf(err, el, "f%02d: %zu of %zu bytes: %s", i, n, len,
+			 e ? strerror(e) : "short");
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static void *read_out_files(void *p)
+{
+	struct out_reader *a = p;
+	uint8_t *got = malloc(OUT_LEN + 1);
+	for (int k = a->first; k < OUT_FILES && !a->err[0];
+	     k += OUT_READERS) {
+		int i = (k * 29) % OUT_FILES; /* no order a walk follows */
+		int r = read_out_file(i, got, a->err, sizeof(a->err));
+		a->ok += r == 0;
+		a->eio += r == -EIO;
+	}
+	free(got);
+	atomic_fetch_add(a->done, 1);
+	return NULL;
+}
+
+/* S3 goes away while the mount sweeps a directory for readers in no
+ * order (the proxy cuts every connection, GETs in flight included, and
+ * refuses new ones for 2 s): each read gives the bytes put or fails with
+ * an error documented for it (EIO, ECONNREFUSED, ...: docs/MOUNT.md
+ * passes the daemon's through), never other bytes, and no reader hangs;
+ * once S3 is back every file reads whole and right (no block kept half). */
+Test(mount_outage, reads_during_fetch_ahead_are_right_or_eio)
+{
+	char key[400], *cat[] = {"/bin/cat", M.log, NULL};
+	for (int i = 0; i < OUT_FILES; i++) {
+		out_data[i] = fx_pattern(OUT_LEN - (size_t)i, 170 + (unsigned)i);
+		snprintf(key, sizeof(key), "%sout/f%02d", ro_prefix, i);
+		cr_assert_eq(fx_put_object(key, out_data[i],
+					   OUT_LEN - (size_t)i), 0);
+	}
+	atomic_int done = 0;
+	struct out_reader a[OUT_READERS];
+	pthread_t t[OUT_READERS];
+	for (int i = 0; i < OUT_READERS; i++) {
+		a[i] = (struct out_reader){.first = i, .done = &done};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_out_files, &a[i]),
+			     0);
+	}
+	for (int w = 0; w < 6000; w++) {
+		fx_run(cat, out, sizeof(out), RUN_MS);
+		if (strstr(out, "sweep of 'out': "))
+			break;
+		sleep_ms(10);
+	}
+	cr_assert(strstr(out, "sweep of 'out': "), "no sweep:\n%s", out);
+	const char *r = fx_proxy_control(&P, "set outage-ms 2000\n");
+	cr_assert_str_eq(r, "ok\n", "proxy: %s", r);
+	for (int w = 0; w < OUT_DEADLINE_S * 10 &&
+			atomic_load(&done) < OUT_READERS; w++)
+		sleep_ms(100);
+	cr_assert_eq(atomic_load(&done), OUT_READERS, "a reader hangs after "
+		     "%d s of an outage of 2 s", OUT_DEADLINE_S);
+	unsigned ok = 0, eio = 0;
+	for (int i = 0; i < OUT_READERS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
+		ok += a[i].ok;
+		eio += a[i].eio;
+	}
+	uint64_t cut = fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
+				     "outage_cut");
+	cr_assert_gt(cut, 0, "the outage cut no connection: nothing tested");
+	r = fx_proxy_control(&P, "set outage-ms 0\n");
+	cr_assert_str_eq(r, "ok\n", "proxy: %s", r);
+	uint8_t *got = malloc(OUT_LEN + 1);
+	char err[240] = "";
+	for (int i = 0; i < OUT_FILES; i++)
+		cr_assert_eq(read_out_file(i, got, err, sizeof(err)), 0,
+			     "after the outage: f%02d: %s", i,
+			     err[0] ? err : "EIO");
+	free(got);
+	mount_stop(&M);
+	const char *end = strstr(out, "fetched ahead ");
+	unsigned long long failed = 0, swept = 0;
+	cr_assert(end && sscanf(end, "fetched ahead %*u files in %*u steps "
+				"of walks (%llu failed, %*u not queued), "
+				"swept %llu files", &failed, &swept) == 2,
+		  "no exit line:\n%s", out);
+	cr_log_info("outage: %u reads right, %u failed, %llu connections cut, "
+		    "%llu swept, %llu fetches failed", ok, eio,
+		    (unsigned long long)cut, swept, failed);
+	for (int i = 0; i < OUT_FILES; i++)
+		free(out_data[i]);
 }
 
 /* ---- fetch-ahead within a file: large files read in order ---------------- */
