@@ -51,10 +51,6 @@ struct xfer {
 	int read_err;            /* read_slow's error, seen on the driver's */
 	bool hashing;            /* a worker computes the digests below */
 	bool hashed;
-	/* X_PART: slotted counts in parts_inflight (its turn came: it is
-	 * sent once hashed); ahead counts in parts_ahead (hashed ahead of
-	 * its turn, launch_parts slots it). Neither while it is set up. */
-	bool slotted, ahead;
 	unsigned char md5[16];
 	bool md5_ok;             /* false: no MD5 here (FIPS), md5 zeroed */
 	char md5_b64[25];
@@ -81,7 +77,7 @@ struct upload {
 	bool delete_only;        /* a delete job: its DELETE is all it does */
 	char upload_id[256];
 	char token[S3_UPLOAD_TOKEN_LEN + 1]; /* "" if none (upload_params) */
-	unsigned n_parts, next_part, parts_done, parts_inflight, parts_ahead;
+	unsigned n_parts, next_part, parts_done, parts_inflight;
 	unsigned char (*md5s)[16];
 	char (*etags)[128];
 	struct rc_list xfers;    /* its transfers, newest first */
@@ -231,10 +227,8 @@ static void xfer_free(struct xfer *x)
 	struct upload *u = x->u;
 	if (x->req)
 		s3_req_free(x->req);
-	if (x->slotted)
+	if (x->kind == X_PART && u->parts_inflight)
 		u->parts_inflight--;
-	if (x->ahead)
-		u->parts_ahead--;
 	part_buf_put(u->e, x->own_buf, x->own_cap);
 	free(x->pieces);
 	rc_list_del(&x->link);
@@ -575,9 +569,9 @@ void upload_hash_done(void *job)
 	if (u->state != U_RUNNING || u->out.err) { /* stopped meanwhile */
 		xfer_free(x);
 		upload_advance(u);
-	} else if (!x->ahead) {
+	} else {
 		xfer_launch(x);
-	} /* else hashed ahead: launch_parts sends it in its turn */
+	}
 	upload_release(u);
 }
 
@@ -591,96 +585,33 @@ static void start_simple(struct upload *u, enum xfer_kind kind)
 	xfer_launch(x);
 }
 
-/* The next part's transfer with its body loaded; NULL when that failed
- * (the upload is then stopping). */
-static struct xfer *part_new(struct upload *u)
-{
-	struct xfer *x = xfer_new(u, X_PART);
-	if (!x) {
-		set_failure(u, -ENOMEM, NULL);
-		u->state = U_STOPPING;
-		return NULL;
-	}
-	x->part = u->next_part++;
-	uint64_t off;
-	size_t len;
-	part_bounds(u, x->part, &off, &len);
-	int rc = u->from_key ? 0 : xfer_load(x, off, len);
-	if (rc < 0) {
-		set_failure(u, rc, NULL);
-		snprintf(u->out.message, sizeof(u->out.message),
-			 "reading part %u: %s", x->part, strerror(-rc));
-		u->state = U_STOPPING;
-		xfer_free(x);
-		return NULL;
-	}
-	return x;
-}
-
-/* How many parts a driver's workers hash ahead of their turn: as many as
- * go at once, so that a part is sent the moment a slot frees (and the
- * first ones while CreateMultipartUpload is answered) instead of waiting
- * for its digests then. Only where the digests run off the driver's
- * thread (inline, hashing ahead would only hold up the parts in flight)
- * and the bodies need no buffer of their own (data, or a view). */
-static unsigned ahead_max(const struct upload *u)
-{
-	if (!u->e->drv.hash || u->from_key || !u->n_parts ||
-	    !(u->p.data || u->p.view))
-		return 0;
-	return u->p.concurrency;
-}
-
-/* Starts the digests of up to ahead_max parts past those in flight. */
-static void hash_ahead(struct upload *u)
+/* Keeps up to concurrency parts in flight. */
+static void launch_parts(struct upload *u)
 {
 	while (u->state == U_RUNNING && u->next_part <= u->n_parts &&
-	       u->parts_ahead < ahead_max(u)) {
-		struct xfer *x = part_new(u);
-		if (!x)
-			return;
-		x->ahead = true;
-		u->parts_ahead++;
-		int rc = digests_ready(x); /* 1 if they were computed here */
-		if (rc < 0) {
-			set_failure(u, rc, NULL);
+	       u->parts_inflight < u->p.concurrency) {
+		struct xfer *x = xfer_new(u, X_PART);
+		if (!x) {
+			set_failure(u, -ENOMEM, NULL);
 			u->state = U_STOPPING;
 			return;
 		}
-	}
-}
-
-/* The part hashed ahead that goes next (the lowest), or NULL. */
-static struct xfer *next_ahead(struct upload *u)
-{
-	struct xfer *best = NULL;
-	struct rc_list *pos;
-
-	rc_list_for_each(pos, &u->xfers) {
-		struct xfer *x = rc_list_entry(pos, struct xfer, link);
-		if (x->ahead && (!best || x->part < best->part))
-			best = x;
-	}
-	return best;
-}
-
-/* Keeps up to concurrency parts in flight, the next ones hashing ahead. */
-static void launch_parts(struct upload *u)
-{
-	while (u->state == U_RUNNING && u->parts_inflight < u->p.concurrency) {
-		struct xfer *x = next_ahead(u);
-		if (x) {
-			x->ahead = false;
-			u->parts_ahead--;
-		} else if (u->next_part > u->n_parts || !(x = part_new(u))) {
-			break;
-		}
-		x->slotted = true;
+		x->part = u->next_part++;
 		u->parts_inflight++;
-		if (!x->hashing)
-			xfer_launch(x); /* else upload_hash_done sends it */
+		uint64_t off;
+		size_t len;
+		part_bounds(u, x->part, &off, &len);
+		int rc = u->from_key ? 0 : xfer_load(x, off, len);
+		if (rc < 0) {
+			set_failure(u, rc, NULL);
+			snprintf(u->out.message, sizeof(u->out.message),
+				 "reading part %u: %s", x->part, strerror(-rc));
+			u->state = U_STOPPING;
+			xfer_free(x);
+			return;
+		}
+		xfer_launch(x);
 	}
-	hash_ahead(u);
 }
 
 static void report_done(struct upload *u)
@@ -717,11 +648,10 @@ static void drop_parts(struct upload *u)
 	/* Never the last reference: u is U_STOPPING, not freed under us. */
 	rc_list_for_each_safe(pos, tmp, &u->xfers) {
 		struct xfer *x = rc_list_entry(pos, struct xfer, link);
-		if (x->kind != X_PART || x->waiting || x->hashing)
-			continue; /* those on a timer or a worker free themselves */
-		if (x->req)
-			e->drv.remove_transfer(e->drv.ctx, x->req);
-		xfer_free(x); /* sent, or hashed ahead of its turn */
+		if (x->kind != X_PART || !x->req)
+			continue; /* those waiting on a timer free themselves */
+		e->drv.remove_transfer(e->drv.ctx, x->req);
+		xfer_free(x);
 	}
 }
 
@@ -1252,12 +1182,7 @@ struct upload *upload_start(struct upload_engine *e,
 		*err = -ENOMEM;
 		return NULL;
 	}
-	if (!upload_go(u, err))
-		return NULL;
-	/* The first parts' digests while CreateMultipartUpload is answered;
-	 * a failure here stops the upload when its Create's timer fires. */
-	hash_ahead(u);
-	return u;
+	return upload_go(u, err);
 }
 
 /* The part size of a multipart copy: the asked one, grown to keep within

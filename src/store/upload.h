@@ -46,10 +46,7 @@ struct upload_driver {
 	/* Optional (NULL: inline). The digests of a PUT or part body (MD5,
 	 * SHA-256) off the driver's thread: run upload_hash_run(job) on
 	 * another thread, then upload_hash_done(job) on the driver's. 0, or
-	 * -errno and the engine computes them inline. With it, a multipart
-	 * upload from data or a view also hashes up to concurrency parts
-	 * ahead of their turn (the first ones while its Create is answered),
-	 * so a part goes out as soon as a slot frees. */
+	 * -errno and the engine computes them inline. */
 	int (*hash)(void *ctx, void *job);
 	/* Optional: every answer S3 gave a request (before retries are
 	 * decided), e.g. to slow down on SlowDown. */

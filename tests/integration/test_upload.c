@@ -469,7 +469,6 @@ static struct {
 	unsigned n_back;
 	bool refuse;
 	unsigned reads_on_driver, reads_on_workers;
-	unsigned hashes;        /* jobs the hook took */
 } slow;
 
 static void *hash_thread(void *job)
@@ -488,7 +487,6 @@ static int slow_hash(void *ctx, void *job)
 		return -EAGAIN;
 	pthread_join(th, NULL);
 	slow.back[slow.n_back++] = job;
-	slow.hashes++;
 	return 0;
 }
 
@@ -607,75 +605,6 @@ Test(upload, read_slow_runs_on_the_workers_only)
 	p.data = data; /* two sources */
 	cr_assert_null(upload_start(t.e, &p, &err));
 	cr_assert_eq(err, -EINVAL);
-	free(data);
-	env_close(&t);
-}
-
-/* A view source with workers to hash on: concurrency parts hashed ahead
- * of their turn, the first while Create is answered, each part hashed
- * once; parts hashed ahead and parked are dropped by a cancel and by a
- * Create that fails, and the engine drains. */
-static struct upload *ahead_start(struct env *t, struct job *j,
-				  const char *bucket, const char *key)
-{
-	struct upload_params p = {
-		.bucket = bucket, .key = key, .size = j->size,
-		.read = job_read, .view = job_view, .read_ctx = j,
-		.part_size = 5 * MiB, .concurrency = 2,
-		.done = job_done, .done_ctx = j,
-	};
-	int err = 0;
-	struct upload *u = upload_start(t->e, &p, &err);
-	cr_assert_not_null(u, "upload_start %s: %s", key, strerror(-err));
-	return u;
-}
-
-Test(upload, digests_hashed_ahead_of_their_turn)
-{
-	struct env t;
-	char key[512];
-	size_t size = 23 * MiB + 5;
-	unsigned char *data = fx_pattern(size, 91);
-	struct job j = { .data = data, .size = size, .piece = 3 * MiB + 1 };
-
-	slow_open(&t);
-	ukey(key, sizeof(key), "ahead");
-	ahead_start(&t, &j, fx_env()->bucket, key);
-	cr_assert_eq(slow.hashes, 2, "hashed while Create goes: %u", slow.hashes);
-	slow_drain(&t);
-	cr_assert_eq(j.out.err, 0, "%s %s", j.out.code, j.out.message);
-	cr_assert_eq(j.out.parts, 5);
-	cr_assert_eq(slow.hashes, 5, "each part hashed once: %u", slow.hashes);
-	cr_assert_eq(j.reads, 0, "every part sent in place");
-	char want[64];
-	fx_s3_etag(data, size, 5 * MiB, want);
-	cr_assert_str_eq(j.out.etag, want);
-	assert_object(&t, key, data, size, 5 * MiB);
-
-	/* Cancelled once Create answered, hashed parts parked: aborted. */
-	struct job c = { .data = data, .size = size, .piece = MiB };
-	ukey(key, sizeof(key), "ahead-cancel");
-	struct upload *u = ahead_start(&t, &c, fx_env()->bucket, key);
-	uint64_t end = now_ms() + 30000;
-	while (!upload_id(u)[0] && !c.done && now_ms() < end) {
-		while (slow.n_back)
-			upload_hash_done(slow.back[--slow.n_back]);
-		upload_loop_turn(t.loop);
-	}
-	cr_assert(upload_id(u)[0] && !c.done, "Create did not answer");
-	upload_cancel(u);
-	slow_drain(&t);
-	cr_assert_eq(c.out.err, -ECANCELED, "err %d", c.out.err);
-	cr_assert_eq(uploads_of(&t, key), 0, "the cancelled upload is still there");
-	cr_assert_eq(head_err(&t, key), -ENOENT);
-
-	/* Create refused (no such bucket) with parts hashed ahead. */
-	struct job f = { .data = data, .size = size, .piece = MiB };
-	ahead_start(&t, &f, "ringcache-no-such-bucket-ahead", "k");
-	slow_drain(&t);
-	cr_assert(f.done);
-	cr_assert_eq(f.out.err, -ENODEV, "err %d %s", f.out.err, f.out.code);
-	cr_assert_str_eq(f.out.code, "NoSuchBucket");
 	free(data);
 	env_close(&t);
 }
