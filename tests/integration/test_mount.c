@@ -1526,19 +1526,26 @@ static void sweep_put(const char *dir)
 	}
 }
 
-Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
+/* The sweep tests' files (patterns pattern, pattern + 1, ...) and a
+ * shuffled epoch's order of them (srand(order)). */
+static void sweep_prepare(unsigned order, unsigned pattern)
 {
-	srand(22);
+	srand(order);
 	for (int i = 0; i < SWEEP_FILES; i++) {
 		sweep_data[i] = fx_pattern(SWEEP_LEN - (size_t)i,
-					   120 + (unsigned)i);
+					   pattern + (unsigned)i);
 		sweep_order[i] = i;
 	}
-	for (int i = SWEEP_FILES - 1; i > 0; i--) { /* a shuffled epoch */
+	for (int i = SWEEP_FILES - 1; i > 0; i--) {
 		int j = rand() % (i + 1), x = sweep_order[i];
 		sweep_order[i] = sweep_order[j];
 		sweep_order[j] = x;
 	}
+}
+
+Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
+{
+	sweep_prepare(22, 120);
 	sweep_put("sweep");
 	sweep_put("big");
 	sweep_epoch("sweep");
@@ -1690,17 +1697,7 @@ Test(mount_listed, the_root_is_listed_when_the_mount_starts)
  * each file once, by a reader or a fetcher, never by both. */
 Test(mount_listed, readers_at_once_sweep_each_file_once)
 {
-	srand(23);
-	for (int i = 0; i < SWEEP_FILES; i++) {
-		sweep_data[i] = fx_pattern(SWEEP_LEN - (size_t)i,
-					   140 + (unsigned)i);
-		sweep_order[i] = i;
-	}
-	for (int i = SWEEP_FILES - 1; i > 0; i--) {
-		int j = rand() % (i + 1), x = sweep_order[i];
-		sweep_order[i] = sweep_order[j];
-		sweep_order[j] = x;
-	}
+	sweep_prepare(23, 140);
 	sweep_put("t2/cold");
 	struct stat st; /* t2/ came after the root's listing: see above */
 	char path[400];
