@@ -1339,6 +1339,30 @@ static void *read_ahead_files(void *p)
 	return NULL;
 }
 
+/* The counts of the mount's exit line: "fetched ahead F files in S
+ * steps of walks (X failed, Q not queued), swept W files in D
+ * directories, fetched ahead within files B bytes in P pieces (Y
+ * failed)". */
+struct ahead_counts {
+	unsigned long long fetched, steps, failed, not_queued, swept, sweeps;
+	unsigned long long bytes, pieces, pieces_failed;
+};
+
+static struct ahead_counts exit_counts(const char *log)
+{
+	struct ahead_counts c;
+	const char *at = strstr(log, "fetched ahead ");
+	cr_assert(at && sscanf(at, "fetched ahead %llu files in %llu steps of "
+			       "walks (%llu failed, %llu not queued), swept "
+			       "%llu files in %llu directories, fetched ahead "
+			       "within files %llu bytes in %llu pieces (%llu "
+			       "failed)", &c.fetched, &c.steps, &c.failed,
+			       &c.not_queued, &c.swept, &c.sweeps, &c.bytes,
+			       &c.pieces, &c.pieces_failed) == 9,
+		  "no exit line:\n%s", log);
+	return c;
+}
+
 /* The mount's -d lines "fetch-ahead: pid P in 'DIR': N files from #I
  * step S (window W)" for DIR: how many, and each within its window. */
 static unsigned fetch_ahead_lines(const char *log, const char *dir,
@@ -1430,16 +1454,12 @@ Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
 		  "swept with a 1 MiB budget");
 	cr_assert_eq(fetch_ahead_lines(out, "rand", &rand_window), 0,
 		     "a reader in random order was fetched ahead of");
-	const char *end = strstr(out, "fetched ahead ");
-	unsigned long long fetched = 0, steps = 0, failed = 1;
-	cr_assert(end && sscanf(end, "fetched ahead %llu files in %llu steps "
-				"of walks (%llu failed", &fetched, &steps,
-				&failed) == 3, "no exit line");
-	cr_assert_eq(steps, lines);
-	cr_assert_gt(fetched, 0);
-	cr_assert_eq(failed, 0);
+	struct ahead_counts c = exit_counts(out);
+	cr_assert_eq(c.steps, lines);
+	cr_assert_gt(c.fetched, 0);
+	cr_assert_eq(c.failed, 0);
 	cr_log_info("fetch-ahead: %u steps, %llu files, largest window %u",
-		    lines, fetched, max_window);
+		    lines, c.fetched, max_window);
 	for (int i = 0; i < AHEAD_FILES; i++)
 		free(ahead_data[i]);
 	free(rnd);
@@ -1484,8 +1504,25 @@ static void *read_sweep_files(void *p)
 	return NULL;
 }
 
+/* SWEEP_READERS readers of every file of dir in no order (sweep_order),
+ * each comparing the bytes with what was put. */
+static void sweep_readers(const char *dir)
+{
+	struct sweep_reader a[SWEEP_READERS];
+	pthread_t t[SWEEP_READERS];
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		a[i] = (struct sweep_reader){.first = i, .dir = dir};
+		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
+					    &a[i]), 0);
+	}
+	for (int i = 0; i < SWEEP_READERS; i++) {
+		pthread_join(t[i], NULL);
+		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
+	}
+}
+
 /* Lists dir through the mount's fetch-ahead (a first read there asks
- * for it) and waits for the -d log's "listed 'dir'". */
+ * for it), waits for the -d log's "listed 'dir'", then sweep_readers. */
 static void sweep_epoch(const char *dir)
 {
 	char path[400], *log_argv[] = {"/bin/cat", M.log, NULL}, pat[64];
@@ -1503,17 +1540,7 @@ static void sweep_epoch(const char *dir)
 		sleep_ms(10);
 	}
 	cr_assert(strstr(out, pat), "the mount never listed %s/", dir);
-	struct sweep_reader a[SWEEP_READERS];
-	pthread_t t[SWEEP_READERS];
-	for (int i = 0; i < SWEEP_READERS; i++) {
-		a[i] = (struct sweep_reader){.first = i, .dir = dir};
-		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
-					    &a[i]), 0);
-	}
-	for (int i = 0; i < SWEEP_READERS; i++) {
-		pthread_join(t[i], NULL);
-		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
-	}
+	sweep_readers(dir);
 }
 
 static void sweep_put(const char *dir)
@@ -1556,19 +1583,13 @@ Test(mount_ahead, readers_in_no_order_sweep_a_directory_in_budget)
 	cr_assert_eq(sscanf(line, "sweep of 'sweep': %u files read cold",
 			    &cold), 1);
 	cr_assert_eq(cold, 8);
-	const char *end = strstr(out, "fetched ahead ");
-	unsigned long long fetched, failed, swept, sweeps;
-	cr_assert(end && sscanf(end, "fetched ahead %llu files in %*u steps "
-				"of walks (%llu failed, %*u not queued), "
-				"swept %llu files in %llu directories",
-				&fetched, &failed, &swept, &sweeps) == 4,
-		  "no exit line");
-	cr_assert_eq(sweeps, 1, "%s", out);
-	cr_assert_gt(swept, 0);
-	cr_assert_leq(swept, SWEEP_FILES - 8, "swept files read already");
-	cr_assert_eq(failed, 0);
-	cr_assert_geq(fetched, swept);
-	cr_log_info("sweep: %llu of %d files swept", swept, SWEEP_FILES);
+	struct ahead_counts c = exit_counts(out);
+	cr_assert_eq(c.sweeps, 1, "%s", out);
+	cr_assert_gt(c.swept, 0);
+	cr_assert_leq(c.swept, SWEEP_FILES - 8, "swept files read already");
+	cr_assert_eq(c.failed, 0);
+	cr_assert_geq(c.fetched, c.swept);
+	cr_log_info("sweep: %llu of %d files swept", c.swept, SWEEP_FILES);
 
 	/* big/ is 48 x ~48 KiB: over a 1 MiB budget, never swept */
 	cr_assert_eq(rmdir(M.dir), 0);
@@ -1704,32 +1725,16 @@ Test(mount_listed, readers_at_once_sweep_each_file_once)
 	snprintf(path, sizeof(path), "%s/t2", M.dir);
 	cr_assert_eq(stat(path, &st), 0, "%s: %s", path, strerror(errno));
 	int64_t gets = fx_stat_value(D.socket_path, "ringcache_s3_get_total");
-	struct sweep_reader a[SWEEP_READERS];
-	pthread_t t[SWEEP_READERS];
-	for (int i = 0; i < SWEEP_READERS; i++) {
-		a[i] = (struct sweep_reader){.first = i, .dir = "t2/cold"};
-		cr_assert_eq(pthread_create(&t[i], NULL, read_sweep_files,
-					    &a[i]), 0);
-	}
-	for (int i = 0; i < SWEEP_READERS; i++) {
-		pthread_join(t[i], NULL);
-		cr_assert_str_empty(a[i].err, "reader %d: %s", i, a[i].err);
-	}
+	sweep_readers("t2/cold");
 	mount_stop(&M); /* fetchers done: every GET counted */
-	const char *end = strstr(out, "fetched ahead ");
-	unsigned long long fetched, failed, swept, sweeps;
-	cr_assert(end && sscanf(end, "fetched ahead %llu files in %*u steps "
-				"of walks (%llu failed, %*u not queued), "
-				"swept %llu files in %llu directories",
-				&fetched, &failed, &swept, &sweeps) == 4,
-		  "no exit line:\n%s", out);
-	cr_assert_eq(sweeps, 1, "%s", out);
-	cr_assert_gt(swept, 0);
-	cr_assert_leq(swept, SWEEP_FILES - 8, "swept files read already");
-	cr_assert_eq(failed, 0);
+	struct ahead_counts c = exit_counts(out);
+	cr_assert_eq(c.sweeps, 1, "%s", out);
+	cr_assert_gt(c.swept, 0);
+	cr_assert_leq(c.swept, SWEEP_FILES - 8, "swept files read already");
+	cr_assert_eq(c.failed, 0);
 	cr_assert_eq(fx_stat_value(D.socket_path, "ringcache_s3_get_total"),
 		     gets + SWEEP_FILES, "not one GET per file");
-	cr_log_info("readers at once: %llu of %d files swept", swept,
+	cr_log_info("readers at once: %llu of %d files swept", c.swept,
 		    SWEEP_FILES);
 	for (int i = 0; i < SWEEP_FILES; i++)
 		free(sweep_data[i]);
@@ -1888,15 +1893,10 @@ Test(mount_outage, reads_during_fetch_ahead_are_right_or_eio)
 			     err[0] ? err : "EIO");
 	free(got);
 	mount_stop(&M);
-	const char *end = strstr(out, "fetched ahead ");
-	unsigned long long failed = 0, swept = 0;
-	cr_assert(end && sscanf(end, "fetched ahead %*u files in %*u steps "
-				"of walks (%llu failed, %*u not queued), "
-				"swept %llu files", &failed, &swept) == 2,
-		  "no exit line:\n%s", out);
+	struct ahead_counts c = exit_counts(out);
 	cr_log_info("outage: %u reads right, %u failed, %llu connections cut, "
 		    "%llu swept, %llu fetches failed", ok, eio,
-		    (unsigned long long)cut, swept, failed);
+		    (unsigned long long)cut, c.swept, c.failed);
 	for (int i = 0; i < OUT_FILES; i++)
 		free(out_data[i]);
 }
@@ -1960,18 +1960,6 @@ static void free_big_files(void)
 		free(big_data[i]);
 }
 
-/* The exit line's "fetched ahead within files B bytes in P pieces (F
- * failed)". */
-static void within_files(const char *log, unsigned long long *bytes,
-			 unsigned long long *pieces,
-			 unsigned long long *failed)
-{
-	const char *at = strstr(log, "fetched ahead within files ");
-	cr_assert(at && sscanf(at, "fetched ahead within files %llu bytes in "
-			       "%llu pieces (%llu failed)", bytes, pieces,
-			       failed) == 3, "no exit line:\n%s", log);
-}
-
 /* Cold readers of large files, each read in order (two files by two
  * readers at once): the mount fetches ahead within them (the exit line
  * counts the pieces, none failed) and every reader reads exactly the
@@ -1991,14 +1979,14 @@ Test(mount_ahead, large_files_read_in_order_are_fetched_ahead_bytes_exact)
 		cr_assert_str_empty(b[i].err, "reader %d: %s", i, b[i].err);
 	}
 	mount_stop(&M);
-	unsigned long long bytes, pieces, failed;
-	within_files(out, &bytes, &pieces, &failed);
-	cr_assert_gt(pieces, 0, "no fetch-ahead within %d large files read "
+	struct ahead_counts c = exit_counts(out);
+	cr_assert_gt(c.pieces, 0, "no fetch-ahead within %d large files read "
 		     "in order:\n%s", BIG_FILES, out);
-	cr_assert_eq(failed, 0);
-	cr_assert_leq(bytes, (unsigned long long)BIG_FILES * BIG_LEN,
+	cr_assert_eq(c.pieces_failed, 0);
+	cr_assert_leq(c.bytes, (unsigned long long)BIG_FILES * BIG_LEN,
 		      "fetched more than the files hold");
-	cr_log_info("within files: %llu bytes in %llu pieces", bytes, pieces);
+	cr_log_info("within files: %llu bytes in %llu pieces", c.bytes,
+		    c.pieces);
 	free_big_files();
 }
 
@@ -2058,11 +2046,10 @@ Test(mount_ahead, readers_that_stop_early_cost_at_most_ahead_bytes)
 	for (int i = 0; i <= BIG_FILES; i++)
 		close(fds[i]);
 	mount_stop(&M);
-	unsigned long long bytes, pieces, failed;
-	within_files(out, &bytes, &pieces, &failed);
-	cr_assert_gt(pieces, 0, "nothing fetched ahead: the budget is "
+	struct ahead_counts c = exit_counts(out);
+	cr_assert_gt(c.pieces, 0, "nothing fetched ahead: the budget is "
 		     "not what bounded it\n%s", out);
-	cr_assert_eq(failed, 0);
+	cr_assert_eq(c.pieces_failed, 0);
 	/* the -d log's running sum never passes the budget */
 	for (const char *at = out; (at = strstr(at, " bytes ahead in all"));
 	     at++) {
@@ -2073,7 +2060,7 @@ Test(mount_ahead, readers_that_stop_early_cost_at_most_ahead_bytes)
 	}
 	cr_log_info("readers that stop: %lld bytes from S3 for %u read, "
 		    "%llu fetched ahead", (long long)fetched,
-		    BIG_FILES * BIG_PROBE, bytes);
+		    BIG_FILES * BIG_PROBE, c.bytes);
 	free(got);
 	free_big_files();
 }
