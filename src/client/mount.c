@@ -276,10 +276,6 @@ static int pc_attach(struct mnt *m, struct pclient *p)
 	return 0;
 }
 
-/* A session of the pool: an attached one that is free, else a slot
- * attached now (up to POOL_MAX), else the next one given back. NULL when
- * none is attached and none can be (the daemon is gone or refuses): the
- * call fails (EIO) and the next one tries again. */
 /* Takes an idle client of the pool and attaches it (pool_lock held on
  * entry and return, dropped during the attach). NULL: none was idle
  * (*err 0), or its attach failed (*err; it goes back, tried again). */
@@ -303,6 +299,10 @@ static struct pclient *pc_attach_idle(struct mnt *m, int *err)
 	return NULL;
 }
 
+/* A session of the pool: an attached one that is free, else a slot
+ * attached now (up to POOL_MAX), else the next one given back. NULL when
+ * none is attached and none can be (the daemon is gone or refuses): the
+ * call fails (EIO) and the next one tries again. */
 static struct pclient *pc_get(struct mnt *m)
 {
 	pthread_mutex_lock(&m->pool_lock);
