@@ -610,8 +610,8 @@ static void flushed_nothing(void *ctx, int res)
  * that cannot be made): uploading again at the next start would fail the
  * same way while its records kept the journal from rewinding, so it is
  * dropped from the journal. Not so for credentials (a refresh may cure
- * them) and BadDigest (bytes damaged on the way; the journal's are
- * checked). Other failures (S3 down past the retries, a cancel at
+ * them) and a damaged body (BadDigest, XAmzContentSHA256Mismatch: damaged
+ * on the way past the engine's retries; the journal's bytes are checked). Other failures (S3 down past the retries, a cancel at
  * shutdown) leave the bytes journaled: uploaded again at the next start.
  * With memory durability the bytes are lost either way, which that level
  * accepts. */

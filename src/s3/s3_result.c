@@ -49,7 +49,7 @@ static const char *const retry_codes[] = {
 /* Write-path codes with their own errno: a corrupted body, and requests
  * that are wrong however often they are sent. */
 static const char *const digest_codes[] = {
-	"BadDigest", "InvalidDigest", NULL,
+	"BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", NULL,
 };
 static const char *const bad_request_codes[] = {
 	"InvalidPart", "InvalidPartOrder", "EntityTooSmall", "EntityTooLarge",

@@ -16,8 +16,9 @@
  *   InvalidAccessKeyId, other credential refusals), -EPERM (other
  *   403: S3 denies the daemon's credentials this bucket or key; distinct
  *   from the local ACL's -EACCES), -ESTALE (412 PreconditionFailed), -ERANGE (416), -EPROTO
- *   (malformed response), -EBADMSG (BadDigest, InvalidDigest: the body
- *   did not match its Content-MD5 or checksum), -EINVAL (InvalidPart,
+ *   (malformed response), -EBADMSG (BadDigest, InvalidDigest,
+ *   XAmzContentSHA256Mismatch: the body did not match its Content-MD5,
+ *   checksum or signed SHA-256), -EINVAL (InvalidPart,
  *   InvalidPartOrder, EntityTooSmall, MalformedXML, InvalidArgument: the
  *   request is wrong, never retried); without a response: -ENXIO (the
  *   endpoint's host name does not resolve), -ECONNREFUSED,

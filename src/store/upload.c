@@ -384,6 +384,16 @@ static void xfer_retry_due(void *arg)
 	upload_release(u);
 }
 
+/* A body S3 refused as damaged (BadDigest, XAmzContentSHA256Mismatch) was
+ * hashed from bytes the engine's source keeps unchanged until done (the
+ * daemon's own snapshot), so it was damaged on the way: sent again, as a
+ * reset would be. A source that did change them fails when the retries
+ * run out, and S3 stores nothing of it. */
+static bool damaged_on_the_way(const struct xfer *x, const struct s3_result *r)
+{
+	return r->err == -EBADMSG && (x->kind == X_PUT || x->kind == X_PART);
+}
+
 /* Schedules a retry if the policy allows; false if x failed for good.
  * An upload rides out a longer outage than a read (write_retry_budget):
  * nobody waits on most of them, and what fails may be a checkpoint. */
@@ -391,7 +401,8 @@ static bool xfer_retry(struct xfer *x, const struct s3_result *r)
 {
 	struct upload_engine *e = x->u->e;
 	unsigned delay;
-	if (!s3_retry_next(e->s3, r->retryable, x->attempt,
+	if (!s3_retry_next(e->s3, r->retryable || damaged_on_the_way(x, r),
+			   x->attempt,
 			   (rc_now_ns() - x->first_ns) / 1000000u,
 			   s3_client_config(e->s3)->write_retry_budget_ms,
 			   &delay))

@@ -1,7 +1,8 @@
 /* upload.h - the upload engine of checkpoint write-back: one object's bytes
  * to S3, as a single PUT (size <= part size) or a multipart upload with
  * parallel parts, Content-MD5 on every request, retries with the S3
- * client's backoff, CompleteMultipartUpload when every part is in and
+ * client's backoff (a body S3 refused as damaged on the way is sent
+ * again too), CompleteMultipartUpload when every part is in and
  * AbortMultipartUpload on failure or cancel. Also the blocking clean-up
  * of abandoned uploads; the blocking driver of the engine (one upload or
  * rename run to its end on a private poll loop) is tools/upload_run.h.

@@ -1,6 +1,7 @@
 /* test_s3_write.c - the write operations of src/s3/s3.c (what checkpoint
  * write-back uploads with) against the real S3 server from the env:
- * PutObject with Content-MD5 and CRC-32C, the multipart API (create,
+ * PutObject with Content-MD5 and CRC-32C, a body refused by its signed
+ * SHA-256, the multipart API (create,
  * parts, complete, abort, list), CopyObject, the errors each refuses with,
  * and a multipart upload that survives injected faults (rc-proxy).
  *
@@ -18,6 +19,7 @@
 #include "crc32c.h"
 #include "creds.h"
 #include "s3.h"
+#include "sigv4.h"
 
 #define MiB (1024u * 1024u)
 
@@ -291,6 +293,50 @@ Test(s3_write, wrong_content_md5_is_refused_not_retried)
 	cr_expect_str_eq(res.code, "BadDigest");
 	cr_expect_not(res.retryable);
 	cr_expect_eq(head(&w, key, &hres), -ENOENT, "refused PUT left an object");
+	free(data);
+	wclient_close(&w);
+}
+
+/* The signed x-amz-content-sha256 binds a body to its request as its
+ * Content-MD5 does, and the server checks it: a body whose signed hash is
+ * another's (a body damaged on the way, with the MD5 right or absent) is
+ * refused (PUT and UploadPart) as a damaged body, -EBADMSG like
+ * BadDigest (write-back keeps it journaled: not a refusal for good),
+ * never retried, and stores nothing. */
+Test(s3_write, wrong_signed_payload_hash_is_refused)
+{
+	struct wclient w;
+	struct s3_result res, hres;
+	char key[512], id[256], other[65];
+	unsigned char *data = fx_pattern(65536, 4);
+
+	wclient_open(&w, NULL, 3);
+	sigv4_sha256_hex("something else", 14, other);
+	wkey(key, sizeof(key), "bad-sha");
+	struct s3_req_params p = { .op = S3_PUT_OBJECT, .bucket = bkt(),
+				   .key = key, .body = data, .body_len = 65536,
+				   .payload_sha256 = other };
+	int rc = s3_perform(w.s3, &p, &res, NULL, NULL);
+	cr_log_info("PUT, wrong signed hash: err %d http %ld code '%s'", rc,
+		    res.http_status, res.code);
+	cr_expect(rc == -EBADMSG && res.http_status == 400 && !res.retryable,
+		  "PUT with another body's signed hash: err %d http %ld %s",
+		  rc, res.http_status, res.code);
+	cr_expect_eq(head(&w, key, &hres), -ENOENT, "refused PUT left an object");
+
+	wkey(key, sizeof(key), "bad-sha-part");
+	create_upload(&w, key, id, sizeof(id));
+	p = (struct s3_req_params){ .op = S3_UPLOAD_PART, .bucket = bkt(),
+				    .key = key, .upload_id = id,
+				    .part_number = 1, .body = data,
+				    .body_len = 65536, .payload_sha256 = other };
+	rc = s3_perform(w.s3, &p, &res, NULL, NULL);
+	cr_log_info("UploadPart, wrong signed hash: err %d http %ld code '%s'",
+		    rc, res.http_status, res.code);
+	cr_expect(rc == -EBADMSG && res.http_status == 400 && !res.retryable,
+		  "UploadPart with another body's signed hash: err %d http %ld %s",
+		  rc, res.http_status, res.code);
+	abort_upload(&w, key, id);
 	free(data);
 	wclient_close(&w);
 }
