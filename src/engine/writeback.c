@@ -610,18 +610,20 @@ static void flushed_nothing(void *ctx, int res)
  * that cannot be made): uploading again at the next start would fail the
  * same way while its records kept the journal from rewinding, so it is
  * dropped from the journal. Not so for credentials (a refresh may cure
- * them) and a damaged body (BadDigest, XAmzContentSHA256Mismatch: damaged
- * on the way past the engine's retries; the journal's bytes are checked). Other failures (S3 down past the retries, a cancel at
- * shutdown) leave the bytes journaled: uploaded again at the next start.
+ * them) and for a failure a later try could cure, whatever its status
+ * (429, 400 RequestTimeout, a body damaged on the way: BadDigest,
+ * XAmzContentSHA256Mismatch; the journal's bytes are checked). Those and
+ * the other failures (S3 down past the retries, a cancel at shutdown)
+ * leave the bytes journaled: uploaded again at the next start.
  * With memory durability the bytes are lost either way, which that level
  * accepts. */
 static bool failed_for_good(const struct upload_outcome *out)
 {
 	if (out->err == -EEXIST || out->err == -EINVAL)
 		return true;
-	return out->http_status >= 400 && out->http_status < 500 &&
-	       out->err != -EKEYREJECTED && out->err != -EKEYEXPIRED &&
-	       out->err != -EBADMSG;
+	return !out->transient && out->http_status >= 400 &&
+	       out->http_status < 500 &&
+	       out->err != -EKEYREJECTED && out->err != -EKEYEXPIRED;
 }
 
 /* Why an upload or copy failed, in one phrase (s3_result_reason). */
@@ -664,7 +666,9 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 	char reason[512];
 	log_error("dataset %s: upload of s3://%s/%s failed%s: %s",
 		  c->name, c->bucket, shown,
-		  for_good ? " for good, dropped from the journal" : "",
+		  for_good ? " for good, dropped from the journal"
+		  : w->journaled ? " (journaled: uploaded again at the next "
+				   "start)" : "",
 		  outcome_reason(out, out->err, reason, sizeof(reason)));
 	free(key);
 	if (for_good && w->journaled && sh->journal) {

@@ -138,6 +138,7 @@ static void set_failure(struct upload *u, int err, const struct s3_result *r)
 	u->out.err = err;
 	if (!r)
 		return;
+	u->out.transient = r->retryable || err == -EBADMSG;
 	u->out.http_status = r->http_status;
 	snprintf(u->out.code, sizeof(u->out.code), "%s", r->code);
 	snprintf(u->out.message, sizeof(u->out.message), "%s", r->message);

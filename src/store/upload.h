@@ -84,6 +84,10 @@ struct upload_outcome {
 	char etag[128];
 	unsigned parts;       /* 0 for a single PUT or CopyObject */
 	unsigned retries;     /* requests that were retried */
+	/* err is one a later try could cure (5xx, SlowDown, 429,
+	 * RequestTimeout, a network error, a body damaged on the way) and
+	 * the retries ran out: not a refusal, whatever the status. */
+	bool transient;
 	/* A copy job whose copy landed (err 0) but whose source's DELETE
 	 * failed: that error (code and message describe it); the source is
 	 * left behind. A 404 is no failure. */

@@ -969,6 +969,63 @@ Test(writeback, bodies_damaged_on_the_way_are_sent_again_never_dropped,
 	proxy_on = false;
 }
 
+/* A failure a later try could cure is no refusal, whatever its status:
+ * S3's 400 RequestTimeout (a link too slow for S3's patience) to every
+ * request, past the retries, fails the SYNC but keeps the acknowledged
+ * bytes journaled (as a 4xx it once counted as a refusal for good and
+ * was dropped from the journal), says so in the log, and the next start
+ * uploads them: a single PUT and a multipart upload. */
+Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct {
+		const char *key;
+		uint64_t size;
+	} objs[] = {{"slow-put", 100 * 1024 + 3}, {"slow-multi", 11 * MiB + 7}};
+	start_proxied(pass, 2, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	for (int i = 0; i < 2; i++)
+		write_object(&c, objs[i].key, objs[i].size, 95 + i, true);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "sync with every request timed out: %s",
+		     rc_strerror(r));
+	rc_detach(&c);
+	cr_assert_geq(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
+				    "fault_requesttimeout"), 6,
+		      "not retried (3 tries of each)");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(check_in_s3(objs[i].key, 0, 0), -ENOENT, "%s",
+			     objs[i].key);
+	cr_assert(fx_daemon_log_contains(&D, "RequestTimeout"),
+		  "the failure does not name its cause (log %s)", D.log_path);
+	cr_assert(fx_daemon_log_contains(&D, "(journaled: uploaded again at "
+					 "the next start)"),
+		  "the failure does not say the bytes are kept (log %s)",
+		  D.log_path);
+	cr_assert_not(fx_daemon_log_contains(&D, "dropped from the journal"),
+		      "acknowledged bytes dropped (log %s)", D.log_path);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_rejected_total"), 0);
+	fx_daemon_stop(&D);
+
+	proxy_set("set fault-rate 0\n");
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 2);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 2,
+				  30000), 2, "the replay did not finish");
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(check_in_s3(objs[i].key, objs[i].size, 95 + i), 0,
+			     "%s", objs[i].key);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
+
 /* Reads key through the daemon into mem (buffer buf) and checks every
  * byte against pattern(seed). */
 static void read_back(struct rc_client *c, int buf, const void *mem,
