@@ -75,6 +75,9 @@
 	  "dropped from the journal.")                                         \
 	X(wb_replayed, counter, "ringcache_writeback_replayed_total",          \
 	  "Acknowledged objects uploaded again after a restart.")              \
+	X(wb_superseded, counter, "ringcache_writeback_superseded_total",      \
+	  "Journaled objects a restart did not upload: another object was "    \
+	  "committed to their key later.")                                     \
 	X(wb_write_waits, counter, "ringcache_writeback_journal_waits_total",  \
 	  "Writes that waited for the journal's disk.")                        \
 	X(wb_relogs, counter, "ringcache_writeback_relogs_total",              \

@@ -1746,6 +1746,14 @@ static void replay(struct shard *sh)
 	}
 	for (size_t i = 0; i < journal_n_replayed(j); i++) {
 		const struct journal_object *o = journal_replayed(j, i);
+		if (o->superseded) { /* uploaded now, it would undo the newer */
+			log_warn("journal: %s/%s was committed again later: the "
+				 "older bytes are not uploaded", o->dataset,
+				 rc_esc(o->key));
+			sh->m.wb_superseded++;
+			journal_append_abort(j, o->id);
+			continue;
+		}
 		struct dataset *ds = dataset_by_name(sh->d, o->dataset);
 		if (!ds) {
 			log_error("journal: %s/%s: no such dataset now; kept in "

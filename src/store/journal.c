@@ -349,6 +349,19 @@ static void replay_open(struct journal *j, const struct rec_hdr *h,
 		log_error("journal: out of memory replaying %s", j->path);
 }
 
+/* ob was just committed, or renamed once committed: any other committed
+ * object of its dataset and key holds older bytes for that key. */
+static void supersede_older(struct journal *j, const struct jobj *ob)
+{
+	for (size_t i = 0; i < j->n_objs; i++) {
+		struct jobj *o = &j->objs[i];
+		if (o != ob && o->state == OBJ_COMMITTED &&
+		    strcmp(o->o.key, ob->o.key) == 0 &&
+		    strcmp(o->o.dataset, ob->o.dataset) == 0)
+			o->o.superseded = true;
+	}
+}
+
 /* Applies one record to the object table. Records that do not fit the
  * object's state (never written by this code) are skipped, with a warning. */
 static void replay_apply(struct journal *j, const struct rec_hdr *h,
@@ -376,6 +389,7 @@ static void replay_apply(struct journal *j, const struct rec_hdr *h,
 		ob->o.has_token = (h->flags & REC_F_TOKEN) && h->len >= at + 16;
 		if (ob->o.has_token)
 			memcpy(ob->o.token, pl + at, 16);
+		supersede_older(j, ob);
 	} else if (ok && h->type == REC_RENAME) {
 		char *k = strndup((const char *)pl, h->len);
 		ok = k != NULL && push_old_key(&ob->o, ob->o.key) == 0;
@@ -383,6 +397,8 @@ static void replay_apply(struct journal *j, const struct rec_hdr *h,
 			ob->o.key = k;
 		else
 			free(k);
+		if (ok && ob->state == OBJ_COMMITTED)
+			supersede_older(j, ob);
 	} else if (ok && (h->type == REC_DONE || h->type == REC_ABORT)) {
 		obj_remove(j, ob);
 	} else {

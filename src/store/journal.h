@@ -20,7 +20,10 @@
  * object COMMITTED and not DONE or ABORTED (dataset, final key after
  * renames, the keys it had before them, size, optional MD5, and the extents
  * that hold its bytes in the journal file; journal_read() reads them back,
- * checked). Objects opened
+ * checked), and marks superseded the ones whose dataset and key another
+ * object took later (its COMMIT, or its RENAME once committed, comes after
+ * theirs in the log, whether it was uploaded since or not): their bytes
+ * are older than what the writer last acknowledged for that key. Objects opened
  * but never committed are listed by journal_discarded() and forgotten
  * (ABORT records are appended for them). Replayed objects stay live in the
  * journal under their ids: the caller appends DONE (or ABORT) for them once
@@ -109,6 +112,7 @@ struct journal_object {
 	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */
 	bool has_token;
 	uint8_t token[16]; /* the writer's token (COMMIT flag 2) */
+	bool superseded; /* replayed: a later object took its dataset and key */
 	struct journal_extent *extents;
 	size_t n_extents;
 };

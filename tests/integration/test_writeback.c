@@ -1026,6 +1026,54 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	proxy_on = false;
 }
 
+/* The same key saved twice, the first save's upload failed (journaled),
+ * the second's landed: a restart must not upload the older bytes over
+ * the newer (it used to: the replay sent every journaled object). */
+Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const uint64_t old_size = 6 * MiB + 5, new_size = 2 * MiB + 3;
+	start_proxied(pass, 2, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	write_object(&c, "latest", old_size, 80, true);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "the first save's upload: %s", rc_strerror(r));
+	proxy_set("set fault-rate 0\n");
+	write_object(&c, "latest", new_size, 81, true);
+	r = rc_sync(&c, RC_SYNC_ALL); /* waits for the second alone */
+	cr_assert_eq(r, 0, "the second save's upload: %s", rc_strerror(r));
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 1,
+				  30000), 1, "the second save did not land");
+	cr_assert_eq(check_in_s3("latest", new_size, 81), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_superseded_total"), 1);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 0,
+		     "the older save was replayed");
+	cr_assert(fx_daemon_log_contains(&D, "/latest was committed again "
+					 "later: the older bytes are not "
+					 "uploaded"), "log %s", D.log_path);
+	cr_assert_eq(check_in_s3("latest", new_size, 81), 0);
+	fx_daemon_stop(&D);
+	/* Its ABORT is on disk: the next start has nothing of it. */
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_superseded_total"), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 0);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
+
 /* Reads key through the daemon into mem (buffer buf) and checks every
  * byte against pattern(seed). */
 static void read_back(struct rc_client *c, int buf, const void *mem,

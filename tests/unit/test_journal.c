@@ -274,6 +274,44 @@ Test(journal, rename_chain_replays_final_key_and_old_keys)
 	}
 }
 
+/* A later COMMIT of the same dataset and key supersedes an earlier
+ * committed object still in the journal, whether the later one was
+ * uploaded since (DONE) or not; so does a RENAME onto the key once
+ * committed. Not an object committed to another key, nor one whose
+ * newer namesake was never committed. */
+Test(journal, a_later_commit_of_the_key_supersedes_the_older)
+{
+	struct journal *j = open_at(path, 64ull * MIB);
+	put_object(j, 1, "latest", 10 * KIB, 4 * KIB);  /* older, never DONE */
+	put_object(j, 2, "latest", 20 * KIB, 4 * KIB);  /* newer, uploaded */
+	cr_assert_eq(journal_append_done(j, 2, "\"etag\""), 0);
+	put_object(j, 3, "other", 10, 10);
+	put_object(j, 4, "renamed", 10, 10);           /* older of "renamed" */
+	put_object(j, 5, "tmp", 30, 30);
+	cr_assert_eq(journal_append_rename(j, 5, "renamed"), 0);
+	put_object(j, 6, "open-after", 10, 10);
+	cr_assert_eq(journal_append_open(j, 7, "ckpt", "open-after"), 0);
+	put_object(j, 8, "latest-ds", 10, 10);
+	cr_assert_eq(journal_append_open(j, 9, "other-ds", "latest-ds"), 0);
+	cr_assert_eq(journal_append_commit(j, 9, 0, NULL, NULL), 0);
+	flush(j);
+	close_journal(j);
+	for (int pass = 0; pass < 2; pass++) {
+		j = open_at(path, 64ull * MIB);
+		cr_assert(find_replayed(j, 1)->superseded, "pass %d", pass);
+		cr_assert_null(find_replayed(j, 2));
+		cr_assert_not(find_replayed(j, 3)->superseded);
+		cr_assert(find_replayed(j, 4)->superseded);
+		cr_assert_not(find_replayed(j, 5)->superseded);
+		cr_assert_not(find_replayed(j, 6)->superseded,
+			      "superseded by an object never committed");
+		cr_assert_not(find_replayed(j, 8)->superseded,
+			      "superseded from another dataset");
+		cr_assert_not(find_replayed(j, 9)->superseded);
+		close_journal(j);
+	}
+}
+
 /* Completes one CQE of the journal's; false when none is in flight. */
 static bool complete_one(struct journal *j)
 {
