@@ -903,6 +903,45 @@ Test(writeback, kill_9_at_each_point_then_restart, .fini = teardown,
 	proxy_on = false;
 }
 
+/* An object a test writes: key, size and pattern seed. */
+struct wobj {
+	const char *key;
+	uint64_t size;
+	uint64_t seed;
+};
+
+/* After uploads failed for a cause a later try could cure: the log names
+ * it (one of the codes given) and the bytes were kept, not dropped. */
+static void assert_failed_and_kept(const char *code, const char *or_code)
+{
+	cr_assert(fx_daemon_log_contains(&D, code) ||
+		  (or_code && fx_daemon_log_contains(&D, or_code)),
+		  "the failure does not name its cause (log %s)", D.log_path);
+	cr_assert_not(fx_daemon_log_contains(&D, "dropped from the journal"),
+		      "acknowledged bytes were dropped (log %s)", D.log_path);
+}
+
+/* Stops the daemon, starts it again on the same journal with the proxy
+ * passing everything: the n objects are replayed and land byte for byte.
+ * Then stops both. */
+static void restart_and_land(const struct wobj *objs, int n)
+{
+	fx_daemon_stop(&D);
+	proxy_set("set fault-rate 0\nset damage-bodies 0\n");
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), n);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", n,
+				  30000), n, "the replay did not finish");
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(check_in_s3(objs[i].key, objs[i].size,
+					 objs[i].seed), 0, "%s", objs[i].key);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
+
 /* Bodies damaged on the way to S3: rc-proxy flips the first byte of PUT
  * bodies. S3 finds them by the signed SHA-256 or the Content-MD5 (RGW
  * answers XAmzContentSHA256Mismatch; that 400 used to count as a refusal
@@ -916,57 +955,38 @@ Test(writeback, bodies_damaged_on_the_way_are_sent_again_never_dropped,
      .fini = teardown, .timeout = 180)
 {
 	const char *pass[] = {"--latency-ms", "0", NULL};
-	const struct {
-		const char *key;
-		uint64_t size;
-	} objs[] = {{"damaged-put", 100 * 1024 + 3},
-		    {"damaged-multi", 11 * MiB + 7}};
+	const struct wobj objs[] = {{"damaged-put", 100 * 1024 + 3, 90},
+				    {"damaged-multi", 11 * MiB + 7, 91}};
+	const struct wobj always = {"damaged-always", 11 * MiB + 7, 93};
 	start_proxied(pass, 3, NULL);
 	struct rc_client c;
 	attach(&c);
 	for (int i = 0; i < 2; i++) {
 		proxy_set("set damage-bodies 1\n");
-		write_object(&c, objs[i].key, objs[i].size, 90 + i, true);
+		write_object(&c, objs[i].key, objs[i].size, objs[i].seed, true);
 		int r = rc_sync(&c, RC_SYNC_ALL);
 		cr_assert_eq(r, 0, "%s: sync after one damaged body: %s",
 			     objs[i].key, rc_strerror(r));
-		cr_assert_eq(check_in_s3(objs[i].key, objs[i].size, 90 + i), 0,
-			     "%s", objs[i].key);
+		cr_assert_eq(check_in_s3(objs[i].key, objs[i].size,
+					 objs[i].seed), 0, "%s", objs[i].key);
 	}
 	cr_assert_eq(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
 				   "bodies_damaged"), 2);
 
 	proxy_set("set damage-bodies 1000000\nreset-stats\n");
-	write_object(&c, "damaged-always", 11 * MiB + 7, 93, true);
+	write_object(&c, always.key, always.size, always.seed, true);
 	int r = rc_sync(&c, RC_SYNC_ALL);
 	cr_assert_eq(r, -EBADMSG, "sync with every body damaged: %s",
 		     rc_strerror(r));
 	rc_detach(&c);
 	cr_assert_gt(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
 				   "bodies_damaged"), 1, "not sent again");
-	cr_assert_eq(check_in_s3("damaged-always", 0, 0), -ENOENT,
+	cr_assert_eq(check_in_s3(always.key, 0, 0), -ENOENT,
 		     "a damaged upload left an object");
 	cr_assert_eq(uploads_in_progress(), 0,
 		     "a damaged multipart upload was left open");
-	cr_assert(fx_daemon_log_contains(&D, "XAmzContentSHA256Mismatch") ||
-		  fx_daemon_log_contains(&D, "BadDigest"),
-		  "the failure does not name its cause (log %s)", D.log_path);
-	cr_assert_not(fx_daemon_log_contains(&D, "dropped from the journal"),
-		      "a damaged body's bytes were dropped (log %s)",
-		      D.log_path);
-	fx_daemon_stop(&D);
-
-	proxy_set("set damage-bodies 0\n");
-	restart_daemon();
-	cr_assert_eq(fx_stat_value(D.socket_path,
-				   "ringcache_writeback_replayed_total"), 1);
-	cr_assert_eq(fx_wait_stat(D.socket_path,
-				  "ringcache_writeback_uploaded_total", 1,
-				  30000), 1, "the replay did not finish");
-	cr_assert_eq(check_in_s3("damaged-always", 11 * MiB + 7, 93), 0);
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
-	proxy_on = false;
+	assert_failed_and_kept("XAmzContentSHA256Mismatch", "BadDigest");
+	restart_and_land(&always, 1);
 }
 
 /* A failure a later try could cure is no refusal, whatever its status:
@@ -979,16 +999,14 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
      .fini = teardown, .timeout = 120)
 {
 	const char *pass[] = {"--latency-ms", "0", NULL};
-	const struct {
-		const char *key;
-		uint64_t size;
-	} objs[] = {{"slow-put", 100 * 1024 + 3}, {"slow-multi", 11 * MiB + 7}};
+	const struct wobj objs[] = {{"slow-put", 100 * 1024 + 3, 95},
+				    {"slow-multi", 11 * MiB + 7, 96}};
 	start_proxied(pass, 2, NULL);
 	struct rc_client c;
 	attach(&c);
 	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
 	for (int i = 0; i < 2; i++)
-		write_object(&c, objs[i].key, objs[i].size, 95 + i, true);
+		write_object(&c, objs[i].key, objs[i].size, objs[i].seed, true);
 	int r = rc_sync(&c, RC_SYNC_ALL);
 	cr_assert_eq(r, -EIO, "sync with every request timed out: %s",
 		     rc_strerror(r));
@@ -999,31 +1017,14 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(check_in_s3(objs[i].key, 0, 0), -ENOENT, "%s",
 			     objs[i].key);
-	cr_assert(fx_daemon_log_contains(&D, "RequestTimeout"),
-		  "the failure does not name its cause (log %s)", D.log_path);
+	assert_failed_and_kept("RequestTimeout", NULL);
 	cr_assert(fx_daemon_log_contains(&D, "(journaled: uploaded again at "
 					 "the next start)"),
 		  "the failure does not say the bytes are kept (log %s)",
 		  D.log_path);
-	cr_assert_not(fx_daemon_log_contains(&D, "dropped from the journal"),
-		      "acknowledged bytes dropped (log %s)", D.log_path);
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_rejected_total"), 0);
-	fx_daemon_stop(&D);
-
-	proxy_set("set fault-rate 0\n");
-	restart_daemon();
-	cr_assert_eq(fx_stat_value(D.socket_path,
-				   "ringcache_writeback_replayed_total"), 2);
-	cr_assert_eq(fx_wait_stat(D.socket_path,
-				  "ringcache_writeback_uploaded_total", 2,
-				  30000), 2, "the replay did not finish");
-	for (int i = 0; i < 2; i++)
-		cr_assert_eq(check_in_s3(objs[i].key, objs[i].size, 95 + i), 0,
-			     "%s", objs[i].key);
-	fx_daemon_stop(&D);
-	fx_proxy_stop(&P);
-	proxy_on = false;
+	restart_and_land(objs, 2);
 }
 
 /* The same key saved twice, the first save's upload failed (journaled),
