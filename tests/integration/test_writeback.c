@@ -921,6 +921,21 @@ static void assert_failed_and_kept(const char *code, const char *or_code)
 		      "acknowledged bytes were dropped (log %s)", D.log_path);
 }
 
+/* aws reads the scratch prefix back: exactly these n objects, byte for
+ * byte, and no multipart upload left (fx_aws_assert_objects). */
+static void aws_assert_only(const struct wobj *objs, int n)
+{
+	char keys[4][300];
+	struct fx_s3_object want[4];
+	cr_assert(n <= 4);
+	for (int i = 0; i < n; i++)
+		want[i] = written(keys[i], sizeof(keys[i]), objs[i].key,
+				  objs[i].size, objs[i].seed);
+	fx_aws_assert_objects(scratch_prefix(), want, (size_t)n, 5 * MiB);
+	for (int i = 0; i < n; i++)
+		free((void *)want[i].data);
+}
+
 /* Stops the daemon, starts it again on the same journal with the proxy
  * passing everything: the n objects are replayed and land byte for byte.
  * Then stops both. */
@@ -987,6 +1002,8 @@ Test(writeback, bodies_damaged_on_the_way_are_sent_again_never_dropped,
 		     "a damaged multipart upload was left open");
 	assert_failed_and_kept("XAmzContentSHA256Mismatch", "BadDigest");
 	restart_and_land(&always, 1);
+	const struct wobj all[] = {objs[0], objs[1], always};
+	aws_assert_only(all, 3);
 }
 
 /* A failure a later try could cure is no refusal, whatever its status:
@@ -1025,6 +1042,7 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_rejected_total"), 0);
 	restart_and_land(objs, 2);
+	aws_assert_only(objs, 2);
 }
 
 /* The same key saved twice, the first save's upload failed (journaled),
@@ -1073,6 +1091,8 @@ Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 	proxy_on = false;
+	const struct wobj newer = {"latest", new_size, 81};
+	aws_assert_only(&newer, 1);
 }
 
 /* Reads key through the daemon into mem (buffer buf) and checks every
