@@ -135,7 +135,7 @@ expect "sample sandbox.2" --socket="$SOCK" mount -f ''
 RINGCACHE_SOCKET=$SOCK expect "sample" cat samp
 
 if [ -z "$have_s3" ]; then
-	skip "keys: no S3 (RINGCACHE_TEST_S3_*, tests/run or /work/dev/testenv.sh)"
+	skip "keys: no S3 (RINGCACHE_TEST_S3_*: run it through tests/run)"
 	finish
 fi
 # Keys one level at a time, as awscli lists the same prefix.
