@@ -1219,6 +1219,7 @@ Test(mount_ro_ttl, warm_files_cost_no_open_and_no_fuse_request)
 	size_t opens = requests_logged("OPEN"),
 	       flushes = requests_logged("FLUSH"),
 	       reads = requests_logged("READ");
+	size_t cold_log = strlen(out); /* what the log held after them */
 	int64_t served = fx_stat_value(D.socket_path,
 				       "ringcache_read_bytes_zero_copy_total");
 	for (int i = 0; i < 2; i++) {
@@ -1239,7 +1240,11 @@ Test(mount_ro_ttl, warm_files_cost_no_open_and_no_fuse_request)
 	cr_assert_eq(requests_logged("OPEN"), opens, "warm opens sent OPEN");
 	cr_assert_eq(requests_logged("FLUSH"), flushes, "closes sent FLUSH");
 	cr_assert_eq(requests_logged("RELEASE"), 0, "closes sent RELEASE");
-	cr_assert_eq(requests_logged("READ"), reads, "warm reads sent READ");
+	size_t warm_reads = requests_logged("READ");
+	size_t log_len = strlen(out);
+	cr_assert_eq(warm_reads, reads, "warm reads sent READ; the mount's "
+		     "requests since the cold reads:\n%.3000s",
+		     out + (cold_log < log_len ? cold_log : log_len));
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_read_bytes_zero_copy_total"),
 		     served, "warm reads went to the daemon");
