@@ -306,7 +306,9 @@ struct rc_cqe {
  *   ENAMETOOLONG  WRITE_OPEN or RENAME: the key with the dataset's prefix
  *            is longer than 1024 bytes (S3's limit)
  *   EBUSY    RENAME of an uploaded object whose copy to a new name (an
- *            earlier RENAME) is still running; ABORT after COMMIT
+ *            earlier RENAME) is still running, or whose name another
+ *            object's upload, copy or DELETE is changing in S3 (a newer
+ *            save of that key); ABORT after COMMIT
  *   EEXIST   SYNC (COMMIT at durability s3): the dataset has
  *            overwrite = false and S3 already has an object at the key
  *            (the object is dropped, not uploaded)

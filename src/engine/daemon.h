@@ -158,6 +158,10 @@ struct shard {
 	uint32_t wb_cleaning;      /* of replayed objects: uploads wait */
 	_Atomic uint64_t wb_staged;
 	uint64_t wb_next_id;
+	uint64_t wb_change_seq;    /* of the last S3 change asked for (key waits) */
+	uint32_t wb_key_waiters;   /* objects whose key_wait is set */
+	bool wb_key_waking, wb_key_rewake; /* key_waiters_start re-entered */
+	bool wb_key_cancelled;     /* writeback_drain: no waiting change starts */
 	void *wb_spare;            /* staging chunks kept for reuse (a list) */
 	uint64_t wb_spare_bytes;   /* on wb_spare */
 	struct rc_list wb_warming; /* staging_warm jobs on a worker */

@@ -78,6 +78,9 @@
 	X(wb_superseded, counter, "ringcache_writeback_superseded_total",      \
 	  "Journaled objects a restart did not upload: another object was "    \
 	  "committed to their key later.")                                     \
+	X(wb_key_waits, counter, "ringcache_writeback_key_waits_total",        \
+	  "Uploads and RENAME copies that waited for another object's "        \
+	  "upload, copy or delete of the same S3 key to end.")                 \
 	X(wb_write_waits, counter, "ringcache_writeback_journal_waits_total",  \
 	  "Writes that waited for the journal's disk.")                        \
 	X(wb_relogs, counter, "ringcache_writeback_relogs_total",              \

@@ -565,6 +565,62 @@ static int read_journaled(void *ctx, uint64_t off, void *dst, size_t len)
 	return journal_read(sh->journal, jo, off, dst, len);
 }
 
+/* ---- one change of an S3 key at a time ---------------------------------- */
+
+/* Whether rel, a key of ds, is bucket key bkey of bucket. */
+static bool names_key(const struct dataset *ds, const char *rel,
+		      const char *bucket, const char *bkey)
+{
+	const char *prefix = ds->cfg->prefix;
+	size_t n = strlen(prefix);
+	return rel && strcmp(ds->cfg->bucket, bucket) == 0 &&
+	       strncmp(bkey, prefix, n) == 0 && strcmp(bkey + n, rel) == 0;
+}
+
+/* Whether an object other than self changes bucket/bkey in S3 now (an
+ * upload, an old name's DELETE, a RENAME's copy, which ends with the
+ * DELETE of its source) or waits to, asked for before seq. S3 keeps
+ * whichever change lands last, and two in flight land in any order: an
+ * older save's Complete could land over a newer one's, a copy's DELETE
+ * of its source remove a newer upload to that name. So the changes of a
+ * key go one at a time, in the order they were asked for. */
+static bool key_taken(const struct shard *sh, const struct wobject *self,
+		      const char *bucket, const char *bkey, uint64_t seq)
+{
+	const struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		const struct wobject *x = wobject_of(pos);
+		if (x == self)
+			continue;
+		if ((x->up || x->del) && x->up_key &&
+		    strcmp(x->ds->cfg->bucket, bucket) == 0 &&
+		    strcmp(x->up_key, bkey) == 0)
+			return true;
+		bool waits = (x->key_wait || x->cleanup_wait) &&
+			     x->change_seq < seq;
+		if ((x->copy || waits) && names_key(x->ds, x->key, bucket, bkey))
+			return true;
+		if ((x->copy || (waits && x->rename_op)) &&
+		    names_key(x->ds, x->rename_key, bucket, bkey))
+			return true;
+	}
+	return false;
+}
+
+/* w waits (holding a reference) until key_waiters_start finds its key
+ * free. */
+static void key_wait(struct shard *sh, struct wobject *w)
+{
+	if (w->key_wait)
+		return;
+	w->key_wait = true;
+	w->refs++;
+	sh->wb_key_waiters++;
+	sh->m.wb_key_waits++;
+}
+
+static void key_waiters_start(struct shard *sh);
+
 static void upload_start_for(struct shard *sh, struct wobject *w);
 
 /* The old name's DELETE ended: the upload under the new name goes now,
@@ -579,6 +635,7 @@ static void old_name_deleted(void *ctx, const struct upload_outcome *out)
 		left_behind(w->ds, w->up_key, out->code, out->message);
 	upload_start_for(sh, w);
 	wobject_put(sh, w); /* the DELETE's (the ended upload's) */
+	key_waiters_start(sh);
 }
 
 /* The upload landed under a name a RENAME has since replaced: that copy
@@ -680,10 +737,9 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 		staging_free(sh, w);
 }
 
-static void upload_done(void *ctx, const struct upload_outcome *out)
+static void upload_ended(struct shard *sh, struct wobject *w,
+			 const struct upload_outcome *out)
 {
-	struct wobject *w = ctx;
-	struct shard *sh = w->sh;
 	w->up = NULL;
 	if (w->restart && out->err == -ECANCELED && sh->d->stopping)
 		w->restart = false; /* the drain's cancel: the journal has it */
@@ -719,8 +775,18 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 	wobject_put(sh, w);
 }
 
+static void upload_done(void *ctx, const struct upload_outcome *out)
+{
+	struct wobject *w = ctx;
+	struct shard *sh = w->sh;
+	upload_ended(sh, w, out);
+	key_waiters_start(sh);
+}
+
 static void upload_start_for(struct shard *sh, struct wobject *w)
 {
+	if (!w->change_seq) /* a restart under a new name keeps its turn */
+		w->change_seq = ++sh->wb_change_seq;
 	/* The start-up clean-up aborts the multipart uploads of replayed
 	 * keys: none of this shard's starts before it has ended (held by a
 	 * reference, started by cleanups_ended). */
@@ -732,6 +798,11 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		return;
 	}
 	char *key = bucket_key(w);
+	if (key && key_taken(sh, w, w->ds->cfg->bucket, key, w->change_seq)) {
+		free(key);
+		key_wait(sh, w);
+		return;
+	}
 	struct upload_params p = {
 		.bucket = w->ds->cfg->bucket,
 		.key = key,
@@ -1243,18 +1314,14 @@ static void copy_done(void *ctx, const struct upload_outcome *out)
 		op_done(op);
 	}
 	wobject_put(sh, w);
+	key_waiters_start(sh);
 }
 
-/* In S3 already: a copy job (server-side copy, then the old name's
- * delete) on the shard's reactor; the RENAME completes when it ends. */
-static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
-			struct op *op)
+/* The copy job of w's RENAME (rename_key, rename_op set): 0 or -errno. */
+static int copy_start(struct shard *sh, struct wobject *w)
 {
-	if (strcmp(key, w->key) == 0)
-		return 0; /* its name already */
 	char *from = bucket_key(w);
-	char *to = dataset_bucket_key(w->ds, key);
-	w->rename_key = strdup(key);
+	char *to = dataset_bucket_key(w->ds, w->rename_key);
 	const struct rc_dataset_config *c = w->ds->cfg;
 	struct upload_copy_params p = {
 		.bucket = c->bucket, .from_key = from, .to_key = to,
@@ -1264,18 +1331,133 @@ static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
 		.no_overwrite = c->no_overwrite, .token = w->token_hex,
 	};
 	int err = -ENOMEM;
-	if (from && to && w->rename_key)
+	if (from && to)
 		w->copy = upload_copy_start(sh->uploads, &p, &err);
 	free(from);
 	free(to);
-	if (!w->copy) {
+	return w->copy ? 0 : err;
+}
+
+/* In S3 already: a copy job (server-side copy, then the old name's
+ * delete) on the shard's reactor; the RENAME completes when it ends.
+ * Another object's change of the new name (its upload, copy or DELETE)
+ * goes first: the copy waits for it. One of the old name is -EBUSY: a
+ * newer object replaces these bytes there, and copied after it lands
+ * the RENAME would move that object's bytes and delete them. */
+static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
+			struct op *op)
+{
+	if (strcmp(key, w->key) == 0)
+		return 0; /* its name already */
+	const char *bucket = w->ds->cfg->bucket;
+	char *from = bucket_key(w);
+	char *to = dataset_bucket_key(w->ds, key);
+	w->rename_key = strdup(key);
+	int err = from && to && w->rename_key ? 0 : -ENOMEM;
+	if (!err && key_taken(sh, w, bucket, from, UINT64_MAX))
+		err = -EBUSY;
+	bool wait = !err && key_taken(sh, w, bucket, to, UINT64_MAX);
+	free(from);
+	free(to);
+	w->rename_op = op;
+	w->change_seq = ++sh->wb_change_seq;
+	if (wait) {
+		key_wait(sh, w);
+		return WB_DEFERRED;
+	}
+	if (!err)
+		err = copy_start(sh, w);
+	if (err) {
 		free(w->rename_key);
 		w->rename_key = NULL;
+		w->rename_op = NULL;
 		return err;
 	}
-	w->rename_op = op;
 	w->refs++; /* the copy's: CLOSE or a dead session cannot free w */
 	return WB_DEFERRED;
+}
+
+/* A RENAME whose copy waited for its new name and will not run now: it
+ * fails with err, and the object keeps its name. */
+static void rename_not_started(struct shard *sh, struct wobject *w, int err)
+{
+	struct op *op = w->rename_op;
+	free(w->rename_key);
+	w->rename_key = NULL;
+	w->rename_op = NULL;
+	op->err = err;
+	op_done(op);
+	wobject_put(sh, w); /* the wait's */
+}
+
+/* The oldest change waiting for its key that may go now, asked for after
+ * seq; NULL if none. */
+static struct wobject *next_key_waiter(struct shard *sh, uint64_t after)
+{
+	struct wobject *best = NULL;
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		struct wobject *x = wobject_of(pos);
+		if (x->key_wait && x->change_seq > after &&
+		    (!best || x->change_seq < best->change_seq))
+			best = x;
+	}
+	return best;
+}
+
+/* Whether w's waiting change (a copy to rename_key, else its upload)
+ * may go: nothing else changes its key, and nothing asked for before it
+ * waits to. */
+static bool key_free_for(const struct shard *sh, const struct wobject *w)
+{
+	char *key = w->rename_op ? dataset_bucket_key(w->ds, w->rename_key)
+				 : bucket_key(w);
+	bool taken = key && key_taken(sh, w, w->ds->cfg->bucket, key,
+				      w->change_seq);
+	free(key);
+	return !taken;
+}
+
+/* After a change of a key ended: the waiting changes whose key is free
+ * go, in the order they were asked for. While stopping a journaled
+ * object's upload is left to the next start and a RENAME not yet copied
+ * fails (it keeps its old name), as for a copy the drain cancels. A
+ * start that ends at once calls back in here: the walk is then done
+ * again. */
+static void key_waiters_start(struct shard *sh)
+{
+	if (!sh->wb_key_waiters || sh->wb_key_cancelled)
+		return; /* none, or writeback_drain ends the waits itself */
+	if (sh->wb_key_waking) {
+		sh->wb_key_rewake = true;
+		return;
+	}
+	sh->wb_key_waking = true;
+	do {
+		sh->wb_key_rewake = false;
+		uint64_t after = 0;
+		struct wobject *w;
+		while ((w = next_key_waiter(sh, after))) {
+			after = w->change_seq;
+			bool left = sh->d->stopping &&
+				    (w->rename_op || w->journaled);
+			if (!left && !key_free_for(sh, w))
+				continue;
+			w->key_wait = false;
+			sh->wb_key_waiters--;
+			if (w->rename_op) {
+				int err = left ? -ECANCELED : copy_start(sh, w);
+				if (err)
+					rename_not_started(sh, w, err);
+				/* else the wait's reference is the copy's */
+				continue;
+			}
+			if (!left)
+				upload_start_for(sh, w);
+			wobject_put(sh, w);
+		}
+	} while (sh->wb_key_rewake);
+	sh->wb_key_waking = false;
 }
 
 /* Not in S3 yet: the new name is the one the upload uses (again, if one
@@ -1302,6 +1484,8 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 	free(w->key);
 	w->key = nk;
 	w->renames++;
+	if (w->key_wait) /* its new name may be free */
+		key_waiters_start(sh);
 	if (w->up) {
 		w->restart = true;
 		/* A multipart upload stops at once (its Complete, if sent,
@@ -1339,7 +1523,7 @@ int writeback_rename(struct wb_client *wc, uint32_t handle, const char *key,
 		return revoked;
 	if (!key_fits(w->ds, key))
 		return -ENAMETOOLONG;
-	if (w->copy)
+	if (w->copy || w->rename_op)
 		return -EBUSY; /* its name is changing */
 	if (w->state == W_DONE)
 		return rename_in_s3(sh, w, key, op);
@@ -1885,10 +2069,21 @@ void writeback_drain(struct shard *sh)
 	/* Journaled objects are uploaded again at the next start. A cancel
 	 * reports the upload done, which may drop the object's last
 	 * reference: ours keeps it (and its next) readable until then. */
+	sh->wb_key_cancelled = true; /* nothing starts now */
 	for (struct rc_list *pos = sh->wobjects.next, *next;
 	     pos != &sh->wobjects; pos = next) {
 		struct wobject *w = wobject_of(pos);
 		w->refs++;
+		if (w->key_wait) { /* cancelled before it started */
+			w->key_wait = false;
+			sh->wb_key_waiters--;
+			if (w->rename_op) {
+				rename_not_started(sh, w, -ECANCELED);
+			} else {
+				struct upload_outcome out = {.err = -ECANCELED};
+				upload_ended(sh, w, &out);
+			}
+		}
 		if (w->up)
 			upload_cancel(w->up);
 		if (w->copy) /* past the wait: the RENAME fails */

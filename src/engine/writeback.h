@@ -39,6 +39,10 @@ struct wobject {
 	char *up_key;             /* bucket key of the last upload started */
 	struct upload *del;       /* DELETE of up_key, landed before a RENAME */
 	bool cleanup_wait;        /* its upload waits for the start-up clean-up */
+	/* Its upload (or, with rename_op, its RENAME's copy) waits for
+	 * another object's change of the same S3 key to end (key_taken). */
+	bool key_wait;
+	uint64_t change_seq;      /* when that change was asked for: the order */
 	bool restart;             /* upload cancelled for a rename: again */
 	uint32_t renames;         /* RENAMEs while not yet in S3 */
 	struct op *commit_op;     /* COMMIT waiting for its durability */

@@ -11,13 +11,15 @@
  * and the bytes of a write S3 will refuse are never served meanwhile; a
  * RENAME racing another writer or batched with its COMMIT replaces
  * nothing. The tier and journal files are owner-only even when they
- * existed before. */
+ * existed before. Saving a key in a loop delays another uid's save of it
+ * by one turn, never for ever, and S3 ends with the last save. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -911,5 +913,124 @@ Test(writepath, rename_races_and_batches_replace_nothing, .fini = teardown,
 	free(small);
 	free(big);
 	free(e);
+	fx_daemon_stop(&D);
+}
+
+/* nobody's side of the test below: saves of "shared" on ck (2 MiB
+ * each), one after the other without waiting for
+ * S3, until the stop pipe is closed; then SYNC. *last is the seed of the
+ * last save committed. */
+#define FLOOD_SIZE (2u * MiB)
+#define FLOOD_SEED 600u
+
+struct flood {
+	const char *socket;
+	int stop_fd;            /* readable (EOF) once root is done */
+	int stop_wr;            /* its write end: the parent's alone */
+	volatile unsigned *last; /* shared with the parent */
+};
+
+static int flood_key(void *arg)
+{
+	const struct flood *f = arg;
+	close(f->stop_wr);
+	struct nobody n;
+	int step = nobody_attach(&n, f->socket, "ck", FLOOD_SIZE);
+	if (step)
+		return step;
+	fcntl(f->stop_fd, F_SETFL, O_NONBLOCK);
+	for (unsigned i = 0;; i++) {
+		char b;
+		if (i > 0 && read(f->stop_fd, &b, 1) == 0)
+			break;
+		if (i >= 2000)
+			return 4; /* never told to stop */
+		int h = rc_write_open(&n.c, n.ds, "shared");
+		if (h < 0)
+			return 5;
+		fx_fill_pattern(n.mem, FLOOD_SIZE, FLOOD_SEED + i);
+		ssize_t w;
+		int tries = 0;
+		/* Staging or the journal full: the earlier saves are still
+		 * uploading. */
+		while (((w = rc_write(&n.c, (uint32_t)h, 0, FLOOD_SIZE,
+				      (uint32_t)n.buf, 0)) == -EAGAIN ||
+			w == -ENOSPC) && ++tries < 3000)
+			usleep(10000);
+		if (w != (ssize_t)FLOOD_SIZE)
+			return 6;
+		if (rc_commit(&n.c, (uint32_t)h) != 0 ||
+		    rc_close(&n.c, (uint32_t)h) != 0)
+			return 7;
+		*f->last = FLOOD_SEED + i;
+	}
+	if (rc_sync(&n.c, RC_SYNC_ALL) != 0)
+		return 8;
+	rc_detach(&n.c);
+	return 0;
+}
+
+/* A key another uid keeps saving: nobody commits saves of "shared" one
+ * after the other while root saves it once. A shard changes a key one
+ * object at a time in the order asked for, first come, first served:
+ * root's upload waits for nobody's saves committed before it, not for
+ * those after, so root's SYNC returns while nobody goes on (an order
+ * that let the newest go first would hold it for as long as nobody
+ * liked, and the test would time out); and S3 ends with the last save
+ * committed, nobody's, byte for byte (awscli). */
+Test(writepath, a_key_another_uid_keeps_saving_delays_one_save_by_a_turn,
+     .fini = teardown, .timeout = 240)
+{
+	start();
+	volatile unsigned *last = mmap(NULL, sizeof(*last),
+				       PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq((void *)last, MAP_FAILED);
+	*last = 0;
+	int stop[2];
+	cr_assert_eq(pipe(stop), 0);
+	struct flood f = {.socket = D.socket_path, .stop_fd = stop[0],
+			  .stop_wr = stop[1], .last = last};
+	pid_t pid = fx_as_nobody_start(flood_key, &f);
+	close(stop[0]);
+	for (int i = 0; fx_stat_value(D.socket_path,
+				      "ringcache_writeback_committed_total") < 3;
+	     i++) {
+		if (i == 3000) { /* 30 s: nobody's loop stopped early */
+			close(stop[1]);
+			cr_assert_fail("nobody committed fewer than 3 saves "
+				       "(step %d)", fx_as_nobody_wait(pid));
+		}
+		usleep(10000);
+	}
+
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, SMALL, &mem);
+	cr_assert(ds >= 0 && buf >= 0);
+	fx_fill_pattern(mem, SMALL, 599);
+	int h = rc_write_open(&c, ds, "shared");
+	cr_assert_geq(h, 0);
+	cr_assert_eq(rc_write(&c, (uint32_t)h, 0, SMALL, (uint32_t)buf, 0),
+		     (ssize_t)SMALL);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	int r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "root's save of a key nobody keeps saving: %s",
+		     rc_strerror(r));
+	close(stop[1]);
+	rc_detach(&c);
+	int st = fx_as_nobody_wait(pid);
+	cr_assert_eq(st, 0, "nobody's saves failed at step %d", st);
+	cr_assert_geq(fx_stat_value(D.socket_path,
+				    "ringcache_writeback_key_waits_total"), 1);
+	char k[400];
+	snprintf(k, sizeof(k), "%sshared", bucket_prefix("ck/"));
+	unsigned char *want = fx_pattern(FLOOD_SIZE, *last);
+	struct fx_s3_object objs[] = {{k, want, FLOOD_SIZE}};
+	fx_aws_assert_objects(bucket_prefix("ck/"), objs, 1, 5 * MiB);
+	free(want);
+	munmap((void *)last, sizeof(*last));
 	fx_daemon_stop(&D);
 }

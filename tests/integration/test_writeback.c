@@ -4,7 +4,8 @@
  * the daemon at five points of a write's life, then a restart on the same
  * journal: every acknowledged object in S3 byte for byte, nothing partial,
  * the uncommitted object discarded and reported, no multipart upload left;
- * writes are refused where the config says so. Objects are read back with
+ * writes are refused where the config says so; saves and renames of one
+ * key land in the order asked for. Objects are read back with
  * an S3 client (awscli, or s3_perform), not through the daemon. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -1503,4 +1504,111 @@ Test(writeback, rename_failure_keeps_the_old_name, .fini = teardown,
 	cr_assert_eq(uploads_in_progress(), 0);
 	rc_detach(&c);
 	fx_daemon_stop(&D);
+}
+
+/* Three saves of one key whose uploads overlap: the first two multipart
+ * uploads whose Completes S3 answers late, the last a single PUT. S3
+ * keeps whichever change of a key lands last, so they go one at a time
+ * in the order they were committed and S3 ends with the newest (the
+ * single PUT used to land first, and an older save's Complete over it). */
+Test(writeback, saves_of_one_key_land_in_commit_order, .fini = teardown,
+     .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct wobj saves[] = {{"latest", 11 * MiB + 7, 70},
+				     {"latest", 6 * MiB + 1, 71},
+				     {"latest", 100 * 1024 + 3, 72}};
+	start_proxied(pass, 2, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set complete-delay-ms 1500\n");
+	for (int i = 0; i < 3; i++)
+		write_object(&c, saves[i].key, saves[i].size, saves[i].seed,
+			     true);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "sync: %s", rc_strerror(r));
+	rc_detach(&c);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_uploaded_total"), 3);
+	cr_assert_eq(check_in_s3("latest", saves[2].size, saves[2].seed), 0,
+		     "S3 does not hold the newest save");
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_key_waits_total"), 2,
+		     "the newer saves did not wait for the older");
+	fx_daemon_stop(&D);
+	aws_assert_only(&saves[2], 1);
+}
+
+/* A RENAME onto a name another save is uploading to waits for that
+ * upload, and its copy lands after it: S3 holds the renamed object, the
+ * change asked for last (its copy used to land at once, and the other
+ * save's Complete over it). A RENAME away from a name a newer save is
+ * uploading to is -EBUSY: copied once that save landed, it would move
+ * the newer bytes and delete them. */
+Test(writeback, a_rename_waits_for_the_upload_to_its_new_name,
+     .fini = teardown, .timeout = 120)
+{
+	const uint64_t size = 3 * MiB + 5, other = 11 * MiB + 7;
+	struct rc_client c;
+	int h = start_with_uploaded(&c, "0", 2, "tmp", size, 73);
+	proxy_set("set complete-delay-ms 1500\n");
+	write_object(&c, "final", other, 74, true);
+	int r = rc_rename(&c, (uint32_t)h, "final");
+	cr_assert_eq(r, 0, "rename onto a name being uploaded: %s",
+		     rc_strerror(r));
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0); /* the other save's too */
+	cr_assert_eq(check_in_s3("final", size, 73), 0,
+		     "the renamed object is not under its new name");
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_key_waits_total"), 1,
+		     "the copy did not wait for the upload");
+	cr_assert_eq(head_in_s3("tmp"), -ENOENT);
+
+	int z = write_object(&c, "z", size, 75, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	write_object(&c, "z", other, 76, true);
+	r = rc_rename(&c, (uint32_t)z, "z2");
+	cr_assert_eq(r, -EBUSY, "rename away from a name being uploaded: %s",
+		     rc_strerror(r));
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	rc_detach(&c);
+	cr_assert_eq(head_in_s3("z2"), -ENOENT);
+	fx_daemon_stop(&D);
+	const struct wobj left[] = {{"final", size, 73}, {"z", other, 76}};
+	aws_assert_only(left, 2);
+}
+
+/* SIGTERM while a save waits for an older save's upload of its key: the
+ * daemon stops at once, the waiting save stays journaled, and the next
+ * start uploads it (the older one, superseded, not): S3 ends with it. */
+Test(writeback, a_save_waiting_for_its_key_survives_a_stop,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct wobj older = {"latest", 11 * MiB + 7, 77},
+			  newer = {"latest", 2 * MiB + 3, 78};
+	start_proxied(pass, 2, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set complete-delay-ms 3000\n");
+	write_object(&c, older.key, older.size, older.seed, true);
+	write_object(&c, newer.key, newer.size, newer.seed, true);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_key_waits_total"), 1);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	cr_assert(fx_daemon_log_contains(&D, "stopped by shutdown: journaled"),
+		  "log %s", D.log_path);
+	proxy_set("set complete-delay-ms 0\n");
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_superseded_total"), 1);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 1,
+				  30000), 1, "the newer save was not uploaded");
+	cr_assert_eq(check_in_s3("latest", newer.size, newer.seed), 0);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+	aws_assert_only(&newer, 1);
 }
