@@ -309,6 +309,9 @@ struct rc_cqe {
  *            earlier RENAME) is still running, or whose name another
  *            object's upload, copy or DELETE is changing in S3 (a newer
  *            save of that key); ABORT after COMMIT
+ *   ESTALE   RENAME of an uploaded object whose key another object has
+ *            replaced in S3 since (a later save of that key): nothing is
+ *            copied or deleted
  *   EEXIST   SYNC (COMMIT at durability s3): the dataset has
  *            overwrite = false and S3 already has an object at the key
  *            (the object is dropped, not uploaded)

@@ -1329,6 +1329,7 @@ static int copy_start(struct shard *sh, struct wobject *w)
 		.part_size = c->part_size, .concurrency = c->upload_concurrency,
 		.done = copy_done, .done_ctx = w, .tag = w->ds->budget,
 		.no_overwrite = c->no_overwrite, .token = w->token_hex,
+		.source_etag = w->etag,
 	};
 	int err = -ENOMEM;
 	if (from && to)

@@ -131,8 +131,10 @@ static int validate_write_params(const struct s3_req_params *p, char *err,
 	if ((p->content_md5_value && !valid_header_value(p->content_md5_value)) ||
 	    (p->checksum_crc32c && !valid_header_value(p->checksum_crc32c)) ||
 	    (p->meta_daemon && !valid_header_value(p->meta_daemon)) ||
-	    (p->meta_upload && !valid_header_value(p->meta_upload))) {
-		rc_set_err(err, errlen, "checksum value has control characters");
+	    (p->meta_upload && !valid_header_value(p->meta_upload)) ||
+	    (p->copy_source_if_match &&
+	     !valid_header_value(p->copy_source_if_match))) {
+		rc_set_err(err, errlen, "a header value has control characters");
 		return -1;
 	}
 	return 0;

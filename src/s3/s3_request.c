@@ -88,6 +88,10 @@ static int add_write_headers(struct s3_req *r, const struct s3_req_params *p,
 			return -1;
 		sh->h[sh->n++] = (struct sigv4_header){ "x-amz-copy-source",
 							r->copy_source };
+		if (p->copy_source_if_match)
+			sh->h[sh->n++] = (struct sigv4_header){
+				"x-amz-copy-source-if-match",
+				p->copy_source_if_match };
 	}
 	if (p->op == S3_UPLOAD_PART_COPY) {
 		snprintf(sh->copy_range, sizeof(sh->copy_range),

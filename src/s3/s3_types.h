@@ -127,6 +127,10 @@ struct s3_req_params {
 	const char *copy_source;
 	/* UploadPartCopy: the source's bytes [off, off + len), len >= 1 */
 	uint64_t copy_range_off, copy_range_len;
+	/* CopyObject, UploadPartCopy: sent as x-amz-copy-source-if-match,
+	 * so the server copies only while the source has this ETag (else
+	 * 412, -ESTALE). No control characters. NULL: not sent. */
+	const char *copy_source_if_match;
 	/* PUT and CreateMultipartUpload: sent (and signed) as
 	 * x-amz-meta-ringcache-daemon, so an object or an in-progress upload
 	 * says which daemon wrote it. NULL: not sent. */

@@ -1,9 +1,10 @@
 /* upload.c - the upload engine (see upload.h): per object a state machine
  * of S3 requests (PUT, or Create / UploadPart x N / Complete, Abort on
  * failure), driven by callbacks from a driver that owns the event loop.
- * A copy job is the same machine with the parts' bytes on the server:
- * CopyObject, or Create / UploadPartCopy x N / Complete, then a DELETE of
- * the source (X_DELETE), so it retries, throttles and aborts as uploads do.
+ * A copy job is the same machine with the parts' bytes on the server: a
+ * HEAD of the source when its ETag is known (X_SOURCE), CopyObject, or
+ * Create / UploadPartCopy x N / Complete, then a DELETE of the source
+ * (X_DELETE), so it retries, throttles and aborts as uploads do.
  *
  * Lifetime: an upload lives until its done callback has run and none of
  * its transfers (requests in flight or waiting on a retry timer) is left;
@@ -30,7 +31,7 @@
  * may ignore If-None-Match there) or after a 412 (our own earlier attempt,
  * or another writer's object?). */
 enum xfer_kind { X_PUT, X_CREATE, X_PART, X_COMPLETE, X_ABORT, X_VERIFY,
-		 X_EXISTS, X_COPY, X_DELETE };
+		 X_EXISTS, X_COPY, X_DELETE, X_SOURCE };
 
 struct xfer {
 	enum xfer_kind kind;
@@ -73,6 +74,7 @@ struct upload {
 	unsigned busy;           /* engine frames using it: not freed under them */
 	char *from_key;          /* a copy job's source; NULL for an upload */
 	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
+	char *source_etag;       /* x-amz-copy-source-if-match, or NULL */
 	bool deleting;           /* the copy landed: the source's DELETE runs */
 	bool delete_only;        /* a delete job: its DELETE is all it does */
 	char upload_id[256];
@@ -217,6 +219,7 @@ static void upload_free(struct upload *u)
 	free(u->key);
 	free(u->from_key);
 	free(u->copy_src);
+	free(u->source_etag);
 	free(u->md5s);
 	free(u->etags);
 	free(u);
@@ -284,6 +287,10 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->op = S3_DELETE_OBJECT;
 		p->key = u->from_key;
 		break;
+	case X_SOURCE:
+		p->op = S3_HEAD_OBJECT;
+		p->key = u->from_key;
+		break;
 	case X_COMPLETE:
 		p->op = S3_COMPLETE_MULTIPART;
 		p->upload_id = u->upload_id;
@@ -298,8 +305,10 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 		p->op = S3_HEAD_OBJECT;
 		break;
 	}
-	if (u->from_key && (x->kind == X_COPY || x->kind == X_PART))
+	if (u->from_key && (x->kind == X_COPY || x->kind == X_PART)) {
 		p->copy_source = u->copy_src;
+		p->copy_source_if_match = u->source_etag;
+	}
 	if (u->from_key && x->kind == X_PART) {
 		size_t len;
 		part_bounds(u, x->part, &p->copy_range_off, &len);
@@ -690,7 +699,7 @@ static void upload_advance(struct upload *u)
 		drop_parts(u);
 		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
 		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY) ||
-		    has_kind(u, X_EXISTS))
+		    has_kind(u, X_EXISTS) || has_kind(u, X_SOURCE))
 			return; /* its answer decides what there is to abort */
 		if (any_hashing(u))
 			return; /* a worker still reads a body */
@@ -751,6 +760,21 @@ static void set_exists(struct upload *u, const struct s3_result *r)
 	set_failure(u, -EEXIST, &ex);
 }
 
+/* A copy's source no longer has the ETag the job was given (412 to
+ * x-amz-copy-source-if-match): another object replaced it, and copying
+ * that one would move its bytes and then delete them. */
+static void source_changed(struct upload *u, const struct s3_result *r)
+{
+	struct s3_result ex = *r;
+	ex.err = -ESTALE;
+	ex.http_status = 412;
+	snprintf(ex.code, sizeof(ex.code), "PreconditionFailed");
+	snprintf(ex.message, sizeof(ex.message),
+		 "the source no longer has ETag %.60s: another object "
+		 "replaced it", u->source_etag);
+	set_failure(u, -ESTALE, &ex);
+}
+
 /* The object a HEAD found is this writer's: it carries the token only
  * the writer has. Never the bytes (an ETag): anyone may write the same
  * bytes to the key, and an upload taken for landed makes its writer the
@@ -771,7 +795,9 @@ static void on_exists_done(struct xfer *x, const struct s3_result *r)
 	if (r->err && r->err != -ENOENT) {
 		set_failure(u, r->err, r);
 	} else if (u->refused) {
-		if (!ours) {
+		if (!ours && r->err == -ENOENT && u->source_etag) {
+			source_changed(u, r); /* not If-None-Match's 412 */
+		} else if (!ours) {
 			set_exists(u, r);
 		} else if (u->upload_id[0]) {
 			u->landed = true; /* abort ours, then success */
@@ -874,7 +900,9 @@ static void on_part_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	char etag[128];
-	if (r->err) {
+	if (r->err == -ESTALE && u->from_key && u->source_etag) {
+		source_changed(u, r);
+	} else if (r->err) {
 		set_failure(u, r->err, r);
 	} else if (answered_etag(x, r, etag, sizeof(etag)) == 0) {
 		snprintf(u->etags[x->part - 1], sizeof(u->etags[0]), "%s", etag);
@@ -905,7 +933,9 @@ static void on_copy_done(struct xfer *x, const struct s3_result *r)
 	char etag[128];
 	if (refused_overwrite(x, r))
 		return;
-	if (r->err)
+	if (r->err == -ESTALE && u->source_etag)
+		source_changed(u, r);
+	else if (r->err)
 		set_failure(u, r->err, r);
 	else if (answered_etag(x, r, etag, sizeof(etag)) == 0)
 		snprintf(u->out.etag, sizeof(u->out.etag), "%s", etag);
@@ -914,6 +944,44 @@ static void on_copy_done(struct xfer *x, const struct s3_result *r)
 		report_done(u);
 	else
 		finish(u);
+}
+
+/* Equal ETags, each with or without its quotes. */
+static bool same_etag(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
+		a++, la -= 2;
+	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
+		b++, lb -= 2;
+	return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* The first request that writes: a copy job's after its source's HEAD. */
+static enum xfer_kind first_write(const struct upload *u)
+{
+	/* A copy that must not replace looks first (a server may ignore
+	 * If-None-Match on CopyObject). */
+	return u->n_parts ? X_CREATE : !u->from_key ? X_PUT :
+	       u->p.no_overwrite ? X_EXISTS : X_COPY;
+}
+
+/* The HEAD of a copy's source before anything is written: it must still
+ * have the ETag the job was given. x-amz-copy-source-if-match says the
+ * same on every copy request, but a server may ignore it (Ceph RGW reads
+ * x-amz-copy-if-match instead: tested); an object that replaces the
+ * source between this HEAD and the copy is then copied. */
+static void on_source_done(struct xfer *x, const struct s3_result *r)
+{
+	struct upload *u = x->u;
+	xfer_free(x);
+	if (!r->err && !same_etag(r->etag, u->source_etag))
+		source_changed(u, r);
+	else if (r->err)
+		set_failure(u, r->err, r);
+	else if (u->state == U_RUNNING)
+		start_simple(u, first_write(u));
+	upload_advance(u);
 }
 
 static void on_delete_done(struct xfer *x, const struct s3_result *r)
@@ -1038,6 +1106,7 @@ void upload_transfer_done(struct s3_req *req, CURLcode code)
 	case X_EXISTS: on_exists_done(x, &r); break;
 	case X_COPY: on_copy_done(x, &r); break;
 	case X_DELETE: on_delete_done(x, &r); break;
+	case X_SOURCE: on_source_done(x, &r); break;
 	}
 	upload_release(u);
 }
@@ -1138,12 +1207,8 @@ static struct upload *upload_alloc(struct upload_engine *e,
 static int start_first(struct upload *u)
 {
 	struct upload_engine *e = u->e;
-	/* A copy that must not replace looks first (a server may ignore
-	 * If-None-Match on CopyObject). */
 	enum xfer_kind first = u->delete_only ? X_DELETE :
-			       u->n_parts ? X_CREATE :
-			       !u->from_key ? X_PUT :
-			       u->p.no_overwrite ? X_EXISTS : X_COPY;
+			       u->source_etag ? X_SOURCE : first_write(u);
 	struct xfer *x = xfer_new(u, first);
 	if (!x)
 		return -ENOMEM;
@@ -1242,7 +1307,10 @@ struct upload *upload_copy_start(struct upload_engine *e,
 		return NULL;
 	}
 	u->from_key = strdup(cp->from_key);
+	if (cp->source_etag && cp->source_etag[0])
+		u->source_etag = strdup(cp->source_etag);
 	if (!u->from_key ||
+	    (cp->source_etag && cp->source_etag[0] && !u->source_etag) ||
 	    asprintf(&u->copy_src, "%s/%s", cp->bucket, cp->from_key) < 0) {
 		u->copy_src = NULL;
 		*err = -ENOMEM;

@@ -178,6 +178,12 @@ struct upload_copy_params {
 	 * source's metadata, a multipart copy's Create sends the token). */
 	bool no_overwrite;
 	const char *token;
+	/* The source's ETag as the caller last knew it (copied): a HEAD of
+	 * the source first, and x-amz-copy-source-if-match on CopyObject
+	 * and every UploadPartCopy (a server may ignore it: Ceph RGW does),
+	 * so a source another object has replaced since is neither copied
+	 * nor deleted: the job ends -ESTALE. NULL or "": neither. */
+	const char *source_etag;
 };
 struct upload *upload_copy_start(struct upload_engine *e,
 				 const struct upload_copy_params *p, int *err);

@@ -587,6 +587,62 @@ Test(s3_write, copy_object_copies_bytes)
 	wclient_close(&w);
 }
 
+/* x-amz-copy-source-if-match, which write-back's RENAME sends so that a
+ * key a later save replaced is neither copied nor deleted: with the
+ * source's own ETag (quoted, as S3 gives it) CopyObject and UploadPartCopy
+ * copy. With another, S3 answers 412 (-ESTALE) and writes nothing; Ceph
+ * RGW reads x-amz-copy-if-match instead and copies all the same, which
+ * is why the upload engine HEADs the source first (upload.c,
+ * on_source_done; writeback/a_rename_never_moves_a_later_save_of_its_key
+ * tests that). */
+Test(s3_write, copy_source_if_match_is_accepted)
+{
+	struct wclient w;
+	struct s3_result res;
+	char src[512], dst[512], source[600], key[512], id[256], etag[128];
+	unsigned char *data = fx_pattern(200000, 9);
+
+	wclient_open(&w, NULL, 3);
+	wkey(src, sizeof(src), "copy-if-src");
+	wkey(dst, sizeof(dst), "copy-if-dst");
+	cr_assert_eq(put(&w, src, data, 200000, NULL, NULL, &res), 0);
+	snprintf(etag, sizeof(etag), "%s", res.etag);
+	cr_assert_eq(etag[0], '"', "ETag %s", etag);
+	snprintf(source, sizeof(source), "%s/%s", bkt(), src);
+	struct s3_req_params p = { .op = S3_COPY_OBJECT, .bucket = bkt(),
+				   .key = dst, .copy_source = source,
+				   .copy_source_if_match = etag };
+	cr_assert_eq(s3_perform(w.s3, &p, &res, NULL, NULL), 0,
+		     "CopyObject, its ETag %s: %d %ld %s", etag, res.err,
+		     res.http_status, res.code);
+	assert_object(&w, dst, data, 200000);
+	wkey(key, sizeof(key), "copy-if-part");
+	create_upload(&w, key, id, sizeof(id));
+	struct s3_req_params pp = { .op = S3_UPLOAD_PART_COPY, .bucket = bkt(),
+				    .key = key, .upload_id = id,
+				    .part_number = 1, .copy_source = source,
+				    .copy_range_off = 0,
+				    .copy_range_len = 200000,
+				    .copy_source_if_match = etag };
+	cr_assert_eq(s3_perform(w.s3, &pp, &res, NULL, NULL), 0,
+		     "UploadPartCopy, its ETag: %d %ld %s", res.err,
+		     res.http_status, res.code);
+	abort_upload(&w, key, id);
+
+	wkey(dst, sizeof(dst), "copy-if-other");
+	p.copy_source_if_match = "\"0123456789abcdef0123456789abcdef\"";
+	int rc = s3_perform(w.s3, &p, &res, NULL, NULL);
+	cr_assert(rc == 0 || (rc == -ESTALE && res.http_status == 412),
+		  "CopyObject, another ETag: %d %ld %s", res.err,
+		  res.http_status, res.code);
+	if (rc == -ESTALE)
+		cr_assert_eq(head(&w, dst, &res), -ENOENT, "copied after a 412");
+	else
+		cr_log_info("the server ignores x-amz-copy-source-if-match");
+	free(data);
+	wclient_close(&w);
+}
+
 /* ---- faults ---- */
 
 /* One 4-part upload through w; fails the test unless the object ends up

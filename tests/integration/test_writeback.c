@@ -1612,3 +1612,41 @@ Test(writeback, a_save_waiting_for_its_key_survives_a_stop,
 	proxy_on = false;
 	aws_assert_only(&newer, 1);
 }
+
+/* A RENAME of an uploaded object whose key a later save has replaced in
+ * S3 since: the copy is conditional on the object's own ETag
+ * (x-amz-copy-source-if-match), so the RENAME fails -ESTALE, S3 keeps the
+ * later save under the key and nothing lands under the new name (the
+ * RENAME used to copy the later save's bytes to the new name and delete
+ * them from the key: a save acknowledged and synced, gone). By CopyObject
+ * and by UploadPartCopy; the later saves themselves rename as before. */
+Test(writeback, a_rename_never_moves_a_later_save_of_its_key,
+     .fini = teardown, .timeout = 120)
+{
+	const uint64_t small = 3 * MiB + 5, big = 11 * MiB + 7;
+	struct rc_client c;
+	int old_small = start_with_uploaded(&c, "0", 2, "k", small, 84);
+	int new_small = write_object(&c, "k", small + 1, 85, true);
+	int old_big = write_object(&c, "b", big, 86, true);
+	int new_big = write_object(&c, "b", big + 1, 87, true);
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), 0);
+	int r = rc_rename(&c, (uint32_t)old_small, "k.old");
+	cr_assert_eq(r, -ESTALE, "CopyObject of a replaced object: %s",
+		     rc_strerror(r));
+	r = rc_rename(&c, (uint32_t)old_big, "b.old");
+	cr_assert_eq(r, -ESTALE, "UploadPartCopy of a replaced object: %s",
+		     rc_strerror(r));
+	cr_assert_eq(check_in_s3("k", small + 1, 85), 0);
+	cr_assert_eq(check_in_s3("b", big + 1, 87), 0);
+	cr_assert_eq(head_in_s3("k.old"), -ENOENT);
+	cr_assert_eq(head_in_s3("b.old"), -ENOENT);
+	cr_assert(fx_daemon_log_contains(&D, "another object replaced it"),
+		  "the failure does not name its cause (log %s)", D.log_path);
+	cr_assert_eq(rc_rename(&c, (uint32_t)new_small, "k.new"), 0);
+	cr_assert_eq(rc_rename(&c, (uint32_t)new_big, "b.new"), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	const struct wobj left[] = {{"b.new", big + 1, 87},
+				    {"k.new", small + 1, 85}};
+	aws_assert_only(left, 2);
+}
