@@ -1521,7 +1521,9 @@ Test(writeback, saves_of_one_key_land_in_commit_order, .fini = teardown,
 	start_proxied(pass, 2, NULL);
 	struct rc_client c;
 	attach(&c);
-	proxy_set("set complete-delay-ms 1500\n");
+	/* Long enough that the later saves are committed while the first
+	 * one's Complete is held, however slow the machine. */
+	proxy_set("set complete-delay-ms 2500\n");
 	for (int i = 0; i < 3; i++)
 		write_object(&c, saves[i].key, saves[i].size, saves[i].seed,
 			     true);
