@@ -775,6 +775,16 @@ static void source_changed(struct upload *u, const struct s3_result *r)
 	set_failure(u, -ESTALE, &ex);
 }
 
+/* A request of u failed: for a copy given its source's ETag a 412 is
+ * that source changed (x-amz-copy-source-if-match), else S3's failure. */
+static void request_failed(struct upload *u, const struct s3_result *r)
+{
+	if (r->err == -ESTALE && u->source_etag)
+		source_changed(u, r);
+	else
+		set_failure(u, r->err, r);
+}
+
 /* The object a HEAD found is this writer's: it carries the token only
  * the writer has. Never the bytes (an ETag): anyone may write the same
  * bytes to the key, and an upload taken for landed makes its writer the
@@ -900,10 +910,8 @@ static void on_part_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	char etag[128];
-	if (r->err == -ESTALE && u->from_key && u->source_etag) {
-		source_changed(u, r);
-	} else if (r->err) {
-		set_failure(u, r->err, r);
+	if (r->err) {
+		request_failed(u, r);
 	} else if (answered_etag(x, r, etag, sizeof(etag)) == 0) {
 		snprintf(u->etags[x->part - 1], sizeof(u->etags[0]), "%s", etag);
 		if (u->from_key)
@@ -933,10 +941,8 @@ static void on_copy_done(struct xfer *x, const struct s3_result *r)
 	char etag[128];
 	if (refused_overwrite(x, r))
 		return;
-	if (r->err == -ESTALE && u->source_etag)
-		source_changed(u, r);
-	else if (r->err)
-		set_failure(u, r->err, r);
+	if (r->err)
+		request_failed(u, r);
 	else if (answered_etag(x, r, etag, sizeof(etag)) == 0)
 		snprintf(u->out.etag, sizeof(u->out.etag), "%s", etag);
 	xfer_free(x);
@@ -944,17 +950,6 @@ static void on_copy_done(struct xfer *x, const struct s3_result *r)
 		report_done(u);
 	else
 		finish(u);
-}
-
-/* Equal ETags, each with or without its quotes. */
-static bool same_etag(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la >= 2 && a[0] == '"' && a[la - 1] == '"')
-		a++, la -= 2;
-	if (lb >= 2 && b[0] == '"' && b[lb - 1] == '"')
-		b++, lb -= 2;
-	return la == lb && memcmp(a, b, la) == 0;
 }
 
 /* The first request that writes: a copy job's after its source's HEAD. */
@@ -975,7 +970,7 @@ static void on_source_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	xfer_free(x);
-	if (!r->err && !same_etag(r->etag, u->source_etag))
+	if (!r->err && strcmp(r->etag, u->source_etag) != 0)
 		source_changed(u, r);
 	else if (r->err)
 		set_failure(u, r->err, r);
