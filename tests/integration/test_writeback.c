@@ -1582,7 +1582,8 @@ Test(writeback, a_rename_waits_for_the_upload_to_its_new_name,
 
 /* SIGTERM while a save waits for an older save's upload of its key: the
  * daemon stops at once, the waiting save stays journaled, and the next
- * start uploads it (the older one, superseded, not): S3 ends with it. */
+ * start, into an S3 outage, uploads it once S3 is back (the older one,
+ * superseded, not): S3 ends with it. */
 Test(writeback, a_save_waiting_for_its_key_survives_a_stop,
      .fini = teardown, .timeout = 120)
 {
@@ -1601,10 +1602,14 @@ Test(writeback, a_save_waiting_for_its_key_survives_a_stop,
 	fx_daemon_stop(&D);
 	cr_assert(fx_daemon_log_contains(&D, "stopped by shutdown: journaled"),
 		  "log %s", D.log_path);
-	proxy_set("set complete-delay-ms 0\n");
+	proxy_set("set complete-delay-ms 0\nreset-stats\n"
+		  "set outage-ms 600000\n");
 	restart_daemon();
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_superseded_total"), 1);
+	cr_assert_eq(fx_wait_stat(D.socket_path, "ringcache_s3_reachable", 0,
+				  60000), 0, "the restart never met the outage");
+	proxy_set("set outage-ms 0\n");
 	cr_assert_eq(fx_wait_stat(D.socket_path,
 				  "ringcache_writeback_uploaded_total", 1,
 				  30000), 1, "the newer save was not uploaded");
