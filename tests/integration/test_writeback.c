@@ -990,8 +990,8 @@ Test(writeback, bodies_damaged_on_the_way_are_sent_again_never_dropped,
 				   "bodies_damaged"), 2);
 
 	proxy_set("set damage-bodies 1000000\nreset-stats\n");
-	write_object(&c, always.key, always.size, always.seed, true);
-	int r = rc_sync(&c, RC_SYNC_ALL);
+	int h = write_object(&c, always.key, always.size, always.seed, true);
+	int r = rc_sync(&c, (uint32_t)h);
 	cr_assert_eq(r, -EBADMSG, "sync with every body damaged: %s",
 		     rc_strerror(r));
 	rc_detach(&c);
@@ -1023,11 +1023,15 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	struct rc_client c;
 	attach(&c);
 	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	int h[2];
 	for (int i = 0; i < 2; i++)
-		write_object(&c, objs[i].key, objs[i].size, objs[i].seed, true);
-	int r = rc_sync(&c, RC_SYNC_ALL);
-	cr_assert_eq(r, -EIO, "sync with every request timed out: %s",
-		     rc_strerror(r));
+		h[i] = write_object(&c, objs[i].key, objs[i].size,
+				    objs[i].seed, true);
+	for (int i = 0; i < 2; i++) {
+		int r = rc_sync(&c, (uint32_t)h[i]);
+		cr_assert_eq(r, -EIO, "%s: sync with every request timed "
+			     "out: %s", objs[i].key, rc_strerror(r));
+	}
 	rc_detach(&c);
 	cr_assert_geq(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
 				    "fault_requesttimeout"), 6,
@@ -1058,8 +1062,8 @@ Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
 	struct rc_client c;
 	attach(&c);
 	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
-	write_object(&c, "latest", old_size, 80, true);
-	int r = rc_sync(&c, RC_SYNC_ALL);
+	int h = write_object(&c, "latest", old_size, 80, true);
+	int r = rc_sync(&c, (uint32_t)h);
 	cr_assert_eq(r, -EIO, "the first save's upload: %s", rc_strerror(r));
 	proxy_set("set fault-rate 0\n");
 	write_object(&c, "latest", new_size, 81, true);
