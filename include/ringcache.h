@@ -147,7 +147,12 @@ extern "C" {
  * SYNC       handle                     completes when S3 has the object;
  *            or handle RC_SYNC_ALL      ... every object of this shard;
  *            or RC_SYNC_PREFIX +        ... those under a prefix
- *            dataset, arg, arg_len
+ *            dataset, arg, arg_len      (those two also fail with the
+ *                                       error of an object of the
+ *                                       caller's uid whose upload failed
+ *                                       before, until a later save of its
+ *                                       key lands; other uids' failures
+ *                                       are not theirs)
  * CLOSE on a write handle drops it (an uncommitted object is aborted).
  * One sample, one entry:
  * READ_KEY   dataset, arg, arg_len,     OPEN and READ in one entry: the key

@@ -1054,8 +1054,14 @@ ssize_t rc_write(struct rc_client *c, uint32_t handle, uint64_t offset,
 			return r;
 		if (cqe.res != -EAGAIN)
 			return cqe.res;
-		/* Staging is full: wait for uploads, then again. */
-		if ((r = rc_sync(c, RC_SYNC_ALL)) < 0)
+		/* Staging is full: wait for uploads, then again. The SYNC's
+		 * answer (an upload of this uid that failed, maybe long ago)
+		 * is not this write's: only a broken session ends it. */
+		struct rc_sqe *wait = sync_sqe(c, RC_OP_SYNC);
+		if (!wait)
+			return -EBUSY;
+		wait->handle = RC_SYNC_ALL;
+		if ((r = sync_one(c, &cqe)) < 0)
 			return r;
 	}
 }

@@ -152,6 +152,7 @@ struct shard {
 	void (*wb_op_done)(struct op *op); /* writeback_set_completion */
 	struct upload_engine *uploads;
 	struct rc_list wobjects;   /* objects being written or uploaded */
+	struct rc_list wb_failed;  /* committed objects S3 does not have */
 	struct rc_list wb_timers;  /* the upload engine's (struct wtimer) */
 	struct rc_list wb_delayed; /* upload requests waiting for the budget */
 	struct rc_list wb_cleanups; /* start-up S3 clean-up on a worker */

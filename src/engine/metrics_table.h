@@ -91,6 +91,10 @@
 	  "their upload).")                                                    \
 	X(wb_backlog_bytes, gauge, "ringcache_writeback_backlog_bytes",        \
 	  "Bytes of the committed checkpoint objects not yet in S3.")          \
+	X(wb_failed_objects, gauge, "ringcache_writeback_failed_objects",     \
+	  "Committed checkpoint objects S3 does not have: their upload "      \
+	  "failed and no later save of their key has landed (a SYNC of all "  \
+	  "or of a prefix by their uid reports them).")                       \
 	X(wb_staging_spare, gauge, "ringcache_writeback_staging_spare_bytes", \
 	  "Staging memory faulted in and free for the next checkpoint "       \
 	  "(staging_warm at start, then what saves gave back).")              \

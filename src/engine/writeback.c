@@ -431,6 +431,7 @@ static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 	w->id = ++sh->wb_next_id;
 	w->ds = ds;
 	w->refs = 1;
+	w->uid = WB_UID_UNKNOWN;
 	rc_list_add(&sh->wobjects, &w->link);
 	return w;
 }
@@ -695,6 +696,73 @@ static const char *outcome_reason(const struct upload_outcome *out, int err,
 	return s3_result_reason(&r, buf, len);
 }
 
+/* ---- failures a SYNC reports (struct wb_failed) ------------------------ */
+
+static void failed_count(struct shard *sh, int64_t d)
+{
+	atomic_fetch_add_explicit(&sh->m.wb_failed_objects, (uint64_t)d,
+				  memory_order_relaxed);
+}
+
+static void failed_free(struct shard *sh, struct wb_failed *f)
+{
+	failed_count(sh, -1);
+	rc_list_del(&f->link);
+	free(f->key);
+	free(f);
+}
+
+/* A later object of the key landed: S3 has the key again. */
+static void failed_forget(struct shard *sh, const struct dataset *ds,
+			  const char *key)
+{
+	struct rc_list *pos, *tmp;
+	rc_list_for_each_safe(pos, tmp, &sh->wb_failed) {
+		struct wb_failed *f = rc_list_entry(pos, struct wb_failed, link);
+		if (f->ds == ds && strcmp(f->key, key) == 0)
+			failed_free(sh, f);
+	}
+}
+
+/* Objects replayed from the journal have no uid (the journal does not
+ * keep it): their failures are in the log and the metrics only. */
+static void failed_remember(struct shard *sh, const struct wobject *w)
+{
+	if (w->uid == WB_UID_UNKNOWN)
+		return;
+	struct wb_failed *oldest = NULL;
+	uint32_t n = 0;
+	struct rc_list *pos, *tmp;
+	rc_list_for_each_safe(pos, tmp, &sh->wb_failed) {
+		struct wb_failed *f = rc_list_entry(pos, struct wb_failed, link);
+		if (f->uid != w->uid)
+			continue;
+		if (f->ds == w->ds && strcmp(f->key, w->key) == 0) {
+			failed_free(sh, f); /* the newer failure replaces it */
+			continue;
+		}
+		if (!oldest)
+			oldest = f;
+		n++;
+	}
+	/* One uid's failures never push out another's. */
+	if (n >= WB_FAILED_PER_UID)
+		failed_free(sh, oldest);
+	struct wb_failed *f = calloc(1, sizeof(*f));
+	if (!f || !(f->key = strdup(w->key))) {
+		free(f);
+		log_error("dataset %s: out of memory: a SYNC of all objects "
+			  "will not report the failure of %s", w->ds->cfg->name,
+			  rc_esc(w->key));
+		return;
+	}
+	f->uid = w->uid;
+	f->ds = w->ds;
+	f->err = w->err ? w->err : -EIO;
+	rc_list_add_tail(&sh->wb_failed, &f->link);
+	failed_count(sh, 1);
+}
+
 static void upload_failed(struct shard *sh, struct wobject *w,
 			  const struct upload_outcome *out)
 {
@@ -759,6 +827,7 @@ static void upload_ended(struct shard *sh, struct wobject *w,
 		w->state = W_DONE;
 		snprintf(w->etag, sizeof(w->etag), "%s", out->etag);
 		fetch_forget_missing(sh, w->ds, w->key);
+		failed_forget(sh, w->ds, w->key);
 		sh->m.wb_uploaded++;
 		sh->m.wb_uploaded_bytes += w->size;
 		if (w->journaled && sh->journal) {
@@ -768,6 +837,8 @@ static void upload_ended(struct shard *sh, struct wobject *w,
 		staging_free(sh, w);
 	} else {
 		upload_failed(sh, w, out);
+		if (!sh->d->stopping)
+			failed_remember(sh, w);
 	}
 	if (w->ds->cfg->durability == DURABILITY_S3)
 		ack_commit(w, out->err);
@@ -889,6 +960,7 @@ int writeback_open(struct wb_client *wc, struct dataset *ds, const char *key,
 	if (!w)
 		return -ENOMEM;
 	w->usage = wc->usage;
+	w->uid = wc->usage ? wc->usage->uid : WB_UID_UNKNOWN;
 	if (ds->cfg->durability == DURABILITY_LOCAL) {
 		int err = sh->journal ? journal_append_open(sh->journal, w->id,
 							    ds->cfg->name, key)
@@ -1534,11 +1606,26 @@ int writeback_rename(struct wb_client *wc, uint32_t handle, const char *key,
 	return w->journaled ? ack_when_durable(sh, op) : 0;
 }
 
-static bool sync_matches(const struct wobject *w, const struct dataset *ds,
-			 const char *prefix)
+/* ds NULL: every object (RC_SYNC_ALL). */
+static bool sync_matches(const struct dataset *obj_ds, const char *key,
+			 const struct dataset *ds, const char *prefix)
 {
-	return !ds || (w->ds == ds && strncmp(w->key, prefix,
-					      strlen(prefix)) == 0);
+	return !ds || (obj_ds == ds && strncmp(key, prefix,
+					       strlen(prefix)) == 0);
+}
+
+/* A later save of the failed key is committed: this SYNC waits for it,
+ * and S3 has the key if it lands (its own failure is reported if not). */
+static bool saved_again(struct shard *sh, const struct wb_failed *f)
+{
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		const struct wobject *w = wobject_of(pos);
+		if (w->state == W_COMMITTED && w->ds == f->ds &&
+		    strcmp(w->key, f->key) == 0)
+			return true;
+	}
+	return false;
 }
 
 int writeback_sync(struct wb_client *wc, uint32_t handle, struct dataset *ds,
@@ -1563,12 +1650,24 @@ int writeback_sync(struct wb_client *wc, uint32_t handle, struct dataset *ds,
 			op->err = w->err;
 		}
 	} else {
+		const struct dataset *scope = handle == RC_SYNC_PREFIX ? ds
+								       : NULL;
+		uid_t uid = wc->usage ? wc->usage->uid : WB_UID_UNKNOWN;
 		struct rc_list *pos;
+		rc_list_for_each(pos, &sh->wb_failed) {
+			struct wb_failed *f = rc_list_entry(pos, struct wb_failed,
+							    link);
+			if (uid != WB_UID_UNKNOWN && f->uid == uid &&
+			    sync_matches(f->ds, f->key, scope, prefix) &&
+			    !saved_again(sh, f)) {
+				op->err = f->err;
+				break;
+			}
+		}
 		rc_list_for_each(pos, &sh->wobjects) {
 			struct wobject *w = wobject_of(pos);
 			if (w->state != W_COMMITTED ||
-			    !sync_matches(w, handle == RC_SYNC_PREFIX ? ds : NULL,
-					  prefix))
+			    !sync_matches(w->ds, w->key, scope, prefix))
 				continue;
 			struct waiter *x = malloc(sizeof(*x));
 			if (!x)
@@ -2127,6 +2226,9 @@ void writeback_destroy(struct shard *sh)
 		w->refs = 1;
 		wobject_put(sh, w);
 	}
+	while (!rc_list_empty(&sh->wb_failed))
+		failed_free(sh, rc_list_entry(sh->wb_failed.next,
+					      struct wb_failed, link));
 	if (sh->uploads && !upload_engine_pending(sh->uploads))
 		upload_engine_free(sh->uploads);
 	sh->uploads = NULL;

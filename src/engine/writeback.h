@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "list.h"
 #include "ringcache.h"
@@ -59,11 +60,28 @@ struct wobject {
 	struct op *rename_op;     /* the RENAME waiting for the copy */
 	uint32_t refs;            /* write handles + a running upload or copy */
 	struct uid_usage *usage;  /* the writer's uid while open (quota.h) */
+	uid_t uid;                /* the writer's; WB_UID_UNKNOWN if replayed */
 	uint64_t uid_staged;      /* staging charged to it while open */
 	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
 	bool in_backlog;          /* committed, upload not ended */
 	struct rc_list link;      /* on shard->wobjects */
 };
+
+#define WB_UID_UNKNOWN ((uid_t)-1)
+
+/* A committed object S3 does not have: its upload failed. A SYNC of all
+ * objects or of a prefix by the same uid reports it, whenever it failed
+ * (not only if it was still uploading when the SYNC came), until a later
+ * object of the same dataset and key lands in S3. The newest
+ * WB_FAILED_PER_UID of each uid on a shard are kept. */
+struct wb_failed {
+	struct rc_list link;      /* on shard->wb_failed, oldest first */
+	uid_t uid;
+	const struct dataset *ds; /* datasets live as long as the daemon */
+	char *key;                /* relative to the dataset prefix */
+	int err;
+};
+#define WB_FAILED_PER_UID 256
 
 static inline struct wobject *wobject_of(const struct rc_list *n)
 {

@@ -585,6 +585,7 @@ static int shard_init(struct daemon *d, struct shard *sh, uint32_t id,
 	rc_list_init(&sh->sessions);
 	rc_list_init(&sh->pqueues);
 	rc_list_init(&sh->wobjects);
+	rc_list_init(&sh->wb_failed);
 	rc_list_init(&sh->wb_timers);
 	rc_list_init(&sh->wb_delayed);
 	rc_list_init(&sh->wb_cleanups);

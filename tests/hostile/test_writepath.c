@@ -12,7 +12,8 @@
  * RENAME racing another writer or batched with its COMMIT replaces
  * nothing. The tier and journal files are owner-only even when they
  * existed before. Saving a key in a loop delays another uid's save of it
- * by one turn, never for ever, and S3 ends with the last save. */
+ * by one turn, never for ever, and S3 ends with the last save. A uid's
+ * failed uploads fail its own SYNC of all objects, never another's. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +35,7 @@
 static struct fx_daemon D;
 static char scratch[128];
 static const char *more_extra = ""; /* more [daemon] lines for start() */
+static const char *more_sections = ""; /* more datasets for start() */
 
 static void teardown(void)
 {
@@ -55,7 +57,7 @@ static const char *bucket_prefix(const char *sub)
  * the same with overwrite = false, copies above 5 MiB multipart. */
 static void start(void)
 {
-	static char sections[3072], extra[512], sockdir[64];
+	static char sections[4096], extra[512], sockdir[64];
 	char sub[200], ck[600], tiny[600], keep[600];
 	fx_unique(scratch, sizeof(scratch), "hwp");
 	snprintf(sub, sizeof(sub), "%s/ck/", scratch);
@@ -70,8 +72,8 @@ static void start(void)
 		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
 		 "part_size = 5M\nmax_object_size = 1M\n"
 		 "%swritable = true\nwrite_uids = *\ndurability = local\n"
-		 "part_size = 5M\ncopy_threshold = 5M\noverwrite = false\n",
-		 ck, tiny, keep);
+		 "part_size = 5M\ncopy_threshold = 5M\noverwrite = false\n%s",
+		 ck, tiny, keep, more_sections);
 	snprintf(extra, sizeof(extra), "journal = %s/journal\n"
 		 "journal_size = %uM\n%s", fx_tmpdir(), JOURNAL_MIB,
 		 more_extra);
@@ -1030,5 +1032,83 @@ Test(writepath, a_key_another_uid_keeps_saving_delays_one_save_by_a_turn,
 	fx_aws_assert_objects(bucket_prefix("ck/"), objs, 1, 5 * MiB);
 	free(want);
 	munmap((void *)last, sizeof(*last));
+	fx_daemon_stop(&D);
+}
+
+/* ---- a failed upload is its uid's ---------------------------------------- */
+
+/* nobody saves to a dataset over a bucket that does not exist: the upload
+ * fails (404), and nobody's SYNC of all says so after the handle is
+ * closed. Exit codes: the step that went wrong. */
+static int fail_an_upload(void *arg)
+{
+	struct nobody n;
+	int step = nobody_attach(&n, arg, "gone", MiB);
+	if (step)
+		return step;
+	int h = rc_write_open(&n.c, n.ds, "lost");
+	if (h < 0)
+		return 4;
+	fx_fill_pattern(n.mem, MiB, 61);
+	if (rc_write(&n.c, (uint32_t)h, 0, MiB, (uint32_t)n.buf, 0) != MiB)
+		return 5;
+	if (rc_commit(&n.c, (uint32_t)h) != 0)
+		return 6;
+	if (rc_sync(&n.c, (uint32_t)h) != -ENODEV)
+		return 7;
+	if (rc_close(&n.c, (uint32_t)h) != 0)
+		return 8;
+	if (rc_sync(&n.c, RC_SYNC_ALL) != -ENODEV)
+		return 9;
+	rc_detach(&n.c);
+	return 0;
+}
+
+/* A SYNC of all objects reports the failed uploads of the caller's uid:
+ * were it any uid's, a neighbour could make every other job's checkpoint
+ * look lost by saving to a bucket it cannot write. */
+Test(writepath, another_uids_failed_upload_is_not_my_sync_error,
+     .fini = teardown, .timeout = 120)
+{
+	static char gone[600];
+	char bucket[96];
+	fx_unique(bucket, sizeof(bucket), "no-such-bucket");
+	for (char *p = bucket; *p; p++)
+		*p = *p == '_' ? '-' : *p;
+	snprintf(gone, sizeof(gone),
+		 "\n[dataset gone]\nuri = s3://%s/x/\nallow_uids = *\n"
+		 "writable = true\nwrite_uids = *\ndurability = local\n"
+		 "part_size = 5M\n", bucket);
+	more_sections = gone;
+	start();
+	more_sections = "";
+	int st = fx_as_nobody_wait(fx_as_nobody_start(fail_an_upload,
+						      (void *)D.socket_path));
+	cr_assert_eq(st, 0, "nobody's failed upload: step %d", st);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_objects"), 1);
+
+	struct rc_client c;
+	void *mem;
+	cr_assert_eq(rc_attach(&c, D.socket_path, NULL), 0);
+	int ds = rc_dataset(&c, "ck");
+	int buf = rc_alloc_buffer(&c, MiB, &mem);
+	cr_assert(ds >= 0 && buf >= 0);
+	fx_fill_pattern(mem, MiB, 62);
+	int h = rc_write_open(&c, ds, "mine");
+	cr_assert_geq(h, 0);
+	cr_assert_eq(rc_write(&c, (uint32_t)h, 0, MiB, (uint32_t)buf, 0), MiB);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "root's sync of all, nobody's upload failed: %s",
+		     rc_strerror(r));
+	rc_detach(&c);
+	char k[400];
+	snprintf(k, sizeof(k), "%smine", bucket_prefix("ck/"));
+	unsigned char *want = fx_pattern(MiB, 62);
+	struct fx_s3_object objs[] = {{k, want, MiB}};
+	fx_aws_assert_objects(bucket_prefix("ck/"), objs, 1, 5 * MiB);
+	free(want);
 	fx_daemon_stop(&D);
 }

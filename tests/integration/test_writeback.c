@@ -1050,6 +1050,56 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	aws_assert_only(objs, 2);
 }
 
+/* SYNC of all objects promises that S3 has them: an upload that failed
+ * before the SYNC came (its handle closed since) fails it too, in every
+ * session of the uid, until a later save of the key lands; a save of
+ * another key does not cure it. (SYNC of all used to count only the
+ * uploads still running and said 0.) */
+Test(writeback, a_sync_of_all_reports_a_failure_that_came_before_it,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct wobj failed = {"failed-early", 100 * 1024 + 3, 97};
+	const struct wobj other = {"other", 64 * 1024, 98};
+	start_proxied(pass, 2, NULL);
+	struct rc_client c, again;
+	attach(&c);
+	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	int h = write_object(&c, failed.key, failed.size, failed.seed, true);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_failed_objects", 1,
+				  60000), 1, "the upload did not fail");
+	cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "sync of all after a failed upload: %s",
+		     rc_strerror(r));
+	attach(&again);
+	r = rc_sync(&again, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "another session of the uid: %s",
+		     rc_strerror(r));
+
+	proxy_set("set fault-rate 0\n");
+	h = write_object(&c, other.key, other.size, other.seed, true);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "another key's save cured the failure: %s",
+		     rc_strerror(r));
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_objects"), 1);
+
+	write_object(&c, failed.key, failed.size, failed.seed, true);
+	r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "the key saved again and landed: %s",
+		     rc_strerror(r));
+	cr_assert_eq(rc_sync(&again, RC_SYNC_ALL), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_objects"), 0);
+	rc_detach(&again);
+	rc_detach(&c);
+	const struct wobj all[] = {failed, other};
+	aws_assert_only(all, 2);
+}
+
 /* The same key saved twice, the first save's upload failed (journaled),
  * the second's landed: a restart must not upload the older bytes over
  * the newer (it used to: the replay sent every journaled object). */

@@ -482,6 +482,18 @@ Test(writepath, a_4xx_upload_is_dropped_from_the_journal_and_reported,
 			     rc_strerror(r));
 		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
 	}
+	/* S3 does not have "lost": a SYNC of all objects, or of a prefix
+	 * that holds it, says so after its handle is gone; one of another
+	 * prefix or dataset does not. */
+	cr_assert_eq(rc_sync(&c, RC_SYNC_ALL), -ENODEV);
+	cr_assert_eq(sync_prefix(&c, ds, "lo"), -ENODEV);
+	cr_assert_eq(sync_prefix(&c, ds, "kept"), 0);
+	int ck = rc_dataset(&c, "ck");
+	cr_assert_geq(ck, 0);
+	cr_assert_eq(sync_prefix(&c, ck, "lo"), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_objects"), 1,
+		     "32 failures of one key are one object S3 lacks");
 	cr_assert_eq(commit_and_sync(&c, "kept", 3 * MiB, 7), 0);
 	rc_detach(&c);
 	cr_assert_eq(fx_stat_value(D.socket_path,

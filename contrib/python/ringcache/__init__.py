@@ -559,7 +559,9 @@ class Client:
             raise
 
     def sync_all(self):
-        """Waits until S3 has every object committed through this shard."""
+        """Waits until S3 has every object committed through this shard;
+        raises if it lacks one of this uid's (an upload that failed, even
+        before the call, until a later save of its key lands)."""
         _check(self._call(_library().rc_sync, _abi.RC_SYNC_ALL), "sync")
 
     def list(self, dataset, prefix=""):
