@@ -76,8 +76,8 @@
 	X(wb_replayed, counter, "ringcache_writeback_replayed_total",          \
 	  "Acknowledged objects uploaded again after a restart.")              \
 	X(wb_superseded, counter, "ringcache_writeback_superseded_total",      \
-	  "Journaled objects a restart did not upload: another object was "    \
-	  "committed to their key later.")                                     \
+	  "Objects whose failed upload is not tried again, at a restart or "   \
+	  "in a while: another object took their key later.")                  \
 	X(wb_key_waits, counter, "ringcache_writeback_key_waits_total",        \
 	  "Uploads and RENAME copies that waited for another object's "        \
 	  "upload, copy or delete of the same S3 key to end.")                 \

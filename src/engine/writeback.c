@@ -26,6 +26,7 @@
 #define WB_CHUNK (2u * HUGEMEM_PAGE) /* staging: huge pages, see hugemem.h */
 #define DRAIN_NS (60ull * 1000000000ull) /* SIGTERM waits this for uploads */
 #define WB_MAX_PENDING_RENAMES 8u /* RENAMEs of an object not yet in S3 */
+#define WB_AGAIN_MAX_MS (30u * 60u * 1000u) /* longest pause between uploads */
 /* Digest threads per shard: MD5 and SHA-256 of the parts run at ~0.45 GB/s
  * together on one core, about what a shard uploads; two keep the reactor
  * free of them. */
@@ -672,9 +673,9 @@ static void flushed_nothing(void *ctx, int res)
  * (429, 400 RequestTimeout, a body damaged on the way: BadDigest,
  * XAmzContentSHA256Mismatch; the journal's bytes are checked). Those and
  * the other failures (S3 down past the retries, a cancel at shutdown)
- * leave the bytes journaled: uploaded again at the next start.
- * With memory durability the bytes are lost either way, which that level
- * accepts. */
+ * leave the bytes journaled: uploaded again at the next start, and the
+ * curable ones in a while too (again_later), from staging, which is all
+ * a memory-durability object has. */
 static bool failed_for_good(const struct upload_outcome *out)
 {
 	if (out->err == -EEXIST || out->err == -EINVAL)
@@ -763,6 +764,85 @@ static void failed_remember(struct shard *sh, const struct wobject *w)
 	failed_count(sh, 1);
 }
 
+/* ---- failed uploads go again ------------------------------------------- */
+
+static void again_due(void *arg)
+{
+	struct wobject *w = arg;
+	struct shard *sh = w->sh;
+	w->again_pending = false;
+	if (w->state == W_FAILED && !w->superseded && !w->evicted &&
+	    w->ds->enabled && !sh->d->stopping) {
+		char *key = bucket_key(w);
+		log_info("dataset %s: upload of s3://%s/%s again (%u after "
+			 "failures)", w->ds->cfg->name, w->ds->cfg->bucket,
+			 rc_esc(key ? key : w->key), w->agains);
+		free(key);
+		w->state = W_COMMITTED;
+		w->err = 0;
+		backlog_enter(sh, w);
+		upload_start_for(sh, w);
+	}
+	wobject_put(sh, w);
+}
+
+/* A failure a later try could cure, past the engine's retries (an S3
+ * outage longer than write_retry_budget): the object goes again after a
+ * pause, from the bytes the shard still holds (the pause's reference
+ * keeps its staging), so it reaches S3 when S3 is back rather than at the
+ * next start; unless a later object takes its key meanwhile
+ * (supersede_failed). The pause is retry_budget, doubling up to
+ * WB_AGAIN_MAX_MS. Not with durability s3, whose COMMIT already failed.
+ * True when the next try is set. */
+static bool again_later(struct shard *sh, struct wobject *w,
+			const struct upload_outcome *out)
+{
+	if (!(out->transient || out->err == -EKEYREJECTED ||
+	      out->err == -EKEYEXPIRED) ||
+	    w->ds->cfg->durability == DURABILITY_S3 || w->again_pending ||
+	    w->superseded || sh->d->stopping)
+		return false;
+	uint64_t ms = (uint64_t)s3_client_config(sh->d->s3)->retry_budget_ms
+		      << (w->agains < 16 ? w->agains : 16);
+	if (ms > WB_AGAIN_MAX_MS)
+		ms = WB_AGAIN_MAX_MS;
+	if (drv_add_timer(sh, (unsigned)ms, again_due, w) < 0)
+		return false;
+	w->agains++;
+	w->again_pending = true;
+	w->refs++;
+	return true;
+}
+
+/* The writer's latest bytes for ds's key are now another object's (a
+ * COMMIT, a RENAME onto the key): an older object of that key waiting to
+ * go again must not, or it would land over them. As at a restart
+ * (journal.h), it leaves the journal. An older one uploading right now
+ * is not stopped: two uploads of a key in flight end with the last
+ * Complete, as they always did. */
+static void supersede_failed(struct shard *sh, const struct dataset *ds,
+			     const char *key)
+{
+	struct rc_list *pos;
+	rc_list_for_each(pos, &sh->wobjects) {
+		struct wobject *o = wobject_of(pos);
+		if (!o->again_pending || o->superseded || o->ds != ds ||
+		    strcmp(o->key, key) != 0)
+			continue;
+		o->superseded = true;
+		log_warn("dataset %s: %s was committed again: the older bytes, "
+			 "whose upload failed, are not uploaded again",
+			 ds->cfg->name, rc_esc(key));
+		sh->m.wb_superseded++;
+		if (o->journaled && sh->journal) {
+			journal_append_abort(sh->journal, o->id);
+			journal_flush(sh->journal, flushed_nothing, NULL);
+			o->journaled = false;
+		}
+		staging_free(sh, o); /* nothing reads a failed object's */
+	}
+}
+
 static void upload_failed(struct shard *sh, struct wobject *w,
 			  const struct upload_outcome *out)
 {
@@ -788,10 +868,14 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 	sh->m.wb_failed++;
 	if (for_good)
 		sh->m.wb_rejected++;
+	bool again = !for_good && again_later(sh, w, out);
 	char reason[512];
 	log_error("dataset %s: upload of s3://%s/%s failed%s: %s",
 		  c->name, c->bucket, shown,
 		  for_good ? " for good, dropped from the journal"
+		  : again && w->journaled ? " (uploaded again in a while; "
+					    "journaled for the next start)"
+		  : again ? " (uploaded again in a while; not journaled)"
 		  : w->journaled ? " (journaled: uploaded again at the next "
 				   "start)" : "",
 		  outcome_reason(out, out->err, reason, sizeof(reason)));
@@ -1014,6 +1098,35 @@ static void staged_release(struct wobject *w)
 	w->uid_staged = 0;
 }
 
+/* Staging held by objects waiting to go again (again_later) is the first
+ * to go when a new save needs it: newer saves never wait for older ones
+ * that S3 would not take. Such an object's bytes stay in the journal
+ * (local: the next start uploads them) or are lost (memory, as they were
+ * before objects went again). Oldest first; frees at least need bytes if
+ * it can. */
+static void again_evict(struct shard *sh, uint64_t need)
+{
+	struct rc_list *pos;
+	uint64_t freed = 0;
+	for (pos = sh->wobjects.prev; pos != &sh->wobjects && freed < need;
+	     pos = pos->prev) {
+		struct wobject *o = wobject_of(pos);
+		if (!o->again_pending || o->evicted || !o->chunks)
+			continue;
+		uint64_t before = sh->wb_staged;
+		staging_free(sh, o);
+		freed += before - sh->wb_staged;
+		o->evicted = true;
+		char *key = bucket_key(o);
+		log_warn("dataset %s: s3://%s/%s: its staging went to newer "
+			 "saves: %s", o->ds->cfg->name, o->ds->cfg->bucket,
+			 rc_esc(key ? key : o->key), o->journaled ?
+			 "not uploaded again before the next start (journaled)"
+			 : "not uploaded (durability is not local)");
+		free(key);
+	}
+}
+
 static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 		 const uint8_t *src, uint64_t len)
 {
@@ -1030,6 +1143,9 @@ static int stage(struct shard *sh, struct wobject *w, uint64_t off,
 	uint64_t fresh = 0;
 	for (uint64_t c = off / WB_CHUNK; c < need; c++)
 		fresh += w->chunks[c] ? 0 : WB_CHUNK;
+	if (sh->wb_staged + fresh > sh->d->cfg.staging_bytes)
+		again_evict(sh, sh->wb_staged + fresh -
+				    sh->d->cfg.staging_bytes);
 	if (sh->wb_staged + fresh > sh->d->cfg.staging_bytes)
 		return -ENOBUFS; /* staging full: the client waits (SYNC) */
 	for (uint64_t pos = off; pos < end;) {
@@ -1168,6 +1284,7 @@ static void commit_go(struct shard *sh, struct wobject *w)
 	staged_release(w);
 	sh->m.wb_committed++;
 	backlog_enter(sh, w);
+	supersede_failed(sh, w->ds, w->key);
 	upload_start_for(sh, w);
 }
 
@@ -1447,6 +1564,7 @@ static int rename_in_s3(struct shard *sh, struct wobject *w, const char *key,
 		return err;
 	}
 	w->refs++; /* the copy's: CLOSE or a dead session cannot free w */
+	supersede_failed(sh, w->ds, w->rename_key);
 	return WB_DEFERRED;
 }
 
@@ -1559,6 +1677,8 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 	w->renames++;
 	if (w->key_wait) /* its new name may be free */
 		key_waiters_start(sh);
+	if (w->state == W_COMMITTED)
+		supersede_failed(sh, w->ds, w->key);
 	if (w->up) {
 		w->restart = true;
 		/* A multipart upload stops at once (its Complete, if sent,

@@ -46,6 +46,10 @@ struct wobject {
 	uint64_t change_seq;      /* when that change was asked for: the order */
 	bool restart;             /* upload cancelled for a rename: again */
 	uint32_t renames;         /* RENAMEs while not yet in S3 */
+	uint32_t agains;          /* uploads started again after a failure */
+	bool again_pending;       /* the next one waits on a timer */
+	bool superseded;          /* a later object took its key: never again */
+	bool evicted;             /* its staging went to newer saves meanwhile */
 	struct op *commit_op;     /* COMMIT waiting for its durability */
 	struct waiter *syncs;     /* SYNCs waiting for S3 */
 	int err;                  /* final upload error, or 0 */
@@ -71,8 +75,9 @@ struct wobject {
 
 /* A committed object S3 does not have: its upload failed. A SYNC of all
  * objects or of a prefix by the same uid reports it, whenever it failed
- * (not only if it was still uploading when the SYNC came), until a later
- * object of the same dataset and key lands in S3. The newest
+ * (not only if it was still uploading when the SYNC came), until an
+ * object of the same dataset and key lands in S3 (a later save, or this
+ * one gone again: again_later). The newest
  * WB_FAILED_PER_UID of each uid on a shard are kept. */
 struct wb_failed {
 	struct rc_list link;      /* on shard->wb_failed, oldest first */

@@ -33,6 +33,8 @@ static struct fx_proxy P;
 static bool proxy_on;
 static char sections[2048], daemon_extra[512], scratch[128];
 static char journal_path[300]; /* start_behind_proxy's */
+static const char *s3_extra; /* start_behind_proxy's [s3] lines, or NULL */
+static const char *proxied_extra; /* start_behind_proxy's [daemon] lines */
 
 static void teardown(void)
 {
@@ -97,10 +99,12 @@ static void start_behind_proxy(const char *sub_prefix, unsigned retries,
 	 * whole (a test that starts many daemons fills /tmp otherwise). */
 	snprintf(journal_path, sizeof(journal_path), "%s/journal", fx_tmpdir());
 	snprintf(daemon_extra, sizeof(daemon_extra),
-		 "journal = %s\njournal_size = 64M", journal_path);
+		 "journal = %s\njournal_size = 64M\n%s", journal_path,
+		 proxied_extra ? proxied_extra : "");
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	D.s3_endpoint = P.endpoint;
+	D.s3_extra = s3_extra;
 	D.max_retries = retries;
 	fx_daemon_start(&D, sections);
 }
@@ -1040,8 +1044,8 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 		cr_assert_eq(check_in_s3(objs[i].key, 0, 0), -ENOENT, "%s",
 			     objs[i].key);
 	assert_failed_and_kept("RequestTimeout", NULL);
-	cr_assert(fx_daemon_log_contains(&D, "(journaled: uploaded again at "
-					 "the next start)"),
+	cr_assert(fx_daemon_log_contains(&D, "(uploaded again in a while; "
+					 "journaled for the next start)"),
 		  "the failure does not say the bytes are kept (log %s)",
 		  D.log_path);
 	cr_assert_eq(fx_stat_value(D.socket_path,
@@ -1100,9 +1104,10 @@ Test(writeback, a_sync_of_all_reports_a_failure_that_came_before_it,
 	aws_assert_only(all, 2);
 }
 
-/* The same key saved twice, the first save's upload failed (journaled),
- * the second's landed: a restart must not upload the older bytes over
- * the newer (it used to: the replay sent every journaled object). */
+/* The same key saved twice; the daemon is killed while the first save's
+ * upload still waits for S3's answers and the second waits for it (one
+ * key): the restart must not upload the older bytes over the newer (it
+ * used to: the replay sent every journaled object). */
 Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
      .fini = teardown, .timeout = 120)
 {
@@ -1111,26 +1116,27 @@ Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
 	start_proxied(pass, 2, NULL);
 	struct rc_client c;
 	attach(&c);
-	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
-	int h = write_object(&c, "latest", old_size, 80, true);
-	int r = rc_sync(&c, (uint32_t)h);
-	cr_assert_eq(r, -EIO, "the first save's upload: %s", rc_strerror(r));
-	proxy_set("set fault-rate 0\n");
-	write_object(&c, "latest", new_size, 81, true);
-	r = rc_sync(&c, RC_SYNC_ALL); /* waits for the second alone */
-	cr_assert_eq(r, 0, "the second save's upload: %s", rc_strerror(r));
+	proxy_set("set latency-ms 60000\n"); /* the first save's answers */
+	write_object(&c, "latest", old_size, 80, true);
 	cr_assert_eq(fx_wait_stat(D.socket_path,
-				  "ringcache_writeback_uploaded_total", 1,
-				  30000), 1, "the second save did not land");
-	cr_assert_eq(check_in_s3("latest", new_size, 81), 0);
-	rc_detach(&c);
-	fx_daemon_stop(&D);
+				  "ringcache_writeback_backlog_objects", 1,
+				  30000), 1);
+	/* The second save waits for the first's upload: one key. */
+	write_object(&c, "latest", new_size, 81, true);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_key_waits_total", 1,
+				  30000), 1, "the second save did not wait");
+	fx_daemon_kill(&D);
+	proxy_set("set latency-ms 0\nrelease\n");
 
 	restart_daemon();
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_superseded_total"), 1);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 1,
+				  30000), 1, "the newer save did not land");
 	cr_assert_eq(fx_stat_value(D.socket_path,
-				   "ringcache_writeback_replayed_total"), 0,
+				   "ringcache_writeback_replayed_total"), 1,
 		     "the older save was replayed");
 	cr_assert(fx_daemon_log_contains(&D, "/latest was committed again "
 					 "later: the older bytes are not "
@@ -1148,6 +1154,153 @@ Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
 	proxy_on = false;
 	const struct wobj newer = {"latest", new_size, 81};
 	aws_assert_only(&newer, 1);
+}
+
+/* An S3 outage longer than the uploads' retries: the upload fails, and
+ * the object goes again by itself once S3 is back (a pause of
+ * retry_budget, doubling), without a restart, from the staged bytes the
+ * pause holds. */
+Test(writeback, an_upload_that_failed_goes_again_when_s3_is_back,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	s3_extra = "retry_budget = 2";
+	start_proxied(pass, 2, NULL);
+	s3_extra = NULL;
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set outage-ms 120000\n");
+	write_object(&c, "after-outage", 11 * MiB + 7, 97, true);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_failed_total", 1, 30000),
+		     1, "the upload did not fail during the outage");
+	cr_assert(fx_daemon_log_contains(&D, "(uploaded again in a while; "
+					 "journaled for the next start)"),
+		  "log %s", D.log_path);
+	cr_assert_eq(check_in_s3("after-outage", 0, 0), -ENOENT);
+	proxy_set("set outage-ms 0\n");
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 1,
+				  60000), 1, "not uploaded again after the outage");
+	cr_assert(fx_daemon_log_contains(&D, "/after-outage again ("),
+		  "log %s", D.log_path);
+	/* Nothing live is left, so a later save rewinds the journal (once
+	 * the DONE records before it are on disk): it has its room back. A
+	 * failed object used to hold it until a restart. */
+	int64_t used = 0;
+	for (int i = 0; i < 5; i++) {
+		int h = write_object(&c, "next", 64 * 1024, 98, true);
+		cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
+		used = fx_stat_value(D.socket_path,
+				     "ringcache_writeback_journal_used_bytes");
+		if (used < MiB)
+			break;
+	}
+	cr_assert_lt(used, MiB, "the journal kept the room: %lld bytes",
+		     (long long)used);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "sync once uploaded: %s", rc_strerror(r));
+	cr_assert_eq(check_in_s3("after-outage", 11 * MiB + 7, 97), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	restart_daemon(); /* its DONE is in the journal */
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 0);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
+}
+
+/* The staging an upload waiting to go again holds is the first to go when
+ * a newer save needs it: the newer save never waits for it, and the older
+ * object, still journaled, is not sent again before the next start, which
+ * uploads it. staging_memory 16M: a 12 MiB object waiting to go again,
+ * then a 12 MiB save of another key. */
+Test(writeback, a_newer_save_takes_the_staging_of_one_waiting_to_go_again,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct wobj older = {"older", 12 * MiB, 84};
+	const struct wobj newer = {"newer", 12 * MiB + 1, 85};
+	s3_extra = "retry_budget = 60";
+	proxied_extra = "staging_memory = 16M\nmax_staged_per_uid = 16M\n"
+			"staging_warm = 0\n";
+	start_proxied(pass, 2, NULL);
+	s3_extra = proxied_extra = NULL;
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	int h = write_object(&c, older.key, older.size, older.seed, true);
+	int r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, -EIO, "the older save's upload: %s", rc_strerror(r));
+	cr_assert(fx_daemon_log_contains(&D, "(uploaded again in a while; "
+					 "journaled for the next start)"),
+		  "log %s", D.log_path);
+	proxy_set("set fault-rate 0\n");
+	h = write_object(&c, newer.key, newer.size, newer.seed, true);
+	r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "the newer save: %s", rc_strerror(r));
+	cr_assert(fx_daemon_log_contains(&D, "/older: its staging went to "
+					 "newer saves: not uploaded again "
+					 "before the next start (journaled)"),
+		  "log %s", D.log_path);
+	cr_assert_eq(check_in_s3(older.key, 0, 0), -ENOENT);
+	r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "S3 lacks the older save: %s", rc_strerror(r));
+	rc_detach(&c);
+	restart_and_land(&older, 1);
+	const struct wobj all[] = {older, newer};
+	aws_assert_only(all, 2);
+}
+
+/* A save whose upload failed waits to go again; a newer save of the same
+ * key lands meanwhile: the older one never goes again (it would land
+ * over the newer), leaves the journal, and a restart has nothing of it.
+ * The pause (retry_budget 10 s) leaves the test ample time to commit the
+ * newer save first. */
+Test(writeback, a_newer_save_stops_an_older_one_going_again,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const uint64_t old_size = 6 * MiB + 5, new_size = 2 * MiB + 3;
+	s3_extra = "retry_budget = 10";
+	start_proxied(pass, 2, NULL);
+	s3_extra = NULL;
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set faults requesttimeout\nset fault-rate 1\n");
+	write_object(&c, "latest", old_size, 82, true);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "the first save's upload: %s", rc_strerror(r));
+	proxy_set("set fault-rate 0\n");
+	write_object(&c, "latest", new_size, 83, true);
+	r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "the second save's upload: %s", rc_strerror(r));
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_superseded_total"), 1);
+	cr_assert(fx_daemon_log_contains(&D, "latest was committed again: the "
+					 "older bytes, whose upload failed, "
+					 "are not uploaded again"),
+		  "log %s", D.log_path);
+	sleep(12); /* past the older one's pause */
+	cr_assert_not(fx_daemon_log_contains(&D, "/latest again ("),
+		      "the older save went again (log %s)", D.log_path);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_uploaded_total"), 1);
+	cr_assert_eq(check_in_s3("latest", new_size, 83), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	restart_daemon();
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_replayed_total"), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_superseded_total"), 0,
+		     "the older save's ABORT did not reach the journal");
+	cr_assert_eq(check_in_s3("latest", new_size, 83), 0);
+	fx_daemon_stop(&D);
+	fx_proxy_stop(&P);
+	proxy_on = false;
 }
 
 /* Reads key through the daemon into mem (buffer buf) and checks every
