@@ -1185,10 +1185,12 @@ Test(writeback, an_upload_that_failed_goes_again_when_s3_is_back,
 	cr_assert(fx_daemon_log_contains(&D, "/after-outage again ("),
 		  "log %s", D.log_path);
 	/* Nothing live is left, so a later save rewinds the journal (once
-	 * the DONE records before it are on disk): it has its room back. A
-	 * failed object used to hold it until a restart. */
+	 * the DONE records before it are on disk: a pause before each save
+	 * lets the last one's reach it): it has its room back. A failed
+	 * object used to hold it until a restart. */
 	int64_t used = 0;
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 20; i++) {
+		usleep(200 * 1000);
 		int h = write_object(&c, "next", 64 * 1024, 98, true);
 		cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
 		cr_assert_eq(rc_close(&c, (uint32_t)h), 0);
