@@ -141,7 +141,10 @@ extern "C" {
  *                                       gone from S3, and the object keeps
  *                                       its name; a failed delete of the
  *                                       old key is logged and leaves it,
- *                                       the RENAME still succeeds)
+ *                                       the RENAME still succeeds; the
+ *                                       delete is conditional on the
+ *                                       ETag copied, so another writer's
+ *                                       newer object there stays)
  *            (durability local: ABORT and RENAME complete once their
  *            journal record is on disk; a restart never undoes them)
  * SYNC       handle                     completes when S3 has the object;

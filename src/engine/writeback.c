@@ -642,12 +642,15 @@ static void old_name_deleted(void *ctx, const struct upload_outcome *out)
 
 /* The upload landed under a name a RENAME has since replaced: that copy
  * goes, through the upload engine (retries, budget, no reactor stall),
- * and the upload under the new name follows (old_name_deleted). False
- * if the DELETE could not even start: the copy is left behind. */
-static bool delete_old_name(struct shard *sh, struct wobject *w)
+ * and the upload under the new name follows (old_name_deleted). The
+ * DELETE carries the ETag the upload got (If-Match): another writer's
+ * object under that name since is left alone. False if the DELETE could
+ * not even start: the copy is left behind. */
+static bool delete_old_name(struct shard *sh, struct wobject *w,
+			    const char *etag)
 {
 	struct upload_delete_params p = {
-		.bucket = w->ds->cfg->bucket, .key = w->up_key,
+		.bucket = w->ds->cfg->bucket, .key = w->up_key, .if_match = etag,
 		.done = old_name_deleted, .done_ctx = w, .tag = w->ds->budget,
 	};
 	int err = -ENOMEM;
@@ -899,7 +902,7 @@ static void upload_ended(struct shard *sh, struct wobject *w,
 		w->restart = false;
 		/* It landed under the old name first: that copy goes, then
 		 * the upload (the reference passes to the DELETE). */
-		if (out->err == 0 && delete_old_name(sh, w))
+		if (out->err == 0 && delete_old_name(sh, w, out->etag))
 			return;
 		upload_start_for(sh, w);
 		wobject_put(sh, w);

@@ -155,7 +155,8 @@ static int sign_and_set_headers(struct s3_req *r, const char *host,
 			 p->range_off, p->range_off + p->range_len - 1);
 		sh.h[sh.n++] = (struct sigv4_header){ "Range", sh.range };
 	}
-	if (p->if_match && (p->op == S3_GET_OBJECT || p->op == S3_HEAD_OBJECT))
+	if (p->if_match && (p->op == S3_GET_OBJECT || p->op == S3_HEAD_OBJECT ||
+			    p->op == S3_DELETE_OBJECT))
 		sh.h[sh.n++] = (struct sigv4_header){ "If-Match", p->if_match };
 	if (add_write_headers(r, p, &sh) < 0)
 		goto nomem;

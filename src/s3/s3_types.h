@@ -92,7 +92,7 @@ struct s3_req_params {
 	const char *bucket;
 	const char *key;              /* object key, not URI-encoded */
 	uint64_t range_off, range_len; /* GET: range_len 0 = whole object */
-	const char *if_match;         /* GET/HEAD: ETag as S3 sent it, quotes included */
+	const char *if_match;         /* GET/HEAD/DELETE: ETag as S3 sent it, quotes included */
 	/* ListObjectsV2 */
 	const char *prefix, *delimiter, *continuation_token, *start_after;
 	unsigned max_keys;            /* 0: server default (1000) */

@@ -74,7 +74,10 @@ struct upload {
 	unsigned busy;           /* engine frames using it: not freed under them */
 	char *from_key;          /* a copy job's source; NULL for an upload */
 	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
-	char *source_etag;       /* x-amz-copy-source-if-match, or NULL */
+	/* The ETag the source must still have: HEAD before a copy, then
+	 * x-amz-copy-source-if-match and the source DELETE's If-Match (a
+	 * delete-only job's own If-Match); NULL: unconditional. */
+	char *source_etag;
 	bool deleting;           /* the copy landed: the source's DELETE runs */
 	bool delete_only;        /* a delete job: its DELETE is all it does */
 	char upload_id[256];
@@ -286,6 +289,7 @@ static void fill_params(const struct xfer *x, struct s3_req_params *p)
 	case X_DELETE:
 		p->op = S3_DELETE_OBJECT;
 		p->key = u->from_key;
+		p->if_match = u->source_etag;
 		break;
 	case X_SOURCE:
 		p->op = S3_HEAD_OBJECT;
@@ -983,7 +987,7 @@ static void on_delete_done(struct xfer *x, const struct s3_result *r)
 {
 	struct upload *u = x->u;
 	if (r->err && r->err != -ENOENT) /* 404: gone (a retry's first try) */
-		set_failure(u, r->err, r);
+		request_failed(u, r); /* 412: another object took the key */
 	xfer_free(x);
 	report_done(u);
 }
@@ -1336,6 +1340,13 @@ struct upload *upload_delete_start(struct upload_engine *e,
 	/* The DELETE names from_key (a copy job's source): the same key. */
 	u->from_key = strdup(dp->key);
 	if (!u->from_key) {
+		*err = -ENOMEM;
+		e->active--;
+		upload_free(u);
+		return NULL;
+	}
+	if (dp->if_match && dp->if_match[0] &&
+	    !(u->source_etag = strdup(dp->if_match))) {
 		*err = -ENOMEM;
 		e->active--;
 		upload_free(u);

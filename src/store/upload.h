@@ -195,6 +195,9 @@ struct upload *upload_copy_start(struct upload_engine *e,
  * *err = -EINVAL (no bucket, key or done) or -ENOMEM. */
 struct upload_delete_params {
 	const char *bucket, *key;
+	/* The ETag the object must still have (If-Match; S3 answers 412,
+	 * -ESTALE, if another writer replaced it), or NULL: unconditional. */
+	const char *if_match;
 	upload_done_fn done;
 	void *done_ctx;
 	void *tag;

@@ -1054,6 +1054,53 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	aws_assert_only(objs, 2);
 }
 
+/* A RENAME deletes the name it leaves only if S3 still holds what it put
+ * there: the DELETE carries that ETag (If-Match), and S3's 412, when
+ * another writer replaced the object meanwhile (rc-proxy answers every
+ * conditional DELETE so), leaves the old name alone; the RENAME still
+ * succeeds. Both ways a name is left: a RENAME after the upload (copy,
+ * then the source's DELETE) and during it (the upload lands under the
+ * old name, which is deleted before the upload under the new one). */
+Test(writeback, a_rename_leaves_a_source_another_object_replaced,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const uint64_t size = 100 * 1024 + 3;
+	start_proxied(pass, 3, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set fail-conditional-deletes 1\n");
+	int h = write_object(&c, "after.tmp", size, 86, true);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	int r = rc_rename(&c, (uint32_t)h, "after");
+	cr_assert_eq(r, 0, "rename after the upload: %s", rc_strerror(r));
+	cr_assert_eq(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
+				   "conditional_deletes"), 1,
+		     "the source's DELETE was not conditional");
+	cr_assert_eq(check_in_s3("after", size, 86), 0);
+	cr_assert_eq(check_in_s3("after.tmp", size, 86), 0,
+		     "deleted in spite of the 412");
+	cr_assert(fx_daemon_log_contains(&D, "another object replaced it"),
+		  "the log does not say why the name is left (log %s)",
+		  D.log_path);
+
+	/* The upload's PUT held 1.5 s: the RENAME comes while it runs. */
+	proxy_set("set latency-ms 1500\n");
+	h = write_object(&c, "during.tmp", size, 87, true);
+	r = rc_rename(&c, (uint32_t)h, "during");
+	cr_assert_eq(r, 0, "rename during the upload: %s", rc_strerror(r));
+	proxy_set("set latency-ms 0\n");
+	r = rc_sync(&c, (uint32_t)h);
+	cr_assert_eq(r, 0, "sync: %s", rc_strerror(r));
+	cr_assert_eq(fx_proxy_stat(fx_proxy_control(&P, "stats\n"),
+				   "conditional_deletes"), 2,
+		     "the old name's DELETE was not conditional");
+	cr_assert_eq(check_in_s3("during", size, 87), 0);
+	cr_assert_eq(check_in_s3("during.tmp", size, 87), 0,
+		     "deleted in spite of the 412");
+	rc_detach(&c);
+}
+
 /* SYNC of all objects promises that S3 has them: an upload that failed
  * before the SYNC came (its handle closed since) fails it too, in every
  * session of the uid, until a later save of the key lands; a save of
