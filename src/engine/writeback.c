@@ -728,8 +728,8 @@ static void failed_forget(struct shard *sh, const struct dataset *ds,
 	}
 }
 
-/* Objects replayed from the journal have no uid (the journal does not
- * keep it): their failures are in the log and the metrics only. */
+/* Objects replayed from a journal written before uids (COMMIT flag 4)
+ * have none: their failures are in the log and the metrics only. */
 static void failed_remember(struct shard *sh, const struct wobject *w)
 {
 	if (w->uid == WB_UID_UNKNOWN)
@@ -1273,8 +1273,10 @@ static void commit_flushed(void *ctx, int res)
 static int commit_journal(struct shard *sh, struct wobject *w)
 {
 	w->refs++;
+	uint32_t uid = (uint32_t)w->uid;
 	int err = journal_append_commit(sh->journal, w->id, w->size, NULL,
-					w->token);
+					w->token, w->uid == WB_UID_UNKNOWN
+						  ? NULL : &uid);
 	if (!err)
 		err = journal_flush(sh->journal, commit_flushed, w);
 	if (err)
@@ -2191,6 +2193,9 @@ static void replay(struct shard *sh)
 			token_set(w, o->token);
 		else if (token_new(w) < 0)
 			memset(w->token_hex, 0, sizeof(w->token_hex));
+		/* Its writer's, so that its SYNC of all hears if it fails
+		 * again; none from a journal written before uids. */
+		w->uid = o->has_uid ? (uid_t)o->uid : WB_UID_UNKNOWN;
 		w->state = W_COMMITTED;
 		w->journaled = w->replayed = true;
 		w->replay_index = i;

@@ -64,7 +64,8 @@ struct wobject {
 	struct op *rename_op;     /* the RENAME waiting for the copy */
 	uint32_t refs;            /* write handles + a running upload or copy */
 	struct uid_usage *usage;  /* the writer's uid while open (quota.h) */
-	uid_t uid;                /* the writer's; WB_UID_UNKNOWN if replayed */
+	uid_t uid;                /* the writer's (journaled at COMMIT), or
+				     WB_UID_UNKNOWN */
 	uint64_t uid_staged;      /* staging charged to it while open */
 	uint64_t committed_ns;    /* in the backlog since (metrics.c) */
 	bool in_backlog;          /* committed, upload not ended */

@@ -47,6 +47,7 @@ enum rec_type {
 };
 #define REC_F_MD5 1u
 #define REC_F_TOKEN 2u /* after the MD5 when both are there */
+#define REC_F_UID 4u   /* after the token (and MD5): u32, as OPEN's u16s */
 
 /* On disk, little-endian; hdr_crc covers the bytes before it, data_crc the
  * payload, so together they check the whole record. */
@@ -389,6 +390,10 @@ static void replay_apply(struct journal *j, const struct rec_hdr *h,
 		ob->o.has_token = (h->flags & REC_F_TOKEN) && h->len >= at + 16;
 		if (ob->o.has_token)
 			memcpy(ob->o.token, pl + at, 16);
+		at += ob->o.has_token ? 16 : 0;
+		ob->o.has_uid = (h->flags & REC_F_UID) && h->len >= at + 4;
+		if (ob->o.has_uid)
+			memcpy(&ob->o.uid, pl + at, 4);
 		supersede_older(j, ob);
 	} else if (ok && h->type == REC_RENAME) {
 		char *k = strndup((const char *)pl, h->len);
@@ -885,7 +890,8 @@ int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
 }
 
 int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
-			  const uint8_t md5[16], const uint8_t token[16])
+			  const uint8_t md5[16], const uint8_t token[16],
+			  const uint32_t *uid)
 {
 	struct jobj *ob = obj_find(j, id);
 	if (!ob)
@@ -894,7 +900,7 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 		return -EINVAL;
 	if (ob->dropped)
 		return -ESTALE; /* its bytes are not all in the log */
-	uint8_t pl[32];
+	uint8_t pl[36];
 	uint32_t len = 0;
 	uint16_t flags = 0;
 	if (md5) {
@@ -907,7 +913,12 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 		len += 16;
 		flags |= REC_F_TOKEN;
 	}
-	int r = room_for(j, worst_case(32), true);
+	if (uid) {
+		memcpy(pl + len, uid, 4);
+		len += 4;
+		flags |= REC_F_UID;
+	}
+	int r = room_for(j, worst_case(36), true);
 	if (r < 0)
 		return r;
 	r = rec_append(j, REC_COMMIT, flags, id, size, pl, len);
@@ -921,6 +932,9 @@ int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
 	ob->o.has_token = token != NULL;
 	if (token)
 		memcpy(ob->o.token, token, 16);
+	ob->o.has_uid = uid != NULL;
+	if (uid)
+		ob->o.uid = *uid;
 	return 0;
 }
 

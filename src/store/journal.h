@@ -41,7 +41,9 @@
  *   COMMIT  argument = size; flag 1: the object's MD5 (16 bytes); flag 2:
  *           then the writer's token (16 bytes: the proof that an object
  *           found in S3 is this one's upload, see upload.h; a version 1
- *           reader without it ignores the flag)
+ *           reader without it ignores the flag); flag 4: then the
+ *           writer's uid (u32: whose SYNC a failed replay is reported
+ *           to; ignored the same way by readers without it)
  *   RENAME  the new key (replay keeps the old ones: old_keys)
  *   DONE    the ETag S3 gave
  *   ABORT   empty (also for an upload S3 refused for good)
@@ -112,6 +114,8 @@ struct journal_object {
 	uint8_t md5[16]; /* MD5 of the object (S3's single-part ETag) */
 	bool has_token;
 	uint8_t token[16]; /* the writer's token (COMMIT flag 2) */
+	bool has_uid;
+	uint32_t uid;      /* the writer's uid (COMMIT flag 4) */
 	bool superseded; /* replayed: a later object took its dataset and key */
 	struct journal_extent *extents;
 	size_t n_extents;
@@ -141,9 +145,10 @@ int journal_append_open(struct journal *j, uint64_t id, const char *dataset,
 			const char *key);
 int journal_append_data(struct journal *j, uint64_t id, uint64_t obj_off,
 			const void *buf, size_t len);
-/* md5 and token may be NULL. */
+/* md5, token and uid may be NULL. */
 int journal_append_commit(struct journal *j, uint64_t id, uint64_t size,
-			  const uint8_t md5[16], const uint8_t token[16]);
+			  const uint8_t md5[16], const uint8_t token[16],
+			  const uint32_t *uid);
 int journal_append_done(struct journal *j, uint64_t id, const char *etag);
 int journal_append_abort(struct journal *j, uint64_t id);
 int journal_append_rename(struct journal *j, uint64_t id, const char *key);

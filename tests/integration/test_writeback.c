@@ -1054,6 +1054,52 @@ Test(writeback, a_4xx_a_retry_could_cure_keeps_the_checkpoint_journaled,
 	aws_assert_only(objs, 2);
 }
 
+/* The journal's COMMIT keeps the writer's uid: after a restart, a replayed
+ * object whose upload fails is reported to its uid's SYNC of all (what a
+ * client whose handle died with the old daemon sends), and no longer once
+ * it has gone again and landed. */
+Test(writeback, a_replay_that_fails_is_reported_to_its_writers_sync,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	const struct wobj obj = {"replayed", 100 * 1024 + 3, 88};
+	start_proxied(pass, 2, NULL);
+	struct rc_client c;
+	attach(&c);
+	proxy_set("set latency-ms 60000\n"); /* held until the kill */
+	write_object(&c, obj.key, obj.size, obj.seed, true);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_backlog_objects", 1,
+				  30000), 1);
+	fx_daemon_kill(&D);
+	rc_detach(&c);
+	proxy_set("set latency-ms 0\nrelease\n"
+		  "set faults requesttimeout\nset fault-rate 1\n");
+	fx_daemon_init(&D);
+	D.daemon_extra = daemon_extra;
+	D.s3_endpoint = P.endpoint;
+	D.s3_extra = "retry_budget = 2";
+	D.max_retries = 2;
+	fx_daemon_start(&D, sections);
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_failed_objects", 1,
+				  60000), 1, "the replay did not fail");
+	attach(&c);
+	int r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, -EIO, "sync of all after the replay failed: %s",
+		     rc_strerror(r));
+	proxy_set("set fault-rate 0\n");
+	cr_assert_eq(fx_wait_stat(D.socket_path,
+				  "ringcache_writeback_uploaded_total", 1,
+				  60000), 1, "not uploaded again");
+	r = rc_sync(&c, RC_SYNC_ALL);
+	cr_assert_eq(r, 0, "sync of all once it landed: %s", rc_strerror(r));
+	cr_assert_eq(fx_stat_value(D.socket_path,
+				   "ringcache_writeback_failed_objects"), 0);
+	rc_detach(&c);
+	aws_assert_only(&obj, 1);
+}
+
 /* A RENAME deletes the name it leaves only if S3 still holds what it put
  * there: the DELETE carries that ETag (If-Match), and S3's 412, when
  * another writer replaced the object meanwhile (rc-proxy answers every

@@ -128,7 +128,7 @@ static void put_object(struct journal *j, uint64_t id, const char *key,
 	cr_assert_eq(journal_append_open(j, id, "ckpt", key), 0, "open %llu",
 		     (unsigned long long)id);
 	cr_assert_eq(write_range(j, id, 0, size, piece), 0);
-	cr_assert_eq(journal_append_commit(j, id, size, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, id, size, NULL, NULL, NULL), 0);
 }
 
 static struct journal *open_at(const char *p, uint64_t limit)
@@ -185,7 +185,9 @@ Test(journal, objects_survive_reopen)
 	uint8_t token6[16] = {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
 	cr_assert_eq(journal_append_open(j, 6, "ckpt", "tmp/shard.0"), 0);
 	cr_assert_eq(write_range(j, 6, 0, 200 * KIB, 7 * KIB), 0);
-	cr_assert_eq(journal_append_commit(j, 6, 200 * KIB, NULL, token6), 0);
+	uint32_t uid6 = 1234;
+	cr_assert_eq(journal_append_commit(j, 6, 200 * KIB, NULL, token6,
+					   &uid6), 0);
 	cr_assert_eq(journal_append_rename(j, 6, "final/shard.0"), 0);
 	/* Random offsets: garbage first, then the right bytes over it. */
 	cr_assert_eq(journal_append_open(j, 7, "ckpt", "random"), 0);
@@ -197,7 +199,9 @@ Test(journal, objects_survive_reopen)
 	uint8_t md5[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 	uint8_t token[16] = {0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87,
 			     0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f};
-	cr_assert_eq(journal_append_commit(j, 7, 10000, md5, token), 0);
+	uint32_t uid7 = 65534;
+	cr_assert_eq(journal_append_commit(j, 7, 10000, md5, token, &uid7),
+		     0);
 	/* Never committed: reported for discard. */
 	cr_assert_eq(journal_append_open(j, 8, "ckpt", "half"), 0);
 	cr_assert_eq(write_range(j, 8, 0, 50 * KIB, 10 * KIB), 0);
@@ -233,6 +237,12 @@ Test(journal, objects_survive_reopen)
 	cr_assert(!find_replayed(j, 3)->has_token);
 	cr_assert(find_replayed(j, 6)->has_token);
 	cr_assert_eq(memcmp(find_replayed(j, 6)->token, token6, 16), 0);
+	/* The writer's uid after them (COMMIT flag 4). */
+	cr_assert(find_replayed(j, 6)->has_uid);
+	cr_assert_eq(find_replayed(j, 6)->uid, uid6);
+	cr_assert(find_replayed(j, 7)->has_uid);
+	cr_assert_eq(find_replayed(j, 7)->uid, uid7);
+	cr_assert(!find_replayed(j, 3)->has_uid);
 	cr_assert_eq(journal_n_discarded(j), 1);
 	cr_assert_eq(journal_discarded(j, 0)->id, 8);
 	cr_assert_str_eq(journal_discarded(j, 0)->key, "half");
@@ -293,7 +303,7 @@ Test(journal, a_later_commit_of_the_key_supersedes_the_older)
 	cr_assert_eq(journal_append_open(j, 7, "ckpt", "open-after"), 0);
 	put_object(j, 8, "latest-ds", 10, 10);
 	cr_assert_eq(journal_append_open(j, 9, "other-ds", "latest-ds"), 0);
-	cr_assert_eq(journal_append_commit(j, 9, 0, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, 9, 0, NULL, NULL, NULL), 0);
 	flush(j);
 	close_journal(j);
 	for (int pass = 0; pass < 2; pass++) {
@@ -355,7 +365,8 @@ Test(journal, busy_journal_wakes_a_waiting_append_after_a_write)
 		;
 	cr_assert_eq(r, 0);
 	free(p);
-	cr_assert_eq(journal_append_commit(j, 1, off + 8 * MIB, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, 1, off + 8 * MIB,
+					   NULL, NULL, NULL), 0);
 	flush(j);
 	close_journal(j);
 
@@ -587,7 +598,8 @@ Test(journal, full_journal_gives_enospc_then_rewinds)
 			cr_assert_eq(journal_append_abort(j, id), 0);
 			break;
 		}
-		cr_assert_eq(journal_append_commit(j, id, 64 * KIB, NULL, NULL), 0);
+		cr_assert_eq(journal_append_commit(j, id, 64 * KIB,
+						   NULL, NULL, NULL), 0);
 		flush(j);
 	}
 	cr_assert_eq(r, -ENOSPC);
@@ -611,7 +623,8 @@ Test(journal, full_journal_gives_enospc_then_rewinds)
 	cr_assert_eq(st.rewinds, 1);
 	cr_assert_lt(st.used_bytes, 4096);
 	cr_assert_eq(write_range(j, 5000, 0, 300 * KIB, 50 * KIB), 0);
-	cr_assert_eq(journal_append_commit(j, 5000, 300 * KIB, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, 5000, 300 * KIB,
+					   NULL, NULL, NULL), 0);
 	flush(j);
 	close_journal(j);
 
@@ -650,7 +663,8 @@ Test(journal, space_comes_back_without_an_explicit_flush)
 		free(p);
 		journal_get_stats(j, &st);
 		cr_assert_eq(r, 0, "data %llu: %d", (unsigned long long)id, r);
-		cr_assert_eq(journal_append_commit(j, id, 32 * KIB, NULL, NULL), 0);
+		cr_assert_eq(journal_append_commit(j, id, 32 * KIB,
+						   NULL, NULL, NULL), 0);
 		cr_assert_eq(journal_append_done(j, id, "\"e\""), 0);
 	}
 	cr_assert(saw_eagain);
@@ -681,7 +695,8 @@ Test(journal, an_open_object_does_not_block_the_rewind)
 		cr_assert_eq(r, 0, "open %llu: %d", (unsigned long long)id, r);
 		cr_assert_eq(write_range(j, id, 0, 64 * KIB, 64 * KIB), 0,
 			     "data %llu", (unsigned long long)id);
-		cr_assert_eq(journal_append_commit(j, id, 64 * KIB, NULL, NULL), 0);
+		cr_assert_eq(journal_append_commit(j, id, 64 * KIB,
+						   NULL, NULL, NULL), 0);
 		flush(j);
 		cr_assert_eq(journal_append_done(j, id, "\"e\""), 0);
 	}
@@ -689,13 +704,15 @@ Test(journal, an_open_object_does_not_block_the_rewind)
 	cr_assert_geq(st.rewinds, 1);
 	cr_assert_geq(st.dropped, 1);
 	cr_assert(journal_dropped(j, 7));
-	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000, NULL, NULL), -ESTALE,
+	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000, NULL, NULL, NULL),
+		     -ESTALE,
 		     "a COMMIT of bytes no longer in the log");
 	/* Its writer logs its byte again, then more. */
 	cr_assert_eq(journal_relog_start(j, 7), 0);
 	cr_assert_not(journal_dropped(j, 7));
 	cr_assert_eq(write_range(j, 7, 0, 1 + 5000, 4096), 0);
-	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, 7, 1 + 5000,
+					   NULL, NULL, NULL), 0);
 	flush(j);
 	close_journal(j);
 	j = open_at(path, limit);
@@ -779,7 +796,8 @@ Test(journal, rewind_header_goes_through_the_ring_before_its_records)
 	cr_assert_eq(journal_inflight(j), 1, "the header is an SQE, not a "
 		     "pwrite on this thread");
 	cr_assert_eq(write_range(j, 2, 0, 100 * KIB, 100 * KIB), 0);
-	cr_assert_eq(journal_append_commit(j, 2, 100 * KIB, NULL, NULL), 0);
+	cr_assert_eq(journal_append_commit(j, 2, 100 * KIB,
+					   NULL, NULL, NULL), 0);
 	struct flush_seen f = {0};
 	cr_assert_eq(journal_flush(j, on_flushed_look, &f), 0);
 	drain(j);
