@@ -237,6 +237,12 @@ static void print_backlog(const char *t)
 	printf(", %s staged in memory\n",
 	       human_bytes(counter(t, "ringcache_writeback_staged_bytes"), a,
 			   sizeof(a)));
+	uint64_t lacks = counter(t, "ringcache_writeback_failed_objects");
+	if (lacks)
+		printf("  not in S3   %" PRIu64 " committed object%s whose "
+		       "upload failed (the log names them); a SYNC of all by "
+		       "their writer fails until they land\n", lacks,
+		       lacks == 1 ? "" : "s");
 }
 
 /* Number of samples of a labelled metric (e.g. queues with a plan). */

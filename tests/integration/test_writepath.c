@@ -509,6 +509,8 @@ Test(writepath, a_4xx_upload_is_dropped_from_the_journal_and_reported,
 	cr_assert_eq(fx_run(argv, out, sizeof(out), 10000), 0, "%s", out);
 	cr_assert(strstr(out, "1 uploaded, 32 failed (32 refused by S3 for "
 			      "good)"), "ringcache status: %s", out);
+	cr_assert(strstr(out, "not in S3   1 committed object whose upload "
+			      "failed"), "ringcache status: %s", out);
 	fx_daemon_stop(&D);
 	restart(); /* nothing of them left to replay */
 	cr_assert_eq(fx_stat_value(D.socket_path,
