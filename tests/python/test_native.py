@@ -338,7 +338,13 @@ class TestLeases(unittest.TestCase):
 
     def test_views_dropped_in_another_thread(self):
         """Views dropped by another thread, also while a batch waits
-        without the GIL, are released: nothing leaks, nothing breaks."""
+        without the GIL, are released: nothing leaks, nothing breaks.
+        Each batch is read while the thread drops the one before, and
+        waits for that drop before handing over its own: on a busy
+        machine the thread lagged behind by batches, and the leases it
+        had not yet dropped went past the session's leased-bytes limit
+        (EDQUOT), which is the daemon's limit working, not this test's
+        subject."""
         import queue
         import threading
         q = queue.Queue()
@@ -346,14 +352,18 @@ class TestLeases(unittest.TestCase):
         def dropper():
             while (item := q.get()) is not None:
                 del item
+                q.task_done()
+            q.task_done()
         t = threading.Thread(target=dropper)
         t.start()
-        keys = [small_key(i) for i in range(200, 232)]
+        keys = [small_key(i) for i in range(200, 216)]
         try:
             for _ in range(30):
                 views = self.c.read_many("ds", keys)
                 for k, v in zip(keys, views):
+                    self.assertNotIsInstance(v, OSError, f"{k}: {v!r}")
                     self.assertEqual(len(v), ds_size(k))
+                q.join()  # the batch before is dropped
                 q.put(views)
                 del views, v
         finally:
