@@ -668,6 +668,18 @@ static void flushed_nothing(void *ctx, int res)
 	(void)res;
 }
 
+/* A committed object the next start must not upload: its records are
+ * closed with ABORT. No waiter either: losing the record only uploads it
+ * again, which the replay's own checks then settle. */
+static void unjournal(struct shard *sh, struct wobject *w)
+{
+	if (!w->journaled || !sh->journal)
+		return;
+	journal_append_abort(sh->journal, w->id);
+	journal_flush(sh->journal, flushed_nothing, NULL);
+	w->journaled = false;
+}
+
 /* S3 refused the object for good (a 4xx, an overwrite refused, a request
  * that cannot be made): uploading again at the next start would fail the
  * same way while its records kept the journal from rewinding, so it is
@@ -837,11 +849,7 @@ static void supersede_failed(struct shard *sh, const struct dataset *ds,
 			 "whose upload failed, are not uploaded again",
 			 ds->cfg->name, rc_esc(key));
 		sh->m.wb_superseded++;
-		if (o->journaled && sh->journal) {
-			journal_append_abort(sh->journal, o->id);
-			journal_flush(sh->journal, flushed_nothing, NULL);
-			o->journaled = false;
-		}
+		unjournal(sh, o);
 		staging_free(sh, o); /* nothing reads a failed object's */
 	}
 }
@@ -883,13 +891,10 @@ static void upload_failed(struct shard *sh, struct wobject *w,
 				   "start)" : "",
 		  outcome_reason(out, out->err, reason, sizeof(reason)));
 	free(key);
-	if (for_good && w->journaled && sh->journal) {
-		journal_append_abort(sh->journal, w->id);
-		journal_flush(sh->journal, flushed_nothing, NULL);
-		w->journaled = false;
-	}
-	if (for_good)
+	if (for_good) {
+		unjournal(sh, w);
 		staging_free(sh, w);
+	}
 }
 
 static void upload_ended(struct shard *sh, struct wobject *w,

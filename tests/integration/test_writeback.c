@@ -725,13 +725,21 @@ static void wait_for(bool (*cond)(void), const char *what)
 #define KILL_CK "upload_concurrency = 2\n"
 
 /* The same config and journal: what a restart after a crash finds. */
-static void restart_daemon(void)
+/* The same config and journal behind P, with these [s3] lines (or none)
+ * and retries. */
+static void restart_daemon_with(const char *s3_lines, unsigned retries)
 {
 	fx_daemon_init(&D);
 	D.daemon_extra = daemon_extra;
 	D.s3_endpoint = P.endpoint;
-	D.max_retries = KILL_RETRIES;
+	D.s3_extra = s3_lines;
+	D.max_retries = retries;
 	fx_daemon_start(&D, sections);
+}
+
+static void restart_daemon(void)
+{
+	restart_daemon_with(NULL, KILL_RETRIES);
 }
 
 /* PARTIAL's first 2 MiB, the acknowledged objects (whose COMMITs make
@@ -1075,12 +1083,7 @@ Test(writeback, a_replay_that_fails_is_reported_to_its_writers_sync,
 	rc_detach(&c);
 	proxy_set("set latency-ms 0\nrelease\n"
 		  "set faults requesttimeout\nset fault-rate 1\n");
-	fx_daemon_init(&D);
-	D.daemon_extra = daemon_extra;
-	D.s3_endpoint = P.endpoint;
-	D.s3_extra = "retry_budget = 2";
-	D.max_retries = 2;
-	fx_daemon_start(&D, sections);
+	restart_daemon_with("retry_budget = 2", 2);
 	cr_assert_eq(fx_wait_stat(D.socket_path,
 				  "ringcache_writeback_failed_objects", 1,
 				  60000), 1, "the replay did not fail");
