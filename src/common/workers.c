@@ -19,6 +19,7 @@
 
 struct job {
 	void (*run)(void *arg);
+	const struct workers_kind *kind; /* or NULL: run alone */
 	void (*done)(void *arg);
 	void *arg;
 	struct rc_list link; /* on the queue, then on finished */
@@ -36,27 +37,45 @@ struct workers {
 	pthread_t threads[MAX_WORKERS];
 };
 
-static struct job *take_job(struct workers *w)
+/* The first queued job and, where it has a kind, the queued jobs of that
+ * kind after it (up to its max): 0 when stopping. */
+static unsigned take_jobs(struct workers *w, struct job **out)
 {
 	pthread_mutex_lock(&w->lock);
 	while (rc_list_empty(&w->queue) && !w->stopping)
 		pthread_cond_wait(&w->cond, &w->lock);
-	struct rc_list *first = rc_list_first(&w->queue);
-	struct job *j = first ? rc_list_entry(first, struct job, link) : NULL;
-	if (j)
+	unsigned n = 0;
+	struct rc_list *pos, *tmp;
+	rc_list_for_each_safe(pos, tmp, &w->queue) {
+		struct job *j = rc_list_entry(pos, struct job, link);
+		if (n && (j->kind != out[0]->kind || !j->kind))
+			continue;
 		rc_list_del(&j->link);
+		out[n++] = j;
+		if (!j->kind || n == j->kind->max || n == WORKERS_MANY_MAX)
+			break;
+	}
 	pthread_mutex_unlock(&w->lock);
-	return j;
+	return n;
 }
 
 static void *worker_main(void *arg)
 {
 	struct workers *w = arg;
-	struct job *j;
-	while ((j = take_job(w))) {
-		j->run(j->arg);
+	struct job *jobs[WORKERS_MANY_MAX];
+	unsigned n;
+	while ((n = take_jobs(w, jobs))) {
+		if (jobs[0]->kind) {
+			void *args[WORKERS_MANY_MAX];
+			for (unsigned i = 0; i < n; i++)
+				args[i] = jobs[i]->arg;
+			jobs[0]->kind->run_many(args, n);
+		} else {
+			jobs[0]->run(jobs[0]->arg);
+		}
 		pthread_mutex_lock(&w->lock);
-		rc_list_add_tail(&w->finished, &j->link);
+		for (unsigned i = 0; i < n; i++)
+			rc_list_add_tail(&w->finished, &jobs[i]->link);
 		pthread_mutex_unlock(&w->lock);
 		uint64_t one = 1;
 		/* Only fails when the counter is saturated: it is set anyway. */
@@ -137,6 +156,16 @@ void workers_free(struct workers *w)
 	free(w);
 }
 
+static int submit(struct workers *w, struct job *j)
+{
+	pthread_mutex_lock(&w->lock);
+	rc_list_add_tail(&w->queue, &j->link);
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	w->pending++;
+	return 0;
+}
+
 int workers_submit(struct workers *w, void (*run)(void *arg),
 		   void (*done)(void *arg), void *arg)
 {
@@ -144,12 +173,17 @@ int workers_submit(struct workers *w, void (*run)(void *arg),
 	if (!j)
 		return -ENOMEM;
 	*j = (struct job){ .run = run, .done = done, .arg = arg };
-	pthread_mutex_lock(&w->lock);
-	rc_list_add_tail(&w->queue, &j->link);
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	w->pending++;
-	return 0;
+	return submit(w, j);
+}
+
+int workers_submit_kind(struct workers *w, const struct workers_kind *kind,
+			void (*done)(void *arg), void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = (struct job){ .kind = kind, .done = done, .arg = arg };
+	return submit(w, j);
 }
 
 int workers_fd(const struct workers *w)

@@ -24,6 +24,19 @@ void workers_free(struct workers *w);
 int workers_submit(struct workers *w, void (*run)(void *arg),
 		   void (*done)(void *arg), void *arg);
 
+/* A kind of job that runs faster several at a time (the digests of
+ * upload parts, side by side in SIMD lanes): a worker takes the queued
+ * jobs of one kind together, up to max, in queue order, and calls
+ * run_many once for them; each one's done follows as for
+ * workers_submit. */
+struct workers_kind {
+	void (*run_many)(void **args, unsigned n);
+	unsigned max; /* 1 to WORKERS_MANY_MAX */
+};
+#define WORKERS_MANY_MAX 16
+int workers_submit_kind(struct workers *w, const struct workers_kind *kind,
+			void (*done)(void *arg), void *arg);
+
 /* The eventfd that becomes readable when jobs are finished. */
 int workers_fd(const struct workers *w);
 /* Runs the done callbacks of the finished jobs; returns how many. */

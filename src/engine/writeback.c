@@ -168,11 +168,15 @@ static int drv_add_timer(void *ctx, unsigned delay_ms, void (*cb)(void *),
 	return 0;
 }
 
+/* Parts queued together are hashed together (their MD5s in SIMD lanes). */
+static const struct workers_kind hash_kind = {upload_hash_run_many,
+					      WORKERS_MANY_MAX};
+
 static int drv_hash(void *ctx, void *job)
 {
 	struct shard *sh = ctx;
-	return sh->workers ? workers_submit(sh->workers, upload_hash_run,
-					    upload_hash_done, job)
+	return sh->workers ? workers_submit_kind(sh->workers, &hash_kind,
+						 upload_hash_done, job)
 			   : -ENOSYS;
 }
 

@@ -23,6 +23,7 @@
 #include "hugemem.h"
 #include "list.h"
 #include "log.h"
+#include "md5x.h"
 #include "s3_checksum.h"
 #include "sigv4.h"
 #include "vec.h"
@@ -499,25 +500,51 @@ static int xfer_load(struct xfer *x, uint64_t off, size_t len)
 
 /* ---- digests ------------------------------------------------------------ */
 
+void upload_hash_run_many(void **jobs, unsigned n)
+{
+	while (n) {
+		unsigned batch = n < MD5X_MAX ? n : MD5X_MAX, k = 0;
+		struct md5x_body b[MD5X_MAX];
+		struct s3_piece whole[MD5X_MAX];
+		struct xfer *xs[MD5X_MAX];
+		for (unsigned i = 0; i < batch; i++) {
+			struct xfer *x = jobs[i];
+			if (x->unread) {
+				const struct upload_params *p = &x->u->p;
+				x->read_err = p->read_slow(p->read_ctx,
+							   x->load_off,
+							   x->own_buf,
+							   x->body_len);
+				x->unread = false;
+				if (x->read_err < 0)
+					continue;
+			}
+			if (x->pieces) {
+				b[k] = (struct md5x_body){.pieces = x->pieces,
+							  .n_pieces = x->n_pieces};
+			} else {
+				whole[k] = (struct s3_piece){
+					x->body ? x->body : "", x->body_len};
+				b[k] = (struct md5x_body){.pieces = &whole[k],
+							  .n_pieces = 1};
+			}
+			xs[k++] = x;
+		}
+		md5x(b, k);
+		for (unsigned i = 0; i < k; i++) {
+			xs[i]->md5_ok = b[i].ok;
+			memcpy(xs[i]->md5, b[i].md5, 16);
+			sigv4_sha256_hex_pieces(b[i].pieces, b[i].n_pieces,
+						xs[i]->sha256);
+		}
+		jobs += batch;
+		n -= batch;
+	}
+}
+
 void upload_hash_run(void *job)
 {
-	struct xfer *x = job;
-	if (x->unread) {
-		const struct upload_params *p = &x->u->p;
-		x->read_err = p->read_slow(p->read_ctx, x->load_off,
-					   x->own_buf, x->body_len);
-		x->unread = false;
-		if (x->read_err < 0)
-			return;
-	}
-	if (x->pieces) {
-		x->md5_ok = s3_md5_pieces(x->pieces, x->n_pieces, x->md5) == 0;
-		sigv4_sha256_hex_pieces(x->pieces, x->n_pieces, x->sha256);
-		return;
-	}
-	const void *body = x->body ? x->body : "";
-	x->md5_ok = s3_md5(body, x->body_len, x->md5) == 0;
-	sigv4_sha256_hex(body, x->body_len, x->sha256);
+	upload_hash_run_many(&job, 1);
 }
 
 /* The MD5 goes into Content-MD5 and the object's ETag. */

@@ -45,7 +45,8 @@ struct upload_driver {
 	int (*add_timer)(void *ctx, unsigned delay_ms, void (*cb)(void *arg),
 			 void *arg);                          /* 0 or -errno */
 	/* Optional (NULL: inline). The digests of a PUT or part body (MD5,
-	 * SHA-256) off the driver's thread: run upload_hash_run(job) on
+	 * SHA-256) off the driver's thread: run upload_hash_run(job), or
+	 * upload_hash_run_many over it and others queued with it, on
 	 * another thread, then upload_hash_done(job) on the driver's. 0, or
 	 * -errno and the engine computes them inline. */
 	int (*hash)(void *ctx, void *job);
@@ -218,6 +219,9 @@ const char *upload_id(const struct upload *u);
 
 /* The two halves of a driver's hash job: any thread, then the driver's. */
 void upload_hash_run(void *job);
+/* The same for n jobs at once (their MD5s side by side, md5x.h): the
+ * run of a workers_kind. */
+void upload_hash_run_many(void **jobs, unsigned n);
 void upload_hash_done(void *job);
 
 /* The tag of the upload an engine request belongs to. */

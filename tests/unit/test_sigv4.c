@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "md5x.h"
 #include "s3_checksum.h"
 #include "sigv4.h"
 #include "upload.h"
@@ -137,6 +138,76 @@ Test(sha256, pieces_hash_as_one_body)
 	cr_assert_eq(s3_md5(body, 21, md5_one), 0);
 	cr_assert_eq(s3_md5_pieces(pieces, 4, md5_cut), 0);
 	cr_assert_arr_eq(md5_cut, md5_one, 16);
+}
+
+/* md5x gives OpenSSL's MD5 of every body, with the lanes and without:
+ * every length around the padding's edges (55, 56, 63, 64 ...), bodies
+ * cut into pieces at odd places (empty pieces, a block across three),
+ * lanes of different lengths ending at different blocks, one body alone
+ * and more bodies than lanes. */
+static void md5x_matches_openssl(bool lanes)
+{
+	static uint8_t data[8192];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 11);
+	md5x_use_lanes(lanes);
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	cr_assert_eq(md5x_lanes(),
+		     lanes && __builtin_cpu_supports("avx512f") ? 16u : 1u,
+		     "md5x does not use the lanes this CPU has");
+#endif
+	struct s3_piece pieces[40][4];
+	struct md5x_body b[40];
+	for (size_t base = 0; base < 300; base += 37) {
+		for (unsigned k = 0; k < 40; k++) {
+			size_t len = base + k * 3 + (k % 5 == 0 ? 4000 : 0);
+			size_t cut1 = len / 3, cut2 = len / 3 + (k % 7);
+			if (cut2 > len)
+				cut2 = len;
+			const uint8_t *p = data + k;
+			pieces[k][0] = (struct s3_piece){p, cut1};
+			pieces[k][1] = (struct s3_piece){p + cut1, 0};
+			pieces[k][2] = (struct s3_piece){p + cut1, cut2 - cut1};
+			pieces[k][3] = (struct s3_piece){p + cut2, len - cut2};
+			b[k] = (struct md5x_body){.pieces = pieces[k],
+						  .n_pieces = k % 3 ? 4 : 1};
+			if (k % 3 == 0)
+				pieces[k][0].len = len;
+		}
+		for (unsigned n = 1; n <= 40; n += n < 18 ? 1 : 11) {
+			memset(b[0].md5, 0, sizeof(b[0].md5));
+			md5x(b, n);
+			for (unsigned k = 0; k < n; k++) {
+				unsigned char want[16];
+				cr_assert_eq(s3_md5_pieces(b[k].pieces,
+							   b[k].n_pieces, want),
+					     0);
+				cr_assert(b[k].ok);
+				cr_assert_arr_eq(b[k].md5, want, 16,
+						 "body %u of %u (base %zu, "
+						 "lanes %u) differs",
+						 k, n, base, md5x_lanes());
+			}
+		}
+	}
+	struct md5x_body none = {.pieces = NULL, .n_pieces = 0};
+	struct md5x_body two[2] = {none, none};
+	md5x(two, 2); /* no pieces at all: the MD5 of nothing */
+	char b64[25];
+	s3_md5_b64(two[1].md5, two[1].ok, b64);
+	cr_assert_str_eq(b64, "1B2M2Y8AsgTpgAmY7PhCfg==");
+	md5x_use_lanes(true);
+}
+
+Test(md5, lanes_give_openssls_md5)
+{
+	md5x_matches_openssl(true);
+}
+
+Test(md5, one_at_a_time_gives_openssls_md5)
+{
+	md5x_matches_openssl(false);
 }
 
 Test(md5, content_md5_and_multipart_etag)

@@ -1,0 +1,45 @@
+/* fuzz_md5x.c - the lane-parallel MD5 (src/s3/md5x.c) against OpenSSL's:
+ * the input's first byte says how many bodies (1 to 2 x MD5X_MAX, more
+ * than one batch), the next two bytes of each a length and where its
+ * pieces are cut (empty pieces included); the rest is the bytes they
+ * hash, bodies overlapping. Every body's MD5 must be OpenSSL's. */
+#include <string.h>
+
+#include "fuzz.h"
+#include "md5x.h"
+#include "s3_checksum.h"
+
+#define MAX_BODIES (2 * MD5X_MAX)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	unsigned n = 1 + data[0] % MAX_BODIES;
+	if (size < 1 + 2 * (size_t)n)
+		return 0;
+	const uint8_t *hdr = data + 1, *bytes = data + 1 + 2 * n;
+	size_t avail = size - 1 - 2 * n;
+	struct s3_piece pieces[MAX_BODIES][3];
+	struct md5x_body bodies[MAX_BODIES];
+	for (unsigned k = 0; k < n; k++) {
+		size_t len = avail ? (hdr[2 * k] * 7u + k) % (avail + 1) : 0;
+		size_t start = avail - len ? (k * 13u) % (avail - len + 1) : 0;
+		size_t cut = len ? (hdr[2 * k + 1] * 3u) % (len + 1) : 0;
+		const uint8_t *b = bytes + start;
+		pieces[k][0] = (struct s3_piece){b, cut};
+		pieces[k][1] = (struct s3_piece){b + cut, 0};
+		pieces[k][2] = (struct s3_piece){b + cut, len - cut};
+		bodies[k] = (struct md5x_body){.pieces = pieces[k],
+					       .n_pieces = 3};
+	}
+	md5x_use_lanes(data[0] < 0xf0); /* now and then the other path */
+	md5x(bodies, n);
+	for (unsigned k = 0; k < n; k++) {
+		unsigned char want[16];
+		FUZZ_CHECK(s3_md5_pieces(pieces[k], 3, want) == 0);
+		FUZZ_CHECK(bodies[k].ok);
+		FUZZ_CHECK(memcmp(bodies[k].md5, want, 16) == 0);
+	}
+	return 0;
+}
