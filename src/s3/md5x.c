@@ -276,13 +276,17 @@ void md5x_use_lanes(bool on)
 	atomic_store(&lanes_forced_off, !on);
 }
 
+/* Fewer bodies than this cost more side by side than one by one: the
+ * lanes cost the same whether 2 or 16 are filled (perf/README). */
+#define MD5X_MIN_LANES 3
+
 void md5x(struct md5x_body *bodies, unsigned n)
 {
 	unsigned lanes = md5x_lanes();
 	while (n) {
 		unsigned k = n < MD5X_MAX ? n : MD5X_MAX;
 #ifdef MD5X_X86
-		if (lanes > 1 && k > 1) {
+		if (lanes > 1 && k >= MD5X_MIN_LANES) {
 			md5x16(bodies, k);
 			bodies += k;
 			n -= k;
