@@ -1898,17 +1898,21 @@ Test(writeback, a_save_waiting_for_its_key_survives_a_stop,
 	start_proxied(pass, 2, NULL);
 	struct rc_client c;
 	attach(&c);
-	proxy_set("set complete-delay-ms 3000\n");
+	/* The older upload is held at its first request (Create), which a
+	 * stop abandons once answered. Not at its Complete: a stop waits
+	 * for a Complete in flight (it may land), and the older would land
+	 * when the digests are fast enough to get there first. */
+	proxy_set("set latency-ms 3000\n");
 	write_object(&c, older.key, older.size, older.seed, true);
 	write_object(&c, newer.key, newer.size, newer.seed, true);
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_key_waits_total"), 1);
 	rc_detach(&c);
+	proxy_set("set latency-ms 0\n"); /* the held Create stays held */
 	fx_daemon_stop(&D);
 	cr_assert(fx_daemon_log_contains(&D, "stopped by shutdown: journaled"),
 		  "log %s", D.log_path);
-	proxy_set("set complete-delay-ms 0\nreset-stats\n"
-		  "set outage-ms 600000\n");
+	proxy_set("reset-stats\nset outage-ms 600000\n");
 	restart_daemon();
 	cr_assert_eq(fx_stat_value(D.socket_path,
 				   "ringcache_writeback_superseded_total"), 1);
