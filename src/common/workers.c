@@ -48,7 +48,7 @@ static unsigned take_jobs(struct workers *w, struct job **out)
 	struct rc_list *pos, *tmp;
 	rc_list_for_each_safe(pos, tmp, &w->queue) {
 		struct job *j = rc_list_entry(pos, struct job, link);
-		if (n && (j->kind != out[0]->kind || !j->kind))
+		if (n && j->kind != out[0]->kind) /* out[0] has a kind */
 			continue;
 		rc_list_del(&j->link);
 		out[n++] = j;
@@ -156,8 +156,12 @@ void workers_free(struct workers *w)
 	free(w);
 }
 
-static int submit(struct workers *w, struct job *j)
+static int submit(struct workers *w, struct job init)
 {
+	struct job *j = malloc(sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	*j = init;
 	pthread_mutex_lock(&w->lock);
 	rc_list_add_tail(&w->queue, &j->link);
 	pthread_cond_signal(&w->cond);
@@ -169,21 +173,13 @@ static int submit(struct workers *w, struct job *j)
 int workers_submit(struct workers *w, void (*run)(void *arg),
 		   void (*done)(void *arg), void *arg)
 {
-	struct job *j = malloc(sizeof(*j));
-	if (!j)
-		return -ENOMEM;
-	*j = (struct job){ .run = run, .done = done, .arg = arg };
-	return submit(w, j);
+	return submit(w, (struct job){.run = run, .done = done, .arg = arg});
 }
 
 int workers_submit_kind(struct workers *w, const struct workers_kind *kind,
 			void (*done)(void *arg), void *arg)
 {
-	struct job *j = malloc(sizeof(*j));
-	if (!j)
-		return -ENOMEM;
-	*j = (struct job){ .kind = kind, .done = done, .arg = arg };
-	return submit(w, j);
+	return submit(w, (struct job){.kind = kind, .done = done, .arg = arg});
 }
 
 int workers_fd(const struct workers *w)

@@ -282,18 +282,18 @@ void md5x_use_lanes(bool on)
 
 void md5x(struct md5x_body *bodies, unsigned n)
 {
-	unsigned lanes = md5x_lanes();
+	bool lanes = md5x_lanes() > 1;
+	(void)lanes; /* none without x86 */
 	while (n) {
 		unsigned k = n < MD5X_MAX ? n : MD5X_MAX;
 #ifdef MD5X_X86
-		if (lanes > 1 && k >= MD5X_MIN_LANES) {
+		if (lanes && k >= MD5X_MIN_LANES) {
 			md5x16(bodies, k);
 			bodies += k;
 			n -= k;
 			continue;
 		}
 #endif
-		(void)lanes;
 		bodies->ok = s3_md5_pieces(bodies->pieces, bodies->n_pieces,
 					   bodies->md5) == 0;
 		bodies++;

@@ -724,9 +724,8 @@ static void wait_for(bool (*cond)(void), const char *what)
 #define KILL_RETRIES 10 /* uploads held by 503s still retry at the kill */
 #define KILL_CK "upload_concurrency = 2\n"
 
-/* The same config and journal: what a restart after a crash finds. */
-/* The same config and journal behind P, with these [s3] lines (or none)
- * and retries. */
+/* The same config and journal behind P (what a restart after a crash
+ * finds), with these [s3] lines (or none) and retries. */
 static void restart_daemon_with(const char *s3_lines, unsigned retries)
 {
 	fx_daemon_init(&D);
