@@ -1,6 +1,5 @@
-/* md5x.c - owns the lane-parallel MD5 (md5x.h): a reader per body that
- * hands out its 64-byte blocks (padding included) from the pieces, the
- * AVX-512F kernel that runs sixteen such readers side by side, and the
+/* md5x.c - owns the lane-parallel MD5 (md5x.h): the AVX-512F kernel that
+ * runs sixteen block readers (mdblocks.h) side by side, and the
  * one-at-a-time fallback through OpenSSL. */
 #include "md5x.h"
 
@@ -9,79 +8,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mdblocks.h"
 #include "s3_checksum.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define MD5X_X86 1
 #endif
-
-/* One body's 64-byte blocks in order, then its padding block or two. */
-struct reader {
-	const struct s3_piece *p;
-	unsigned n, i;   /* pieces, the current one */
-	size_t off;      /* in the current piece */
-	uint64_t total;  /* bytes handed out */
-	unsigned pad_left, pad_next;
-	bool ended;
-	_Alignas(64) uint8_t buf[128]; /* a block across pieces, or the tail */
-};
-
-static void reader_init(struct reader *r, const struct md5x_body *b)
-{
-	memset(r, 0, offsetof(struct reader, buf));
-	r->p = b->pieces;
-	r->n = b->pieces ? b->n_pieces : 0;
-}
-
-/* The next block, valid until the next call; NULL after the last. */
-static const uint8_t *next_block(struct reader *r)
-{
-	if (r->pad_left) {
-		r->pad_left--;
-		return r->buf + 64 * r->pad_next++;
-	}
-	if (r->ended)
-		return NULL;
-	while (r->i < r->n && r->off == r->p[r->i].len) {
-		r->i++;
-		r->off = 0;
-	}
-	if (r->i < r->n && r->p[r->i].len - r->off >= 64) {
-		const uint8_t *b = (const uint8_t *)r->p[r->i].data + r->off;
-		r->off += 64;
-		r->total += 64;
-		return b;
-	}
-	size_t got = 0;
-	while (got < 64 && r->i < r->n) {
-		size_t left = r->p[r->i].len - r->off;
-		size_t take = left < 64 - got ? left : 64 - got;
-		if (take)
-			memcpy(r->buf + got,
-			       (const uint8_t *)r->p[r->i].data + r->off, take);
-		got += take;
-		r->off += take;
-		if (r->off == r->p[r->i].len) {
-			r->i++;
-			r->off = 0;
-		}
-	}
-	r->total += got;
-	if (got == 64)
-		return r->buf;
-	/* The body ends in this block: 0x80, zeros, the length in bits. */
-	r->ended = true;
-	unsigned blocks = got < 56 ? 1 : 2;
-	r->buf[got] = 0x80;
-	memset(r->buf + got + 1, 0, blocks * 64 - got - 1);
-	uint64_t bits = r->total * 8;
-	for (unsigned k = 0; k < 8; k++)
-		r->buf[blocks * 64 - 8 + k] = (uint8_t)(bits >> (8 * k));
-	r->pad_left = blocks - 1;
-	r->pad_next = 1;
-	return r->buf;
-}
 
 #ifdef MD5X_X86
 
@@ -132,14 +65,13 @@ T static void transpose(const uint8_t *const p[16], __m512i w[16])
 T static void md5x16(struct md5x_body *bodies, unsigned n)
 {
 	static const _Alignas(64) uint8_t idle[64];
-	struct reader rd[16];
+	struct mdblocks rd[16];
 	for (unsigned l = 0; l < 16; l++) {
-		if (l < n) {
-			reader_init(&rd[l], &bodies[l]);
-		} else {
-			memset(&rd[l], 0, offsetof(struct reader, buf));
-			rd[l].ended = true;
-		}
+		if (l < n)
+			mdblocks_init(&rd[l], bodies[l].pieces,
+				      bodies[l].n_pieces, false);
+		else
+			mdblocks_none(&rd[l]);
 	}
 	__m512i A = K(0x67452301), B = K(0xefcdab89), C = K(0x98badcfe),
 		D = K(0x10325476);
@@ -147,7 +79,7 @@ T static void md5x16(struct md5x_body *bodies, unsigned n)
 		const uint8_t *p[16];
 		__mmask16 live = 0;
 		for (unsigned l = 0; l < 16; l++) {
-			p[l] = next_block(&rd[l]);
+			p[l] = mdblocks_next(&rd[l]);
 			if (p[l])
 				live |= (__mmask16)(1u << l);
 			else

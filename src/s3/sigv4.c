@@ -104,6 +104,15 @@ void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
 	to_hex(md, 32, out);
 }
 
+void sigv4_sha256_to_hex(const unsigned char sha256[32], bool ok,
+			 char out[65])
+{
+	if (!ok)
+		out[0] = '\0';
+	else
+		to_hex(sha256, 32, out);
+}
+
 static int hmac_sha256(const void *key, size_t keylen, const void *msg,
 		       size_t msglen, unsigned char out[32])
 {

@@ -3,6 +3,7 @@
 #ifndef RC_SIGV4_H
 #define RC_SIGV4_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -58,6 +59,10 @@ void sigv4_sha256_hex(const void *data, size_t len, char out[65]);
 struct s3_piece;
 void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
 			     char out[65]);
+/* A SHA-256 computed elsewhere (sha256x.h) as the payload hash; "" where
+ * ok is false, as above. */
+void sigv4_sha256_to_hex(const unsigned char sha256[32], bool ok,
+			 char out[65]);
 /* Canonical request and string to sign into caller buffers; 0 or -EINVAL. */
 int sigv4_canonical_request(const struct sigv4_request *req,
 			    const struct rc_creds *cr, const char *amz_date,

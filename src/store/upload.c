@@ -25,6 +25,7 @@
 #include "log.h"
 #include "md5x.h"
 #include "s3_checksum.h"
+#include "sha256x.h"
 #include "sigv4.h"
 #include "vec.h"
 
@@ -531,11 +532,16 @@ void upload_hash_run_many(void **jobs, unsigned n)
 			xs[k++] = x;
 		}
 		md5x(b, k);
+		struct sha256x_body sb[MD5X_MAX];
+		for (unsigned i = 0; i < k; i++)
+			sb[i] = (struct sha256x_body){.pieces = b[i].pieces,
+						      .n_pieces = b[i].n_pieces};
+		sha256x(sb, k);
 		for (unsigned i = 0; i < k; i++) {
 			xs[i]->md5_ok = b[i].ok;
 			memcpy(xs[i]->md5, b[i].md5, 16);
-			sigv4_sha256_hex_pieces(b[i].pieces, b[i].n_pieces,
-						xs[i]->sha256);
+			sigv4_sha256_to_hex(sb[i].sha256, sb[i].ok,
+					    xs[i]->sha256);
 		}
 		jobs += batch;
 		n -= batch;

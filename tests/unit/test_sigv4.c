@@ -1,7 +1,8 @@
 /* test_sigv4.c - SigV4 against AWS's published vectors: the generic
  * aws-sig-v4-test-suite (service "service", us-east-1, 20150830T123600Z)
  * and the S3 single-chunk examples (examplebucket, 20130524T000000Z);
- * beside them the MD5 values S3 checks (s3_checksum.c, the upload ETag). */
+ * beside them the MD5 values S3 checks (s3_checksum.c, the upload ETag)
+ * and the lane-parallel digests of upload parts (md5x.c, sha256x.c). */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -9,8 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "md5x.h"
 #include "s3_checksum.h"
+#include "sha256x.h"
 #include "sigv4.h"
 #include "upload.h"
 
@@ -709,4 +715,100 @@ Test(bad_input, rejected_not_signed)
 					     sizeof(canon), sh, sizeof(sh)),
 		     -EINVAL);
 	cr_assert_eq(sigv4_sign(NULL, &cr, &res), -EINVAL);
+}
+
+/* sha256x gives OpenSSL's SHA-256 of every body, interleaved and not:
+ * the lengths around the padding's edges, bodies cut at odd places, lanes
+ * that end at different blocks and take the next body (a short body next
+ * to a long one), one body alone, and bodies each in a buffer of exactly
+ * its size (a read past a piece's end shows under ASan). */
+static void sha256x_matches_openssl(bool lanes)
+{
+	static uint8_t data[8192];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	sha256x_use_lanes(lanes);
+#if defined(__x86_64__)
+	unsigned a, b7, c, d;
+	bool sha = __get_cpuid_count(7, 0, &a, &b7, &c, &d) && (b7 & bit_SHA);
+	cr_assert_eq(sha256x_lanes(), lanes && sha ? 2u : 1u,
+		     "sha256x does not use the lanes this CPU has");
+#endif
+	struct s3_piece pieces[40][4];
+	struct sha256x_body b[40];
+	for (size_t base = 0; base < 300; base += 37) {
+		for (unsigned k = 0; k < 40; k++) {
+			size_t len = base + k * 3 + (k % 5 == 0 ? 4000 : 0);
+			size_t cut1 = len / 3, cut2 = len / 3 + (k % 7);
+			if (cut2 > len)
+				cut2 = len;
+			const uint8_t *p = data + k;
+			pieces[k][0] = (struct s3_piece){p, cut1};
+			pieces[k][1] = (struct s3_piece){p + cut1, 0};
+			pieces[k][2] = (struct s3_piece){p + cut1, cut2 - cut1};
+			pieces[k][3] = (struct s3_piece){p + cut2, len - cut2};
+			b[k] = (struct sha256x_body){.pieces = pieces[k],
+						     .n_pieces = k % 3 ? 4 : 1};
+			if (k % 3 == 0)
+				pieces[k][0].len = len;
+		}
+		for (unsigned n = 1; n <= 40; n += n < 18 ? 1 : 11) {
+			memset(b[0].sha256, 0, sizeof(b[0].sha256));
+			sha256x(b, n);
+			for (unsigned k = 0; k < n; k++) {
+				unsigned char want[32];
+				cr_assert_eq(s3_sha256_pieces(b[k].pieces,
+							      b[k].n_pieces,
+							      want), 0);
+				cr_assert(b[k].ok);
+				cr_assert_arr_eq(b[k].sha256, want, 32,
+						 "body %u of %u (base %zu, "
+						 "lanes %u) differs",
+						 k, n, base, sha256x_lanes());
+			}
+		}
+	}
+	for (size_t len = 0; len < 200; len += 13) {
+		uint8_t *own[5];
+		struct s3_piece one[5];
+		for (unsigned k = 0; k < 5; k++) {
+			size_t n = len + k * 61;
+			own[k] = malloc(n ? n : 1);
+			cr_assert_not_null(own[k]);
+			memcpy(own[k], data + k, n);
+			one[k] = (struct s3_piece){own[k], n};
+			b[k] = (struct sha256x_body){.pieces = &one[k],
+						     .n_pieces = 1};
+		}
+		sha256x(b, 5);
+		for (unsigned k = 0; k < 5; k++) {
+			char want[65], got[65];
+			sigv4_sha256_hex(own[k], len + k * 61, want);
+			sigv4_sha256_to_hex(b[k].sha256, b[k].ok, got);
+			cr_assert_str_eq(got, want, "%zu bytes", len + k * 61);
+			free(own[k]);
+		}
+	}
+	static const char known[] = "Welcome to Amazon S3.";
+	struct s3_piece welcome = {known, 21};
+	struct sha256x_body two[2] = {{.pieces = NULL, .n_pieces = 0},
+				      {.pieces = &welcome, .n_pieces = 1}};
+	sha256x(two, 2);
+	char hex[65];
+	sigv4_sha256_to_hex(two[0].sha256, two[0].ok, hex);
+	cr_assert_str_eq(hex, SIGV4_EMPTY_SHA256);
+	sigv4_sha256_to_hex(two[1].sha256, two[1].ok, hex);
+	cr_assert_str_eq(hex, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b"
+			      "4b4e99e42034a8b803f8b072");
+	sha256x_use_lanes(true);
+}
+
+Test(sha256, interleaved_gives_openssls_sha256)
+{
+	sha256x_matches_openssl(true);
+}
+
+Test(sha256, one_at_a_time_gives_openssls_sha256)
+{
+	sha256x_matches_openssl(false);
 }

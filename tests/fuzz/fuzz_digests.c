@@ -1,13 +1,15 @@
-/* fuzz_md5x.c - the lane-parallel MD5 (src/s3/md5x.c) against OpenSSL's:
- * the input's first byte says how many bodies (1 to 2 x MD5X_MAX, more
- * than one batch), the next two bytes of each a length and where its
- * pieces are cut (empty pieces included); the rest is the bytes they
- * hash, bodies overlapping. Every body's MD5 must be OpenSSL's. */
+/* fuzz_digests.c - the lane-parallel digests of upload parts against
+ * OpenSSL's: the MD5s of md5x.c and the SHA-256s of sha256x.c. The
+ * input's first byte says how many bodies (1 to 2 x MD5X_MAX, more than
+ * one batch), the next two bytes of each a length and where its pieces
+ * are cut (empty pieces included); the rest is the bytes they hash,
+ * bodies overlapping. Every body's digests must be OpenSSL's. */
 #include <string.h>
 
 #include "fuzz.h"
 #include "md5x.h"
 #include "s3_checksum.h"
+#include "sha256x.h"
 
 #define MAX_BODIES (2 * MD5X_MAX)
 
@@ -22,6 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t avail = size - 1 - 2 * n;
 	struct s3_piece pieces[MAX_BODIES][3];
 	struct md5x_body bodies[MAX_BODIES];
+	struct sha256x_body shas[MAX_BODIES];
 	for (unsigned k = 0; k < n; k++) {
 		size_t len = avail ? (hdr[2 * k] * 7u + k) % (avail + 1) : 0;
 		size_t start = avail - len ? (k * 13u) % (avail - len + 1) : 0;
@@ -32,14 +35,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pieces[k][2] = (struct s3_piece){b + cut, len - cut};
 		bodies[k] = (struct md5x_body){.pieces = pieces[k],
 					       .n_pieces = 3};
+		shas[k] = (struct sha256x_body){.pieces = pieces[k],
+						.n_pieces = 3};
 	}
-	md5x_use_lanes(data[0] < 0xf0); /* now and then the other path */
+	/* now and then the other path */
+	md5x_use_lanes(data[0] < 0xf0);
+	sha256x_use_lanes(data[0] < 0xe8 || data[0] >= 0xf0);
 	md5x(bodies, n);
+	sha256x(shas, n);
 	for (unsigned k = 0; k < n; k++) {
-		unsigned char want[16];
+		unsigned char want[32];
 		FUZZ_CHECK(s3_md5_pieces(pieces[k], 3, want) == 0);
 		FUZZ_CHECK(bodies[k].ok);
 		FUZZ_CHECK(memcmp(bodies[k].md5, want, 16) == 0);
+		FUZZ_CHECK(s3_sha256_pieces(pieces[k], 3, want) == 0);
+		FUZZ_CHECK(shas[k].ok);
+		FUZZ_CHECK(memcmp(shas[k].sha256, want, 32) == 0);
 	}
 	return 0;
 }
