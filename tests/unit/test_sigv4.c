@@ -147,6 +147,40 @@ Test(sha256, pieces_hash_as_one_body)
 	cr_assert_arr_eq(md5_cut, md5_one, 16);
 }
 
+#define BODIES 40
+
+/* 8 KiB of bytes that are not a pattern of any block size. */
+static const uint8_t *digest_input(void)
+{
+	static uint8_t data[8192];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 11);
+	return data;
+}
+
+/* Body k of the set at base: base + 3k bytes (4000 more for every fifth),
+ * in one piece (every third) or in four cut at odd places, one of them
+ * empty; pieces[k][0..n_pieces[k]). */
+static void cut_bodies(const uint8_t *data, size_t base,
+		       struct s3_piece pieces[BODIES][4],
+		       unsigned n_pieces[BODIES])
+{
+	for (unsigned k = 0; k < BODIES; k++) {
+		size_t len = base + k * 3 + (k % 5 == 0 ? 4000 : 0);
+		size_t cut1 = len / 3, cut2 = len / 3 + (k % 7);
+		if (cut2 > len)
+			cut2 = len;
+		const uint8_t *p = data + k;
+		pieces[k][0] = (struct s3_piece){p, cut1};
+		pieces[k][1] = (struct s3_piece){p + cut1, 0};
+		pieces[k][2] = (struct s3_piece){p + cut1, cut2 - cut1};
+		pieces[k][3] = (struct s3_piece){p + cut2, len - cut2};
+		n_pieces[k] = k % 3 ? 4 : 1;
+		if (k % 3 == 0)
+			pieces[k][0].len = len;
+	}
+}
+
 /* md5x gives OpenSSL's MD5 of every body, with the lanes and without:
  * every length around the padding's edges (55, 56, 63, 64 ...), bodies
  * cut into pieces at odd places (empty pieces, a block across three),
@@ -154,9 +188,7 @@ Test(sha256, pieces_hash_as_one_body)
  * and more bodies than lanes. */
 static void md5x_matches_openssl(bool lanes)
 {
-	static uint8_t data[8192];
-	for (size_t i = 0; i < sizeof(data); i++)
-		data[i] = (uint8_t)(i * 2654435761u >> 11);
+	const uint8_t *data = digest_input();
 	md5x_use_lanes(lanes);
 #if defined(__x86_64__)
 	__builtin_cpu_init();
@@ -164,25 +196,15 @@ static void md5x_matches_openssl(bool lanes)
 		     lanes && __builtin_cpu_supports("avx512f") ? 16u : 1u,
 		     "md5x does not use the lanes this CPU has");
 #endif
-	struct s3_piece pieces[40][4];
-	struct md5x_body b[40];
+	struct s3_piece pieces[BODIES][4];
+	unsigned n_pieces[BODIES];
+	struct md5x_body b[BODIES];
 	for (size_t base = 0; base < 300; base += 37) {
-		for (unsigned k = 0; k < 40; k++) {
-			size_t len = base + k * 3 + (k % 5 == 0 ? 4000 : 0);
-			size_t cut1 = len / 3, cut2 = len / 3 + (k % 7);
-			if (cut2 > len)
-				cut2 = len;
-			const uint8_t *p = data + k;
-			pieces[k][0] = (struct s3_piece){p, cut1};
-			pieces[k][1] = (struct s3_piece){p + cut1, 0};
-			pieces[k][2] = (struct s3_piece){p + cut1, cut2 - cut1};
-			pieces[k][3] = (struct s3_piece){p + cut2, len - cut2};
+		cut_bodies(data, base, pieces, n_pieces);
+		for (unsigned k = 0; k < BODIES; k++)
 			b[k] = (struct md5x_body){.pieces = pieces[k],
-						  .n_pieces = k % 3 ? 4 : 1};
-			if (k % 3 == 0)
-				pieces[k][0].len = len;
-		}
-		for (unsigned n = 1; n <= 40; n += n < 18 ? 1 : 11) {
+						  .n_pieces = n_pieces[k]};
+		for (unsigned n = 1; n <= BODIES; n += n < 18 ? 1 : 11) {
 			memset(b[0].md5, 0, sizeof(b[0].md5));
 			md5x(b, n);
 			for (unsigned k = 0; k < n; k++) {
@@ -724,9 +746,7 @@ Test(bad_input, rejected_not_signed)
  * its size (a read past a piece's end shows under ASan). */
 static void sha256x_matches_openssl(bool lanes)
 {
-	static uint8_t data[8192];
-	for (size_t i = 0; i < sizeof(data); i++)
-		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	const uint8_t *data = digest_input();
 	sha256x_use_lanes(lanes);
 #if defined(__x86_64__)
 	unsigned a, b7, c, d;
@@ -734,25 +754,15 @@ static void sha256x_matches_openssl(bool lanes)
 	cr_assert_eq(sha256x_lanes(), lanes && sha ? 2u : 1u,
 		     "sha256x does not use the lanes this CPU has");
 #endif
-	struct s3_piece pieces[40][4];
-	struct sha256x_body b[40];
+	struct s3_piece pieces[BODIES][4];
+	unsigned n_pieces[BODIES];
+	struct sha256x_body b[BODIES];
 	for (size_t base = 0; base < 300; base += 37) {
-		for (unsigned k = 0; k < 40; k++) {
-			size_t len = base + k * 3 + (k % 5 == 0 ? 4000 : 0);
-			size_t cut1 = len / 3, cut2 = len / 3 + (k % 7);
-			if (cut2 > len)
-				cut2 = len;
-			const uint8_t *p = data + k;
-			pieces[k][0] = (struct s3_piece){p, cut1};
-			pieces[k][1] = (struct s3_piece){p + cut1, 0};
-			pieces[k][2] = (struct s3_piece){p + cut1, cut2 - cut1};
-			pieces[k][3] = (struct s3_piece){p + cut2, len - cut2};
+		cut_bodies(data, base, pieces, n_pieces);
+		for (unsigned k = 0; k < BODIES; k++)
 			b[k] = (struct sha256x_body){.pieces = pieces[k],
-						     .n_pieces = k % 3 ? 4 : 1};
-			if (k % 3 == 0)
-				pieces[k][0].len = len;
-		}
-		for (unsigned n = 1; n <= 40; n += n < 18 ? 1 : 11) {
+						     .n_pieces = n_pieces[k]};
+		for (unsigned n = 1; n <= BODIES; n += n < 18 ? 1 : 11) {
 			memset(b[0].sha256, 0, sizeof(b[0].sha256));
 			sha256x(b, n);
 			for (unsigned k = 0; k < n; k++) {
