@@ -1247,6 +1247,7 @@ Test(writeback, a_restart_never_uploads_an_older_save_over_a_newer,
 	fx_daemon_stop(&D);
 	fx_proxy_stop(&P);
 	proxy_on = false;
+	rc_detach(&c); /* its daemon is gone: frees what the client holds */
 	const struct wobj newer = {"latest", new_size, 81};
 	aws_assert_only(&newer, 1);
 }
