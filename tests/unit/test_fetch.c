@@ -298,6 +298,7 @@ static struct object *open_obj(int *err)
 	fetch_open(&SRV.d.shards[0], &t.op, SRV.d.datasets[0], "obj");
 	run_until(&p, 1);
 	*err = t.op.err;
+	free(t.op.cause); /* the op owns it (daemon.h) */
 	return t.op.obj;
 }
 
@@ -318,6 +319,7 @@ static void read_start(struct top *t, struct object *o, uint64_t off,
 static void read_end(struct top *t)
 {
 	object_put(&SRV.d, t->op.obj);
+	free(t->op.cause);
 }
 
 static void assert_bytes(const uint8_t *b, uint64_t off, uint64_t len)
@@ -444,6 +446,7 @@ static int open_key(const char *key)
 	run_until(&p, 1);
 	if (t.op.obj)
 		object_put(&SRV.d, t.op.obj);
+	free(t.op.cause);
 	return t.op.err;
 }
 
