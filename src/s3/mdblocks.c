@@ -32,12 +32,9 @@ const uint8_t *mdblocks_next_slow(struct mdblocks *r)
 		r->i++;
 		r->off = 0;
 	}
-	if (r->i < r->n && r->p[r->i].len - r->off >= 64) {
-		const uint8_t *b = (const uint8_t *)r->p[r->i].data + r->off;
-		r->off += 64;
-		r->total += 64;
-		return b;
-	}
+	const uint8_t *whole = mdblocks_whole(r); /* past empty pieces */
+	if (whole)
+		return whole;
 	size_t got = 0;
 	while (got < 64 && r->i < r->n) {
 		size_t left = r->p[r->i].len - r->off;

@@ -33,17 +33,24 @@ void mdblocks_none(struct mdblocks *r);
 /* The block that straddles pieces, the padding, or NULL after the last. */
 const uint8_t *mdblocks_next_slow(struct mdblocks *r);
 
+/* The next 64 bytes straight from the current piece, where it holds them
+ * (and no padding is pending); else NULL. */
+static inline const uint8_t *mdblocks_whole(struct mdblocks *r)
+{
+	if (r->pad_left || r->i >= r->n || r->p[r->i].len - r->off < 64)
+		return NULL;
+	const uint8_t *b = (const uint8_t *)r->p[r->i].data + r->off;
+	r->off += 64;
+	r->total += 64;
+	return b;
+}
+
 /* The next block, valid until the next call; NULL after the last. Inline:
  * the digests take one per lane per round. */
 static inline const uint8_t *mdblocks_next(struct mdblocks *r)
 {
-	if (!r->pad_left && r->i < r->n && r->p[r->i].len - r->off >= 64) {
-		const uint8_t *b = (const uint8_t *)r->p[r->i].data + r->off;
-		r->off += 64;
-		r->total += 64;
-		return b;
-	}
-	return mdblocks_next_slow(r);
+	const uint8_t *b = mdblocks_whole(r);
+	return b ? b : mdblocks_next_slow(r);
 }
 
 #endif

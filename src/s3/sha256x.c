@@ -117,34 +117,26 @@ T static void sha256_ni_x2(struct sha256x_body *bodies, unsigned n)
 	struct mdblocks rd[2];
 	struct lane s[2];
 	unsigned body[2], next = 0;
-	bool live[2];
-	for (unsigned l = 0; l < 2; l++) {
-		live[l] = next < n;
-		if (live[l]) {
-			body[l] = next++;
-			mdblocks_init(&rd[l], bodies[body[l]].pieces,
-				      bodies[body[l]].n_pieces, true);
-			s[l] = lane_start();
-		}
-	}
+	bool live[2] = {false, false};
 	for (;;) {
 		const uint8_t *p[2];
 		for (unsigned l = 0; l < 2; l++) {
-			p[l] = idle;
-			while (live[l] && !(p[l] = mdblocks_next(&rd[l]))) {
-				/* this lane's body ended: the next one, if any */
-				lane_digest(s[l], bodies[body[l]].sha256);
-				bodies[body[l]].ok = true;
-				p[l] = idle;
-				live[l] = next < n;
+			p[l] = live[l] ? mdblocks_next(&rd[l]) : NULL;
+			while (!p[l]) { /* ended or never began: the next body */
 				if (live[l]) {
-					body[l] = next++;
-					mdblocks_init(&rd[l],
-						      bodies[body[l]].pieces,
-						      bodies[body[l]].n_pieces,
-						      true);
-					s[l] = lane_start();
+					lane_digest(s[l], bodies[body[l]].sha256);
+					bodies[body[l]].ok = true;
 				}
+				live[l] = next < n;
+				if (!live[l]) {
+					p[l] = idle;
+					break;
+				}
+				body[l] = next++;
+				mdblocks_init(&rd[l], bodies[body[l]].pieces,
+					      bodies[body[l]].n_pieces, true);
+				s[l] = lane_start();
+				p[l] = mdblocks_next(&rd[l]);
 			}
 		}
 		if (!live[0] && !live[1])

@@ -96,19 +96,16 @@ void sigv4_sha256_hex_pieces(const struct s3_piece *pieces, unsigned n,
 			     char out[65])
 {
 	unsigned char md[32];
+	bool ok = s3_sha256_pieces(pieces, n, md) == 0;
 
-	if (s3_sha256_pieces(pieces, n, md) < 0) {
-		out[0] = '\0'; /* as sigv4_sha256_hex: fails at the server */
-		return;
-	}
-	to_hex(md, 32, out);
+	sigv4_sha256_to_hex(md, ok, out);
 }
 
 void sigv4_sha256_to_hex(const unsigned char sha256[32], bool ok,
 			 char out[65])
 {
 	if (!ok)
-		out[0] = '\0';
+		out[0] = '\0'; /* as sigv4_sha256_hex: fails at the server */
 	else
 		to_hex(sha256, 32, out);
 }
