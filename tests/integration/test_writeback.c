@@ -1966,3 +1966,152 @@ Test(writeback, a_rename_never_moves_a_later_save_of_its_key,
 				    {"k.new", small + 1, 85}};
 	aws_assert_only(left, 2);
 }
+
+/* ---- parts sent while the writer still writes ---------------------------- */
+
+#define EARLY_UPLOADS "ringcache_writeback_early_uploads_total"
+#define EARLY_DROPPED "ringcache_writeback_early_dropped_total"
+
+/* Writes [off, off + len) of pattern(seed) through handle h, 1 MiB at a
+ * time. */
+static void write_range(struct rc_client *c, uint32_t h, uint64_t off,
+			uint64_t len, uint64_t seed)
+{
+	void *mem;
+	int buf = rc_alloc_buffer(c, MiB, &mem);
+	cr_assert_geq(buf, 0);
+	for (uint64_t at = off; at < off + len; at += MiB) {
+		uint64_t n = off + len - at < MiB ? off + len - at : MiB;
+		for (uint64_t i = 0; i < n; i++)
+			((uint8_t *)mem)[i] = pattern(seed, at + i);
+		ssize_t w = rc_write(c, h, at, n, (uint32_t)buf, 0);
+		cr_assert_eq(w, (ssize_t)n, "write at %llu: %s",
+			     (unsigned long long)at, rc_strerror((int)w));
+	}
+	cr_assert_eq(rc_unregister_buffer(c, (uint32_t)buf), 0);
+}
+
+/* Behind a pass-through proxy (its counters), two parts at a time. */
+static void start_early(struct rc_client *c)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	start_proxied(pass, 3, "upload_concurrency = 2\n");
+	attach(c);
+}
+
+static bool four_parts_put(void)
+{
+	return proxy_counter("put") >= 4;
+}
+
+static bool two_parts_put(void)
+{
+	return proxy_counter("put") >= 2;
+}
+
+static bool no_upload_in_progress(void)
+{
+	return uploads_in_progress() == 0;
+}
+
+/* 23 MiB written in order, not committed: its first four 5 MiB parts are
+ * in S3 before the COMMIT, and the object lands whole, read back by aws
+ * with the ETag of its five parts. */
+Test(writeback, parts_go_while_the_writer_writes, .fini = teardown,
+     .timeout = 120)
+{
+	struct rc_client c;
+	start_early(&c);
+	const uint64_t size = 23 * MiB + 5;
+	int h = write_object(&c, "early", size, 61, false);
+	wait_for(four_parts_put, "four parts sent before the COMMIT");
+	cr_assert_eq(head_in_s3("early"), -ENOENT, "in S3 before its COMMIT");
+	cr_assert_eq(uploads_in_progress(), 1);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	cr_assert_eq(proxy_counter("put"), 5, "a part sent twice");
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_UPLOADS), 1);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_DROPPED), 0);
+	/* One part or less: uploaded at COMMIT, as ever. */
+	int k = write_object(&c, "one-part", 5 * MiB, 62, true);
+	cr_assert_eq(rc_sync(&c, (uint32_t)k), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_UPLOADS), 1);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	const struct wobj all[] = {{"early", size, 61}, {"one-part", 5 * MiB, 62}};
+	aws_assert_only(all, 2);
+}
+
+/* A WRITE over bytes whose parts were sent, a RENAME and an ABORT each
+ * drop the upload begun while writing: S3 gets the object's last bytes
+ * under its last name, or nothing, and no multipart upload stays. */
+Test(writeback, a_write_over_sent_parts_a_rename_or_an_abort_start_over,
+     .fini = teardown, .timeout = 120)
+{
+	struct rc_client c;
+	start_early(&c);
+	const uint64_t size = 17 * MiB + 3;
+
+	int h = write_object(&c, "rewritten", size, 71, false);
+	wait_for(two_parts_put, "parts sent before the rewrite");
+	write_range(&c, (uint32_t)h, 0, size, 72); /* every byte again */
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_DROPPED), 1);
+
+	proxy_set("reset-stats\n");
+	h = write_object(&c, "old-name", size, 73, false);
+	wait_for(two_parts_put, "parts sent before the rename");
+	cr_assert_eq(rc_rename(&c, (uint32_t)h, "new-name"), 0);
+	write_range(&c, (uint32_t)h, size, MiB, 73); /* and on, in order */
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_DROPPED), 2);
+
+	proxy_set("reset-stats\n");
+	h = write_object(&c, "aborted", size, 74, false);
+	wait_for(two_parts_put, "parts sent before the abort");
+	cr_assert_eq(rc_abort(&c, (uint32_t)h), 0);
+	wait_for(no_upload_in_progress, "the aborted object's upload gone");
+	cr_assert_eq(fx_wait_stat(D.socket_path, EARLY_DROPPED, 3, 30000), 3);
+
+	/* The writer goes away mid-object: the same. */
+	struct rc_client d;
+	attach(&d);
+	proxy_set("reset-stats\n");
+	write_object(&d, "writer-gone", size, 75, false);
+	wait_for(two_parts_put, "parts sent before the detach");
+	rc_detach(&d);
+	wait_for(no_upload_in_progress, "the lost writer's upload gone");
+	cr_assert_eq(fx_wait_stat(D.socket_path, EARLY_DROPPED, 4, 30000), 4);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_UPLOADS), 4);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	const struct wobj left[] = {{"rewritten", size, 72},
+				    {"new-name", size + MiB, 73}};
+	aws_assert_only(left, 2);
+}
+
+/* Killed while an object never committed has parts in S3: the restart
+ * aborts that multipart upload at once (the journal names the key), not
+ * hours later, and the object never appears. */
+Test(writeback, a_crash_mid_write_leaves_no_upload_after_the_restart,
+     .fini = teardown, .timeout = 120)
+{
+	struct rc_client c;
+	start_early(&c);
+	write_object(&c, PARTIAL, 12 * MiB, 76, false);
+	/* Its COMMIT's flush makes PARTIAL's records durable too. */
+	write_object(&c, "small", 1000, 77, true);
+	wait_for(two_parts_put, "parts sent before the kill");
+	cr_assert_eq(uploads_in_progress(), 1);
+	fx_daemon_kill(&D);
+	rc_detach(&c);
+	restart_daemon();
+	wait_for(no_upload_in_progress, "the dead writer's upload aborted");
+	cr_assert(fx_daemon_log_contains(&D, "journal: ck/" PARTIAL
+					 " was never committed: discarded"));
+	fx_daemon_stop(&D); /* a replay of small, if any, lands first */
+	const struct wobj left[] = {{"small", 1000, 77}};
+	aws_assert_only(left, 1);
+}
