@@ -31,6 +31,10 @@
  * together on one core, about what a shard uploads; two keep the reactor
  * free of them. */
 #define WB_HASH_THREADS 2
+/* Parts in flight of an upload begun while its object is written: the
+ * write window shares the node's cores with them (perf/README.md, "Parts
+ * sent while the writer writes"); upload_concurrency from COMMIT on. */
+#define WB_EARLY_CONCURRENCY 1
 
 /* An engine timer: a reactor timer, listed for shutdown. */
 struct wtimer {
@@ -1368,6 +1372,7 @@ static void early_start(struct shard *sh, struct wobject *w)
 		.bucket = w->ds->cfg->bucket,
 		.key = key,
 		.open_ended = true,
+		.open_concurrency = WB_EARLY_CONCURRENCY,
 		.read = read_staged,
 		.view = view_staged,
 		.read_ctx = w,
@@ -1406,7 +1411,8 @@ static void early_advance(struct shard *sh, struct wobject *w, uint64_t off,
 		return;
 	w->in_order = off + len;
 	uint64_t part = w->ds->cfg->part_size;
-	if (w->early_off || w->in_order <= part || w->state != W_OPEN)
+	if (w->early_off || w->in_order <= part || w->state != W_OPEN ||
+	    !w->ds->cfg->upload_while_writing)
 		return;
 	if (!w->early) {
 		if (sh->wb_cleaning || sh->wb_key_cancelled)

@@ -687,8 +687,11 @@ static void start_simple(struct upload *u, enum xfer_kind kind)
 /* Keeps up to concurrency parts in flight. */
 static void launch_parts(struct upload *u)
 {
+	unsigned most = u->open && u->p.open_concurrency &&
+			u->p.open_concurrency < u->p.concurrency
+				? u->p.open_concurrency : u->p.concurrency;
 	while (u->state == U_RUNNING && u->next_part <= u->n_parts &&
-	       u->parts_inflight < u->p.concurrency) {
+	       u->parts_inflight < most) {
 		struct xfer *x = xfer_new(u, X_PART);
 		if (!x) {
 			set_failure(u, -ENOMEM, NULL);

@@ -134,6 +134,8 @@ struct upload_params {
 	 * parts go as upload_feed says their bytes are final, and whose
 	 * last parts and Complete follow upload_finish. */
 	bool open_ended;
+	/* Parts in flight before upload_finish (0: concurrency). */
+	unsigned open_concurrency;
 	/* Optional, with done_ctx: the engine reads the source no more (no
 	 * part in flight, none being hashed). Called once, at the latest
 	 * just before done; after upload_cancel or a failure as soon as

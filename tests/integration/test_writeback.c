@@ -2115,3 +2115,25 @@ Test(writeback, a_crash_mid_write_leaves_no_upload_after_the_restart,
 	const struct wobj left[] = {{"small", 1000, 77}};
 	aws_assert_only(left, 1);
 }
+
+/* upload_while_writing = false: the parts go from the COMMIT, as they
+ * did before. */
+Test(writeback, upload_while_writing_false_uploads_from_the_commit,
+     .fini = teardown, .timeout = 120)
+{
+	const char *pass[] = {"--latency-ms", "0", NULL};
+	start_proxied(pass, 3, "upload_while_writing = false\n");
+	struct rc_client c;
+	attach(&c);
+	int h = write_object(&c, "late", 12 * MiB, 78, false);
+	usleep(300000); /* time enough for a part, were one sent */
+	cr_assert_eq(proxy_counter("put"), 0, "a part went before the COMMIT");
+	cr_assert_eq(uploads_in_progress(), 0);
+	cr_assert_eq(rc_commit(&c, (uint32_t)h), 0);
+	cr_assert_eq(rc_sync(&c, (uint32_t)h), 0);
+	cr_assert_eq(fx_stat_value(D.socket_path, EARLY_UPLOADS), 0);
+	rc_detach(&c);
+	fx_daemon_stop(&D);
+	const struct wobj left[] = {{"late", 12 * MiB, 78}};
+	aws_assert_only(left, 1);
+}
