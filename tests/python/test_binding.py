@@ -1066,6 +1066,20 @@ def s3_has(key):
     return r.returncode == 0
 
 
+def s3_keys(prefix):
+    """Dataset ck's keys under prefix in S3 (rc-s3 ls), sorted."""
+    r = subprocess.run([os.path.join(BUILD, "rc-s3"), "ls",
+                        os.environ["RINGCACHE_TEST_S3_BUCKET"],
+                        s3_key(prefix)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise AssertionError(f"rc-s3 ls {prefix}: exit {r.returncode}: "
+                             + r.stderr.decode(errors="replace"))
+    strip = len(s3_key(""))
+    return sorted(line.split(None, 2)[2][strip:]
+                  for line in r.stdout.decode().splitlines() if line)
+
+
 def state_dict():
     """A few tensors, about 20 MB, of several dtypes and shapes."""
     import torch
@@ -1119,16 +1133,16 @@ class TestCheckpoint(unittest.TestCase):
         self.assertTrue(through_cache == in_s3)
         self.assertStateEqual(torch.load(io.BytesIO(through_cache)), want)
 
-    def test_tmp_rename_flow(self):
-        """checkpoint.save writes KEY.tmp-PID, commits, renames: the final
-        key holds the object and no temporary object is left in S3."""
+    def test_checkpoint_save_and_rename_flow(self):
+        """checkpoint.save writes the key itself and commits: the key holds
+        the object and nothing else appears under the run's prefix."""
         from ringcache import checkpoint
         key = self.run_dir + "shard-0.pt"
         want = {"a": state_dict()["w1"][:300], "b": state_dict()["step"]}
         self.assertEqual(checkpoint.save(want, self.c, "ck", key, sync=True),
                          key)
         self.assertTrue(s3_has(key))
-        self.assertFalse(s3_has(checkpoint.tmp_key(key)))
+        self.assertEqual(s3_keys(self.run_dir + "shard-0"), [key])
         self.assertStateEqual(checkpoint.load(self.c, "ck", key), want)
         # Rename after the upload finished: a server-side copy.
         w = self.c.writer("ck", self.run_dir + "late.tmp")

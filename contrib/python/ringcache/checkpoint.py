@@ -1,7 +1,7 @@
 """checkpoint.py - owns the checkpoint flows built on ringcache.Writer:
-saving a PyTorch object the way sharded checkpoint writers do (write to a
-temporary key, commit, rename to the final key, optionally wait for S3)
-and loading one back through the read path.
+saving a PyTorch object as a sharded checkpoint writer does (written,
+committed, optionally waited for until S3 has it) and loading one back
+through the read path.
 
     from ringcache import Client, checkpoint
     c = Client("/run/ringcache/ringcache.sock")
@@ -9,34 +9,29 @@ and loading one back through the read path.
                     f"step-{step}/rank{rank}.pt")
     state = checkpoint.load(c, "checkpoints", f"step-{step}/rank{rank}.pt")
 
-The final key never names a half-written object: the bytes go to
-KEY.tmp-PID, and only a committed object is renamed (free while the
-daemon still holds it, a server-side copy once it is in S3).
+The final key never names a half-written object, without the temporary
+key and rename of a file system: the daemon shows an object to S3 and to
+readers only once it is committed, and drops it if the writer fails or
+goes away first. Written straight to its key, its parts go to S3 while
+torch.save still writes (a rename after the commit would send them again).
 """
 
 import io
-import os
 
-__all__ = ["load", "save", "tmp_key"]
-
-
-def tmp_key(key):
-    """The temporary key this process writes before the rename."""
-    return f"{key}.tmp-{os.getpid()}"
+__all__ = ["load", "save"]
 
 
 def save(obj, client, dataset, key, sync=False, **torch_kwargs):
-    """torch.save(obj) to dataset/key through write-back, by the tmp +
-    rename flow. sync=True returns only when S3 holds the object;
-    otherwise it returns once the dataset's durability is reached (the
-    upload goes on in the background). Returns key. On an exception
-    nothing is committed and the temporary object is aborted."""
+    """torch.save(obj) to dataset/key through write-back. sync=True
+    returns only when S3 holds the object; otherwise it returns once the
+    dataset's durability is reached (the upload goes on in the
+    background). Returns key. On an exception nothing is committed: the
+    object is aborted and key keeps what it held."""
     import torch
-    w = client.writer(dataset, tmp_key(key))
+    w = client.writer(dataset, key)
     try:
         with w:
             torch.save(obj, w, **torch_kwargs)
-        w.rename(key)
         if sync:
             w.sync()
     finally:
