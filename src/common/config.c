@@ -553,14 +553,6 @@ static int key_overwrite(struct parser *p, const char *key, const char *value)
 	return 1;
 }
 
-static int key_upload_while_writing(struct parser *p, const char *key,
-				    const char *value)
-{
-	if (cfg_parse_bool(value, &current_dataset(p)->upload_while_writing) < 0)
-		return fail_value(p, key, value, "must be true or false");
-	return 1;
-}
-
 static int key_upload_concurrency(struct parser *p, const char *key,
 				  const char *value)
 {
@@ -815,7 +807,6 @@ static const struct key_spec dataset_keys[] = {
 	FN("upload_concurrency", key_upload_concurrency),
 	FN("max_object_size", key_max_object_size),
 	FN("overwrite", key_overwrite),
-	FN("upload_while_writing", key_upload_while_writing),
 	FN("s3_get_rate", key_s3_get_rate),
 	FN("s3_put_rate", key_s3_put_rate),
 	{0},
@@ -1037,7 +1028,6 @@ static void open_dataset(struct parser *p, const char *name)
 	ds->part_size = 64ull << 20;
 	ds->copy_threshold = 5ull << 30;
 	ds->upload_concurrency = 4;
-	ds->upload_while_writing = true;
 	ds->max_object_size = RC_S3_MAX_OBJECT;
 	ds->s3_get_rate = 5500;
 	ds->s3_put_rate = 3500;

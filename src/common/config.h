@@ -42,9 +42,6 @@ struct rc_dataset_config {
 	/* overwrite = true; false: an upload never replaces an object
 	 * already at its key (SYNC then fails with -EEXIST). */
 	bool no_overwrite;
-	/* upload_while_writing = true: an object's parts go to S3 as WRITEs
-	 * in order fill them (writeback.h, early); false: from COMMIT. */
-	bool upload_while_writing;
 	/* s3_get_rate = 5500, s3_put_rate = 3500: the request budget of the
 	 * prefix, requests/s (S3's per-prefix rates; 0: not shaped). */
 	uint32_t s3_get_rate, s3_put_rate;

@@ -83,15 +83,6 @@
 	  "upload, copy or delete of the same S3 key to end.")                 \
 	X(wb_write_waits, counter, "ringcache_writeback_journal_waits_total",  \
 	  "Writes that waited for the journal's disk.")                        \
-	X(wb_early_uploads, counter,                                           \
-	  "ringcache_writeback_early_uploads_total",                           \
-	  "Checkpoint uploads begun while their writer still wrote: parts "    \
-	  "went to S3 as in-order writes filled them.")                        \
-	X(wb_early_dropped, counter,                                           \
-	  "ringcache_writeback_early_dropped_total",                           \
-	  "Uploads begun while writing that were dropped before COMMIT (a "    \
-	  "write over bytes already given to them, a RENAME, an ABORT, S3 "    \
-	  "failed): the object uploads from the start at COMMIT.")             \
 	X(wb_relogs, counter, "ringcache_writeback_relogs_total",              \
 	  "COMMITs that journaled their bytes again: a rewind dropped them "   \
 	  "while the object was open.")                                        \

@@ -31,10 +31,6 @@
  * together on one core, about what a shard uploads; two keep the reactor
  * free of them. */
 #define WB_HASH_THREADS 2
-/* Parts in flight of an upload begun while its object is written: the
- * write window shares the node's cores with them (perf/README.md, "Parts
- * sent while the writer writes"); upload_concurrency from COMMIT on. */
-#define WB_EARLY_CONCURRENCY 1
 
 /* An engine timer: a reactor timer, listed for shutdown. */
 struct wtimer {
@@ -441,7 +437,6 @@ static struct wobject *wobject_new(struct shard *sh, struct dataset *ds,
 	w->ds = ds;
 	w->refs = 1;
 	w->uid = WB_UID_UNKNOWN;
-	rc_list_init(&w->early_parked);
 	rc_list_add(&sh->wobjects, &w->link);
 	return w;
 }
@@ -955,8 +950,6 @@ static void upload_done(void *ctx, const struct upload_outcome *out)
 	key_waiters_start(sh);
 }
 
-static void early_drop(struct wobject *w);
-
 static void upload_start_for(struct shard *sh, struct wobject *w)
 {
 	if (!w->change_seq) /* a restart under a new name keeps its turn */
@@ -976,18 +969,6 @@ static void upload_start_for(struct shard *sh, struct wobject *w)
 		free(key);
 		key_wait(sh, w);
 		return;
-	}
-	if (key && w->early && !w->early_off) {
-		/* Its parts went while it was written: the rest, then done. */
-		if (upload_finish(w->early, w->size) == 0) {
-			w->up = w->early; /* with the early upload's reference */
-			w->early = NULL;
-			w->early_handed = true;
-			free(w->up_key);
-			w->up_key = key;
-			return;
-		}
-		early_drop(w); /* stopping already: from the start */
 	}
 	struct upload_params p = {
 		.bucket = w->ds->cfg->bucket,
@@ -1234,23 +1215,17 @@ struct parked_write {
 	struct op *op;
 	uint64_t off, len;
 	const uint8_t *src;
-	struct rc_list link;      /* on w->early_parked, while there */
 };
-
-static void early_advance(struct shard *sh, struct wobject *w, uint64_t off,
-			  uint64_t len);
 
 static void parked_retry(void *ctx, int res)
 {
 	struct parked_write *pw = ctx;
 	struct shard *sh = pw->w->sh;
-	int err = res < 0 ? -EIO : pw->w->state != W_OPEN ? -EINVAL :
-		  try_write(sh, pw->w, pw->off, pw->src, pw->len);
+	int err = res < 0 ? -EIO : try_write(sh, pw->w, pw->off, pw->src,
+					     pw->len);
 	if (err == -EAGAIN && journal_wait_room(sh->journal, parked_retry,
 						pw) == 0)
 		return; /* still behind: wait for the next write */
-	if (!err)
-		early_advance(sh, pw->w, pw->off, pw->len);
 	pw->op->err = err == -ENOBUFS ? -EAGAIN : err;
 	pw->op->cqe.res = (int32_t)pw->len;
 	op_done(pw->op);
@@ -1274,18 +1249,6 @@ int writeback_write(struct wb_client *wc, uint32_t handle, uint64_t off,
 		return -EFBIG;
 	if (len == 0)
 		return 0;
-	if (off < w->early_fed) /* bytes the early upload was given */
-		early_drop(w);
-	if (off < w->early_fed || !rc_list_empty(&w->early_parked)) {
-		/* It may still read them; later WRITEs keep their order. */
-		struct parked_write *pw = malloc(sizeof(*pw));
-		if (!pw)
-			return -ENOMEM;
-		*pw = (struct parked_write){w, op, off, len, src, {0}};
-		w->refs++;
-		rc_list_add_tail(&w->early_parked, &pw->link);
-		return WB_DEFERRED;
-	}
 	int err = try_write(sh, w, off, src, len);
 	if (err == -EAGAIN) { /* the journal's disk is behind */
 		struct parked_write *pw = malloc(sizeof(*pw));
@@ -1303,131 +1266,7 @@ int writeback_write(struct wb_client *wc, uint32_t handle, uint64_t off,
 	}
 	if (err)
 		return err == -ENOBUFS ? -EAGAIN : err;
-	early_advance(sh, w, off, len);
 	return (int)len;
-}
-
-/* ---- the upload begun while the writer writes --------------------------- */
-
-/* Parts go as in-order WRITEs fill them, so a save reaches S3 about a
- * write window sooner than one uploaded from COMMIT (docs/ARCHITECTURE.md,
- * "Checkpoints"). Bytes given to the upload are taken as final: a WRITE
- * over them drops it, waits until the upload reads them no more, and the
- * object uploads from the start at COMMIT, as every object did before. */
-
-static void early_released(void *ctx)
-{
-	struct wobject *w = ctx;
-	struct shard *sh = w->sh;
-	w->early_fed = 0;
-	if (w->early_free_staging) {
-		w->early_free_staging = false;
-		staging_free(sh, w);
-	}
-	while (!rc_list_empty(&w->early_parked)) { /* in their order */
-		struct parked_write *pw = rc_list_entry(w->early_parked.next,
-						struct parked_write, link);
-		rc_list_del(&pw->link);
-		parked_retry(pw, 0);
-	}
-}
-
-static void early_done(void *ctx, const struct upload_outcome *out)
-{
-	struct wobject *w = ctx;
-	struct shard *sh = w->sh;
-	if (w->early_handed) { /* finished at COMMIT: the object's upload */
-		w->early_handed = false;
-		upload_done(w, out);
-		return;
-	}
-	w->early = NULL;
-	w->early_off = true;
-	sh->m.wb_early_dropped++;
-	if (out->err != -ECANCELED) {
-		char reason[512];
-		struct s3_result r;
-		upload_outcome_result(out, &r);
-		log_info("dataset %s: s3://%s/%s: the upload begun while it was "
-			 "written stopped (%s): it uploads from the start at "
-			 "COMMIT", w->ds->cfg->name, w->ds->cfg->bucket,
-			 rc_esc(w->up_key ? w->up_key : w->key),
-			 s3_result_reason(&r, reason, sizeof(reason)));
-	}
-	wobject_put(sh, w);
-}
-
-/* Never again for w; the upload's done and release follow. */
-static void early_drop(struct wobject *w)
-{
-	w->early_off = true;
-	if (w->early)
-		upload_cancel(w->early);
-}
-
-static void early_start(struct shard *sh, struct wobject *w)
-{
-	char *key = bucket_key(w);
-	struct upload_params p = {
-		.bucket = w->ds->cfg->bucket,
-		.key = key,
-		.open_ended = true,
-		.open_concurrency = WB_EARLY_CONCURRENCY,
-		.read = read_staged,
-		.view = view_staged,
-		.read_ctx = w,
-		.part_size = w->ds->cfg->part_size,
-		.concurrency = w->ds->cfg->upload_concurrency,
-		.done = early_done,
-		.released = early_released,
-		.done_ctx = w,
-		.no_overwrite = w->ds->cfg->no_overwrite,
-		.token = w->token_hex,
-		.tag = w->ds->budget,
-	};
-	int err = -ENOMEM;
-	if (key)
-		w->early = upload_start(sh->uploads, &p, &err);
-	if (!w->early) {
-		w->early_off = true;
-		free(key);
-		log_debug("dataset %s: %s: no upload while writing: %s",
-			  w->ds->cfg->name, rc_esc(w->key), strerror(-err));
-		return;
-	}
-	free(w->up_key);
-	w->up_key = key;
-	w->refs++; /* the upload's */
-	sh->m.wb_early_uploads++;
-}
-
-/* After a WRITE of [off, off + len) landed: the in-order end moves, and
- * the whole parts below it go. Only objects sure to be multipart (past
- * one part), never while the start-up clean-up runs or the shard drains. */
-static void early_advance(struct shard *sh, struct wobject *w, uint64_t off,
-			  uint64_t len)
-{
-	if (off > w->in_order || off + len <= w->in_order)
-		return;
-	w->in_order = off + len;
-	uint64_t part = w->ds->cfg->part_size;
-	if (w->early_off || w->in_order <= part || w->state != W_OPEN ||
-	    !w->ds->cfg->upload_while_writing)
-		return;
-	if (!w->early) {
-		if (sh->wb_cleaning || sh->wb_key_cancelled)
-			return;
-		early_start(sh, w);
-		if (!w->early)
-			return;
-	}
-	uint64_t ready = w->in_order / part * part;
-	if (ready <= w->early_fed)
-		return;
-	w->early_fed = ready;
-	int err = upload_feed(w->early, ready);
-	if (err)
-		early_drop(w);
 }
 
 static void commit_flushed(void *ctx, int res)
@@ -1607,11 +1446,7 @@ static void abort_object(struct shard *sh, struct wobject *w)
 	w->state = W_ABORTED;
 	if (w->journaled)
 		journal_append_abort(sh->journal, w->id);
-	early_drop(w);
-	if (w->early_fed) /* still read by it */
-		w->early_free_staging = true;
-	else
-		staging_free(sh, w);
+	staging_free(sh, w);
 }
 
 int writeback_abort(struct wb_client *wc, uint32_t handle, struct op *op)
@@ -1854,7 +1689,6 @@ static int rename_pending(struct shard *sh, struct wobject *w,
 	free(w->key);
 	w->key = nk;
 	w->renames++;
-	early_drop(w); /* under the old name */
 	if (w->key_wait) /* its new name may be free */
 		key_waiters_start(sh);
 	if (w->state == W_COMMITTED)
@@ -2315,24 +2149,6 @@ static void clean_old_names(struct shard *sh, struct dataset *ds,
 
 /* ---- start, replay, drain ----------------------------------------------- */
 
-/* A discarded object may have had parts in S3 (its upload begun while it
- * was written): its key's multipart uploads go now, not after
- * ABANDONED_AGE_S, and before any upload of the shard starts. */
-static void clean_discarded(struct shard *sh, const struct journal_object *o)
-{
-	struct dataset *ds = dataset_by_name(sh->d, o->dataset);
-	if (!ds || !ds->cfg->writable || !key_fits(ds, o->key))
-		return;
-	struct wcleanup *c = cleanup_new(sh);
-	if (!c || !(c->key = strdup(o->key))) {
-		if (c)
-			cleanup_free(c);
-		return;
-	}
-	c->ds = ds;
-	cleanup_submit(sh, c);
-}
-
 static void replay(struct shard *sh)
 {
 	struct journal *j = sh->journal;
@@ -2340,7 +2156,6 @@ static void replay(struct shard *sh)
 		const struct journal_object *o = journal_discarded(j, i);
 		log_warn("journal: %s/%s was never committed: discarded",
 			 o->dataset, rc_esc(o->key));
-		clean_discarded(sh, o);
 	}
 	for (size_t i = 0; i < journal_n_replayed(j); i++) {
 		const struct journal_object *o = journal_replayed(j, i);
@@ -2379,7 +2194,6 @@ static void replay(struct shard *sh)
 		w->id = o->id;
 		w->ds = ds;
 		w->size = o->size;
-		rc_list_init(&w->early_parked);
 		/* The token its uploads before the restart carried; a journal
 		 * from before tokens: a new one (an upload that landed before
 		 * the crash is then not recognised: -EEXIST if overwrite =
@@ -2509,7 +2323,6 @@ void writeback_drain(struct shard *sh)
 		}
 		if (w->up)
 			upload_cancel(w->up);
-		early_drop(w);
 		if (w->copy) /* past the wait: the RENAME fails */
 			upload_cancel(w->copy);
 		next = pos->next;

@@ -38,18 +38,6 @@ struct wobject {
 	uint64_t replay_index;    /* journal_replayed(j, index) */
 	struct upload *up;
 	char *up_key;             /* bucket key of the last upload started */
-	/* The upload begun while the writer still writes (open-ended, fed
-	 * as in-order WRITEs fill its parts): finished at COMMIT, it becomes
-	 * up. Dropped (cancelled) by a WRITE into bytes it was given, a
-	 * RENAME or an ABORT; the object then uploads at COMMIT as ever. */
-	struct upload *early;
-	uint64_t in_order;        /* end of the WRITEs in order from 0 */
-	uint64_t early_fed;       /* [0, early_fed) may be read by it: until
-				     released, a WRITE there waits */
-	bool early_off;           /* none (again) for this object */
-	bool early_handed;        /* finished at COMMIT: its done is up's */
-	bool early_free_staging;  /* aborted: staging goes once released */
-	struct rc_list early_parked; /* WRITEs waiting for the release */
 	struct upload *del;       /* DELETE of up_key, landed before a RENAME */
 	bool cleanup_wait;        /* its upload waits for the start-up clean-up */
 	/* Its upload (or, with rename_op, its RENAME's copy) waits for

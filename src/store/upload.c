@@ -73,8 +73,6 @@ struct upload {
 	bool refused;            /* a 412 to no_overwrite: X_EXISTS decides */
 	bool landed;             /* the key holds these bytes already: the
 				    upload ends in success once aborted */
-	bool open;               /* open_ended, upload_finish not yet called */
-	bool released;           /* p.released has been called */
 	unsigned busy;           /* engine frames using it: not freed under them */
 	char *from_key;          /* a copy job's source; NULL for an upload */
 	char *copy_src;          /* "bucket/from_key", x-amz-copy-source */
@@ -87,7 +85,6 @@ struct upload {
 	char upload_id[256];
 	char token[S3_UPLOAD_TOKEN_LEN + 1]; /* "" if none (upload_params) */
 	unsigned n_parts, next_part, parts_done, parts_inflight;
-	unsigned cap_parts;      /* room in md5s and etags */
 	unsigned char (*md5s)[16];
 	char (*etags)[128];
 	struct rc_list xfers;    /* its transfers, newest first */
@@ -152,44 +149,6 @@ static void set_failure(struct upload *u, int err, const struct s3_result *r)
 	u->out.http_status = r->http_status;
 	snprintf(u->out.code, sizeof(u->out.code), "%s", r->code);
 	snprintf(u->out.message, sizeof(u->out.message), "%s", r->message);
-}
-
-/* A multipart upload, or an open-ended one (which always is). */
-static bool multipart(const struct upload *u)
-{
-	return u->n_parts || u->open;
-}
-
-/* Room for n parts' MD5s and ETags. 0 or -ENOMEM. */
-static int parts_room(struct upload *u, unsigned n)
-{
-	if (n <= u->cap_parts)
-		return 0;
-	unsigned cap = u->cap_parts ? u->cap_parts : 8;
-	while (cap < n)
-		cap = cap > UPLOAD_MAX_PARTS / 2 ? UPLOAD_MAX_PARTS : 2 * cap;
-	unsigned char (*md5s)[16] = realloc(u->md5s, cap * sizeof(*md5s));
-	if (!md5s)
-		return -ENOMEM;
-	u->md5s = md5s;
-	char (*etags)[128] = realloc(u->etags, cap * sizeof(*etags));
-	if (!etags)
-		return -ENOMEM;
-	u->etags = etags;
-	memset(u->md5s + u->cap_parts, 0, (cap - u->cap_parts) * sizeof(*md5s));
-	memset(u->etags + u->cap_parts, 0, (cap - u->cap_parts) * sizeof(*etags));
-	u->cap_parts = cap;
-	return 0;
-}
-
-/* The source is read no more (p.released): once, and before done. */
-static void release_source(struct upload *u)
-{
-	if (u->released)
-		return;
-	u->released = true;
-	if (u->p.released)
-		u->p.released(u->p.done_ctx);
 }
 
 /* ---- part buffers ------------------------------------------------------- */
@@ -687,11 +646,8 @@ static void start_simple(struct upload *u, enum xfer_kind kind)
 /* Keeps up to concurrency parts in flight. */
 static void launch_parts(struct upload *u)
 {
-	unsigned most = u->open && u->p.open_concurrency &&
-			u->p.open_concurrency < u->p.concurrency
-				? u->p.open_concurrency : u->p.concurrency;
 	while (u->state == U_RUNNING && u->next_part <= u->n_parts &&
-	       u->parts_inflight < most) {
+	       u->parts_inflight < u->p.concurrency) {
 		struct xfer *x = xfer_new(u, X_PART);
 		if (!x) {
 			set_failure(u, -ENOMEM, NULL);
@@ -736,7 +692,6 @@ static void report_done(struct upload *u)
 	if (u->out.err)
 		u->out.etag[0] = '\0';
 	u->out.parts = u->n_parts;
-	release_source(u);
 	u->p.done(u->p.done_ctx, &u->out);
 	if (u->n_xfers == 0 && u->busy == 0)
 		upload_free(u);
@@ -779,13 +734,12 @@ static void upload_advance(struct upload *u)
 		u->state = U_STOPPING;
 	if (u->state == U_STOPPING) {
 		drop_parts(u);
-		if (any_hashing(u))
-			return; /* a worker still reads a body */
-		release_source(u);
 		if (has_kind(u, X_CREATE) || has_kind(u, X_ABORT) ||
 		    has_kind(u, X_COMPLETE) || has_kind(u, X_VERIFY) ||
 		    has_kind(u, X_EXISTS) || has_kind(u, X_SOURCE))
 			return; /* its answer decides what there is to abort */
+		if (any_hashing(u))
+			return; /* a worker still reads a body */
 		if (u->upload_id[0]) {
 			struct xfer *x = xfer_new(u, X_ABORT);
 			if (x) {
@@ -796,7 +750,7 @@ static void upload_advance(struct upload *u)
 		report_done(u);
 		return;
 	}
-	if (!u->p.part_size || !multipart(u))
+	if (!u->p.part_size || u->n_parts == 0)
 		return; /* a single PUT finishes in its own completion */
 	if (!u->upload_id[0])
 		return;
@@ -805,7 +759,7 @@ static void upload_advance(struct upload *u)
 		upload_advance(u);
 		return;
 	}
-	if (u->parts_done == u->n_parts && !u->completing && !u->open) {
+	if (u->parts_done == u->n_parts && !u->completing) {
 		u->completing = true;
 		upload_multipart_etag((const unsigned char (*)[16])u->md5s,
 				      u->n_parts, u->out.etag, sizeof(u->out.etag));
@@ -1040,7 +994,7 @@ static enum xfer_kind first_write(const struct upload *u)
 {
 	/* A copy that must not replace looks first (a server may ignore
 	 * If-None-Match on CopyObject). */
-	return multipart(u) ? X_CREATE : !u->from_key ? X_PUT :
+	return u->n_parts ? X_CREATE : !u->from_key ? X_PUT :
 	       u->p.no_overwrite ? X_EXISTS : X_COPY;
 }
 
@@ -1239,8 +1193,6 @@ static int check_params(const struct upload_params *p, uint64_t part_size)
 	if (p->size > part_size &&
 	    (p->size + part_size - 1) / part_size > UPLOAD_MAX_PARTS)
 		return -EINVAL;
-	if (p->open_ended && (p->data || p->multipart))
-		return -EINVAL;
 	return 0;
 }
 
@@ -1260,18 +1212,14 @@ static struct upload *upload_alloc(struct upload_engine *e,
 	u->p.token = NULL; /* the copy above is the one read */
 	/* A copy job's params say multipart when it is one (size alone
 	 * does not: CopyObject takes up to its threshold). */
-	int room = 0;
-	if (p->open_ended) {
-		u->open = true;
-		u->p.size = 0; /* the whole parts fed so far */
-		room = parts_room(u, 1);
-	} else if ((p->size > p->part_size &&
-		    (p->data || p->read || p->read_slow)) || p->multipart) {
+	if ((p->size > p->part_size &&
+	     (p->data || p->read || p->read_slow)) || p->multipart) {
 		u->n_parts = (unsigned)((p->size + p->part_size - 1) / p->part_size);
 		u->n_parts += u->n_parts == 0; /* one empty part */
-		room = parts_room(u, u->n_parts);
+		u->md5s = calloc(u->n_parts, sizeof(*u->md5s));
+		u->etags = calloc(u->n_parts, sizeof(*u->etags));
 	}
-	if (!u->bucket || !u->key || room) {
+	if (!u->bucket || !u->key || (u->n_parts && (!u->md5s || !u->etags))) {
 		free(u->bucket);
 		free(u->key);
 		free(u->md5s);
@@ -1441,51 +1389,6 @@ struct upload *upload_delete_start(struct upload_engine *e,
 	return upload_go(u, err);
 }
 
-/* Whole parts within the first ready bytes, up to S3's last part. */
-static unsigned parts_within(const struct upload *u, uint64_t ready)
-{
-	uint64_t n = ready / u->p.part_size;
-	return n > UPLOAD_MAX_PARTS ? UPLOAD_MAX_PARTS : (unsigned)n;
-}
-
-int upload_feed(struct upload *u, uint64_t ready)
-{
-	if (!u->open)
-		return -EINVAL;
-	unsigned n = parts_within(u, ready);
-	if (u->state != U_RUNNING || n <= u->n_parts)
-		return 0; /* stopping: done will say why */
-	if (parts_room(u, n) < 0)
-		return -ENOMEM;
-	u->n_parts = n;
-	u->p.size = (uint64_t)n * u->p.part_size;
-	upload_hold(u);
-	upload_advance(u);
-	upload_release(u);
-	return 0;
-}
-
-int upload_finish(struct upload *u, uint64_t size)
-{
-	if (!u->open || size < u->p.size)
-		return -EINVAL;
-	if (u->state != U_RUNNING || u->out.err)
-		return -ECANCELED;
-	uint64_t n = (size + u->p.part_size - 1) / u->p.part_size;
-	n += n == 0; /* one empty part */
-	if (n > UPLOAD_MAX_PARTS)
-		return -EFBIG;
-	if (parts_room(u, (unsigned)n) < 0)
-		return -ENOMEM;
-	u->n_parts = (unsigned)n;
-	u->p.size = size;
-	u->open = false;
-	upload_hold(u);
-	upload_advance(u);
-	upload_release(u);
-	return 0;
-}
-
 /* done may run inside upload_cancel (a single PUT, or nothing to abort). */
 void upload_cancel(struct upload *u)
 {
@@ -1497,7 +1400,7 @@ void upload_cancel(struct upload *u)
 	set_failure(u, -ECANCELED, NULL);
 	if (u->out.err == -ECANCELED)
 		snprintf(u->out.message, sizeof(u->out.message), "cancelled");
-	if (!multipart(u)) {
+	if (!u->n_parts) {
 		/* A single PUT: take it back (one waiting on its timer frees
 		 * itself when that fires) and report. */
 		struct rc_list *pos;

@@ -1,7 +1,6 @@
 /* upload.h - the upload engine of checkpoint write-back: one object's bytes
  * to S3, as a single PUT (size <= part size) or a multipart upload with
- * parallel parts (also one begun before its size is known, fed as its
- * writer goes: open_ended), Content-MD5 on every request, retries with the S3
+ * parallel parts, Content-MD5 on every request, retries with the S3
  * client's backoff (a body S3 refused as damaged on the way is sent
  * again too), CompleteMultipartUpload when every part is in and
  * AbortMultipartUpload on failure or cancel. Also the blocking clean-up
@@ -129,20 +128,6 @@ struct upload_params {
 	/* A multipart upload even when size fits one part (rc-s3 mpu-put):
 	 * one part, possibly empty, and a "-1" ETag. */
 	bool multipart;
-	/* The size is known only at the end (size ignored; not with data or
-	 * multipart): a multipart upload whose Create goes out now, whose
-	 * parts go as upload_feed says their bytes are final, and whose
-	 * last parts and Complete follow upload_finish. */
-	bool open_ended;
-	/* Parts in flight before upload_finish (0: concurrency). */
-	unsigned open_concurrency;
-	/* Optional, with done_ctx: the engine reads the source no more (no
-	 * part in flight, none being hashed). Called once, at the latest
-	 * just before done; after upload_cancel or a failure as soon as
-	 * that holds, which may be inside upload_cancel and long before
-	 * done (an Abort still runs). From then on the source's bytes may
-	 * change or go. */
-	void (*released)(void *ctx);
 	/* The owner's, for its driver: upload_req_tag of every request. */
 	void *tag;
 };
@@ -227,21 +212,6 @@ struct upload *upload_delete_start(struct upload_engine *e,
  * still have landed in S3; a Complete already answered wins (done then
  * reports success). No effect once done has been reported. */
 void upload_cancel(struct upload *u);
-
-/* An open_ended upload's source has its first ready bytes final: the
- * whole parts within them go out (concurrency at a time) once the Create
- * has answered. They must stay unchanged until released or done, as
- * upload_view_fn's. ready smaller than before changes nothing. 0; or
- * -EINVAL (not open-ended, or after upload_finish), -ENOMEM. Only until
- * done has been reported; a stopping upload takes it and ignores it. */
-int upload_feed(struct upload *u, uint64_t ready);
-/* An open_ended upload's object is size bytes (at least every part fed):
- * the rest of its parts, then the Complete. 0; or -EINVAL (not open, or
- * size below the parts fed), -EFBIG (more than 10000 parts), -ENOMEM;
- * -ECANCELED when the upload is already stopping (cancelled or failed:
- * done will report it, and the object needs another upload). Only until
- * done has been reported. */
-int upload_finish(struct upload *u, uint64_t size);
 
 /* The multipart upload id, or "" before CreateMultipartUpload answered or
  * for a single PUT. */

@@ -13,9 +13,7 @@
  * nothing. The tier and journal files are owner-only even when they
  * existed before. Saving a key in a loop delays another uid's save of it
  * by one turn, never for ever, and S3 ends with the last save. A uid's
- * failed uploads fail its own SYNC of all objects, never another's.
- * Rewriting parts already sent, in a loop, and saves begun and aborted
- * cost one upload begun while writing each, and leave none in S3. */
+ * failed uploads fail its own SYNC of all objects, never another's. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -491,86 +489,6 @@ Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
 	unsigned char *bytes = fx_pattern(LOOPED_SIZE, 999);
 	struct fx_s3_object objs[] = {{key, bytes, LOOPED_SIZE}};
 	/* Only the last name: no earlier one, no multipart upload left. */
-	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
-	free(bytes);
-	fx_daemon_stop(&D);
-}
-
-/* ---- parts sent while writing: what rewrites and aborts cost ------------- */
-
-#define REWRITTEN (11 * MiB + 5) /* two parts sent while written */
-#define REWRITES 20u
-#define ABORTED_SAVES 20u
-
-/* len bytes in order, 1 MiB at a time from the same offset of the buffer:
- * each WRITE feeds the upload begun while writing. 0 or 1. */
-static int write_in_order(struct nobody *n, int h, size_t len)
-{
-	for (size_t off = 0; off < len; off += MiB) {
-		size_t k = len - off < MiB ? len - off : MiB;
-		if (rc_write(&n->c, (uint32_t)h, off, k, (uint32_t)n->buf,
-			     off) != (ssize_t)k)
-			return 1;
-	}
-	return 0;
-}
-
-/* Rewrites the first MiB of an object whose parts its upload was given,
- * REWRITES times, then saves its last bytes; then begins and aborts
- * ABORTED_SAVES more. Exit codes number the steps. */
-static int rewrite_loop(void *arg)
-{
-	const struct attack *a = arg;
-	struct nobody s;
-	int step = nobody_attach(&s, a->socket, "ck", REWRITTEN);
-	if (step)
-		return step;
-	int h = rc_write_open(&s.c, s.ds, "rewritten");
-	fx_fill_pattern(s.mem, REWRITTEN, 1);
-	if (h < 0 || write_in_order(&s, h, REWRITTEN))
-		return 4;
-	fx_fill_pattern(s.mem, REWRITTEN, 2);
-	for (unsigned i = 0; i < REWRITES; i++)
-		if (rc_write(&s.c, (uint32_t)h, 0, MiB, (uint32_t)s.buf, 0) !=
-		    MiB)
-			return 5;
-	if (write_in_order(&s, h, REWRITTEN) || rc_commit(&s.c, (uint32_t)h) ||
-	    rc_sync(&s.c, (uint32_t)h) || rc_close(&s.c, (uint32_t)h))
-		return 6;
-	for (unsigned i = 0; i < ABORTED_SAVES; i++) {
-		char key[32];
-		snprintf(key, sizeof(key), "aborted-%u", i);
-		if ((h = rc_write_open(&s.c, s.ds, key)) < 0 ||
-		    write_in_order(&s, h, 6 * MiB) ||
-		    rc_abort(&s.c, (uint32_t)h) || rc_close(&s.c, (uint32_t)h))
-			return 7;
-	}
-	rc_detach(&s.c);
-	return 0;
-}
-
-/* What a writer can make the daemon send before COMMIT is bounded by what
- * it writes: a rewrite loop over sent parts costs one dropped upload, not
- * one per WRITE; saves begun and aborted leave no multipart upload; S3
- * holds the last bytes of the saved object and nothing else. */
-Test(writepath, rewrites_and_aborts_cost_one_upload_each_and_leave_none,
-     .fini = teardown, .timeout = 300)
-{
-	start();
-	struct attack a = {.socket = D.socket_path};
-	int st = fx_as_nobody(rewrite_loop, &a);
-	cr_assert_eq(st, 0, "the rewrite loop failed at step %d", st);
-	const char *began = "ringcache_writeback_early_uploads_total";
-	const char *dropped = "ringcache_writeback_early_dropped_total";
-	int64_t want = 1 + ABORTED_SAVES;
-	cr_assert_eq(fx_stat_value(D.socket_path, began), want,
-		     "uploads begun while writing");
-	cr_assert_eq(fx_wait_stat(D.socket_path, dropped, want, 30000), want,
-		     "uploads dropped (their Aborts answered)");
-	char key[400];
-	snprintf(key, sizeof(key), "%srewritten", bucket_prefix("ck/"));
-	unsigned char *bytes = fx_pattern(REWRITTEN, 2);
-	struct fx_s3_object objs[] = {{key, bytes, REWRITTEN}};
 	fx_aws_assert_objects(bucket_prefix(""), objs, 1, 5 * MiB);
 	free(bytes);
 	fx_daemon_stop(&D);

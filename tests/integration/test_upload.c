@@ -183,29 +183,16 @@ struct job {
 	size_t piece;           /* view: the source shows pieces this long */
 	uint64_t refuse_view_at; /* view: ranges over this offset are read */
 	unsigned views, reads;
-	uint64_t final_upto;    /* open-ended: the engine reads below this */
-	unsigned released;      /* p.released calls */
 	bool done;
 	struct upload_outcome out;
 };
 
-/* The engine asks for [off, off + len): within the object and, while
- * open-ended, within what was fed. */
-static void job_asked(struct job *j, uint64_t off, size_t len)
-{
-	cr_assert(off + len <= j->size);
-	cr_assert(!j->final_upto || off + len <= j->final_upto,
-		  "[%llu, +%zu) asked for past the bytes fed (%llu)",
-		  (unsigned long long)off, len,
-		  (unsigned long long)j->final_upto);
-	if (off > j->max_read_off)
-		j->max_read_off = off;
-}
-
 static int job_read(void *ctx, uint64_t off, void *dst, size_t len)
 {
 	struct job *j = ctx;
-	job_asked(j, off, len);
+	cr_assert(off + len <= j->size);
+	if (off > j->max_read_off)
+		j->max_read_off = off;
 	if (j->fail_at_off_ge > 0 && off >= (uint64_t)j->fail_at_off_ge)
 		return -EIO;
 	memcpy(dst, j->data + off, len);
@@ -218,7 +205,7 @@ static int job_view(void *ctx, uint64_t off, size_t len,
 		    struct s3_piece *pieces, unsigned max)
 {
 	struct job *j = ctx;
-	job_asked(j, off, len);
+	cr_assert(off + len <= j->size);
 	if (j->refuse_view_at && off <= j->refuse_view_at &&
 	    j->refuse_view_at < off + len)
 		return 0;
@@ -241,7 +228,6 @@ static void job_done(void *ctx, const struct upload_outcome *out)
 {
 	struct job *j = ctx;
 	cr_assert(!j->done, "done reported twice");
-	cr_assert(j->released <= 1, "released %u times", j->released);
 	j->done = true;
 	j->out = *out;
 }
@@ -655,143 +641,6 @@ Test(upload, cancel_mid_upload_aborts)
 	cr_assert_eq(s.out.err, -ECANCELED);
 	env_drain(&t);
 	cr_assert_eq(head_err(&t, key), -ENOENT);
-	free(data);
-	env_close(&t);
-}
-
-/* ---- open-ended uploads: parts go as their writer goes ---- */
-
-static void job_released(void *ctx)
-{
-	struct job *j = ctx;
-	cr_assert(!j->done, "released after done");
-	j->released++;
-}
-
-static struct upload *open_start(struct env *t, struct job *j,
-				 const char *key, size_t part, unsigned conc)
-{
-	struct upload_params p = {
-		.bucket = fx_env()->bucket, .key = key, .open_ended = true,
-		.read = job_read, .view = job_view, .read_ctx = j,
-		.part_size = part, .concurrency = conc,
-		.done = job_done, .done_ctx = j, .released = job_released,
-	};
-	int err = 0;
-	struct upload *u = upload_start(t->e, &p, &err);
-	cr_assert_not_null(u, "upload_start %s: %s", key, strerror(-err));
-	return u;
-}
-
-/* Turns the loop until cond or 30 s. */
-#define TURN_UNTIL(t, cond)                                                \
-	do {                                                               \
-		uint64_t end_ = now_ms() + 30000;                          \
-		while (!(cond) && now_ms() < end_)                         \
-			upload_loop_turn((t)->loop);                       \
-		cr_assert(cond, "30 s and not: %s", #cond);                \
-	} while (0)
-
-/* The engine reads only what was fed, whole parts only, until the
- * finish; the object is the writer's bytes, with the ETag of its parts. */
-Test(upload, open_ended_fed_as_written)
-{
-	struct env t;
-	char key[512];
-	size_t size = 23 * MiB + 3, part = 5 * MiB;
-	unsigned char *data = fx_pattern(size, 2121);
-	struct job j = { .data = data, .size = size, .piece = MiB + 7,
-			 .refuse_view_at = 7 * MiB };
-
-	env_open(&t, NULL, 3);
-	ukey(key, sizeof(key), "open-ended");
-	struct upload *u = open_start(&t, &j, key, part, 2);
-	j.final_upto = 3 * MiB;
-	cr_assert_eq(upload_feed(u, j.final_upto), 0);
-	TURN_UNTIL(&t, upload_id(u)[0]);
-	cr_assert_eq(j.views + j.reads, 0, "no whole part yet, yet one went");
-	j.final_upto = 12 * MiB;
-	cr_assert_eq(upload_feed(u, j.final_upto), 0);
-	TURN_UNTIL(&t, j.max_read_off >= 5 * MiB);
-	cr_assert_eq(upload_feed(u, 8 * MiB), 0, "a smaller ready is no error");
-	j.final_upto = 21 * MiB;
-	cr_assert_eq(upload_feed(u, j.final_upto), 0);
-	cr_assert_eq(upload_finish(u, 19 * MiB), -EINVAL, "below the parts fed");
-	j.final_upto = size;
-	cr_assert_eq(upload_finish(u, size), 0);
-	cr_assert_eq(upload_feed(u, size), -EINVAL, "fed after the finish");
-	env_drain(&t);
-	cr_assert(j.done);
-	cr_assert_eq(j.out.err, 0, "%s %s %s", strerror(-j.out.err),
-		     j.out.code, j.out.message);
-	cr_assert_eq(j.released, 1);
-	cr_assert_eq(j.out.parts, 5);
-	cr_assert_eq(j.reads, 1, "part 2 holds the refused view: %u", j.reads);
-	char want[64];
-	fx_s3_etag(data, size, part, want);
-	cr_assert_str_eq(j.out.etag, want);
-	assert_object(&t, key, data, size, part);
-	cr_assert_eq(uploads_of(&t, key), 0);
-
-	/* Finished at exactly the parts fed: no part after the finish. */
-	struct job k = { .data = data, .size = 10 * MiB, .piece = MiB };
-	ukey(key, sizeof(key), "open-ended-whole");
-	u = open_start(&t, &k, key, part, 4);
-	k.final_upto = 10 * MiB;
-	cr_assert_eq(upload_feed(u, k.final_upto), 0);
-	cr_assert_eq(upload_finish(u, k.final_upto), 0);
-	env_drain(&t);
-	cr_assert_eq(k.out.err, 0, "%s %s", k.out.code, k.out.message);
-	cr_assert_eq(k.out.parts, 2);
-	assert_object(&t, key, data, k.size, part);
-
-	struct upload_params bad = { .bucket = fx_env()->bucket, .key = key,
-				     .open_ended = true, .data = data,
-				     .done = job_done, .done_ctx = &k };
-	int err = 0;
-	cr_assert_null(upload_start(t.e, &bad, &err), "open-ended with data");
-	cr_assert_eq(err, -EINVAL);
-	free(data);
-	env_close(&t);
-}
-
-/* A cancel before the finish: the source is released before the Abort
- * has answered, a finish is refused, and S3 keeps nothing. */
-Test(upload, open_ended_cancel_releases_then_aborts)
-{
-	struct env t;
-	char key[512];
-	size_t size = 20 * MiB, part = 5 * MiB;
-	unsigned char *data = fx_pattern(size, 77);
-	struct job j = { .data = data, .size = size, .piece = 3 * MiB };
-
-	env_open(&t, NULL, 3);
-	ukey(key, sizeof(key), "open-cancel");
-	struct upload *u = open_start(&t, &j, key, part, 2);
-	j.final_upto = 15 * MiB;
-	cr_assert_eq(upload_feed(u, j.final_upto), 0);
-	TURN_UNTIL(&t, j.views > 0);
-	upload_cancel(u);
-	TURN_UNTIL(&t, j.released == 1);
-	if (!j.done)
-		cr_assert_eq(upload_finish(u, size), -ECANCELED);
-	env_drain(&t);
-	cr_assert(j.done);
-	cr_assert_eq(j.out.err, -ECANCELED, "err %d", j.out.err);
-	cr_assert_eq(j.released, 1);
-	cr_assert_eq(uploads_of(&t, key), 0, "the cancelled upload is still there");
-	cr_assert_eq(head_err(&t, key), -ENOENT);
-
-	/* Cancelled before its first part: released at once, nothing left. */
-	struct job k = { .data = data, .size = size, .piece = MiB };
-	ukey(key, sizeof(key), "open-cancel-early");
-	u = open_start(&t, &k, key, part, 2);
-	upload_cancel(u);
-	env_drain(&t);
-	cr_assert_eq(k.out.err, -ECANCELED);
-	cr_assert_eq(k.released, 1);
-	cr_assert_eq(k.views + k.reads, 0);
-	cr_assert_eq(uploads_of(&t, key), 0);
 	free(data);
 	env_close(&t);
 }

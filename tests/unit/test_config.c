@@ -889,21 +889,6 @@ Test(config, overwrite_key_of_a_dataset)
 		     "[dataset d] overwrite: must be true or false (got 'maybe')");
 }
 
-Test(config, upload_while_writing_key_of_a_dataset)
-{
-	struct rc_config cfg;
-	cr_assert_eq(load(DATASET, &cfg), 0, "%s", err);
-	cr_assert(cfg.datasets[0].upload_while_writing, "on by default");
-	config_free(&cfg);
-	cr_assert_eq(load(DATASET "upload_while_writing = false\n", &cfg), 0,
-		     "%s", err);
-	cr_assert(!cfg.datasets[0].upload_while_writing);
-	config_free(&cfg);
-	expect_error(DATASET "upload_while_writing = 2\n",
-		     "[dataset d] upload_while_writing: must be true or false "
-		     "(got '2')");
-}
-
 /* RENAME after upload: CopyObject up to it, a multipart copy above. */
 Test(config, copy_threshold_of_a_dataset)
 {
