@@ -12,8 +12,8 @@ through the read path.
 The final key never names a half-written object, without the temporary
 key and rename of a file system: the daemon shows an object to S3 and to
 readers only once it is committed, and drops it if the writer fails or
-goes away first. Written straight to its key, its parts go to S3 while
-torch.save still writes (a rename after the commit would send them again).
+goes away first. A rename after the commit would also start the upload
+that began at the commit over under the new name.
 """
 
 import io
