@@ -422,14 +422,14 @@ Test(proxy, rate_limit_answers_slowdown)
 		if (r == 0) {
 			ok++;
 			cr_assert_eq(fx_mismatch(body, data, blen), -1);
-			free(body);
-			body = NULL;
 		} else {
 			cr_assert_eq(res.http_status, 503);
 			cr_assert_str_eq(res.code, "SlowDown");
 			cr_assert(res.retryable);
 			slow++;
 		}
+		free(body); /* S3's error document, too */
+		body = NULL;
 	}
 	double secs = elapsed_ms(&t0) / 1e3;
 	cr_expect_leq(ok, 1 + 2 * secs + 1, "%u passed in %.2f s at 2/s",
