@@ -36,10 +36,12 @@ static struct fx_daemon D;
 static char scratch[128];
 static const char *more_extra = ""; /* more [daemon] lines for start() */
 static const char *more_sections = ""; /* more datasets for start() */
+static struct fx_proxy P;              /* pid 0: none */
 
 static void teardown(void)
 {
 	fx_daemon_kill(&D);
+	fx_proxy_kill(&P);
 }
 
 /* PREFIX/scratch/SUB: a dataset's bucket prefix. */
@@ -79,6 +81,8 @@ static void start(void)
 		 more_extra);
 	fx_daemon_init(&D);
 	D.daemon_extra = extra;
+	if (P.pid > 0)
+		D.s3_endpoint = P.endpoint;
 	snprintf(sockdir, sizeof(sockdir), "/tmp/rc-hwp-XXXXXX");
 	cr_assert_not_null(mkdtemp(sockdir));
 	chmod(sockdir, 0755);
@@ -480,6 +484,13 @@ static int rename_loop(void *arg)
 Test(writepath, renames_cannot_keep_an_object_from_s3, .fini = teardown,
      .timeout = 300)
 {
+	/* The upload that COMMIT starts must still run through the loop:
+	 * one that ended first makes the next RENAME a copy in S3 (EBUSY
+	 * while it runs), which a loaded CI machine once did (2026-11-30:
+	 * step 5 after a few renames). Its Complete is held 3 s. */
+	const char *hold[] = {"--latency-ms", "0", "--bw-conn", "0",
+			      "--complete-delay-ms", "3000", NULL};
+	fx_proxy_start(&P, hold);
 	start();
 	struct attack a = {.socket = D.socket_path};
 	int st = fx_as_nobody(rename_loop, &a);
