@@ -131,6 +131,15 @@ static void mount_stop(struct mount_proc *mp)
 		  "sanitizer report from ringcache mount:\n%s", out);
 }
 
+/* Unmounts mp and mounts dataset on the same folder again, with opts. */
+static void mount_restart(struct mount_proc *mp, const char *dataset,
+			  const char *opts)
+{
+	mount_stop(mp);
+	cr_assert_eq(rmdir(mp->dir), 0);
+	mount_start(mp, dataset, opts);
+}
+
 static void teardown(void)
 {
 	if (M.pid > 0) {
@@ -618,9 +627,7 @@ Test(mount_rw, warm_reads_are_page_cache_reads_until_the_object_changes)
 	 * a stream, and a fetcher's READ_KEY of the rest could still reach
 	 * the daemon after the counter is taken (once in CI, ASan lane
 	 * under load, 2026-11-30). This is about the page cache. */
-	mount_stop(&M);
-	cr_assert_eq(rmdir(M.dir), 0);
-	mount_start(&M, "ck", "ahead_bytes=0");
+	mount_restart(&M, "ck", "ahead_bytes=0");
 	snprintf(key, sizeof(key), "%spc/x.bin", ck_prefix);
 	snprintf(path, sizeof(path), "%s/pc/x.bin", M.dir);
 	cr_assert_eq(fx_put_object(key, a, len), 0);
@@ -1209,9 +1216,7 @@ Test(mount_ro_ttl, warm_files_cost_no_open_and_no_fuse_request)
 	 * still be reading into the daemon in the warm one, and fetchers
 	 * being idle is nothing the test can see. This is about the page
 	 * cache; fetch-ahead has its own tests (mount_ahead). */
-	mount_stop(&M);
-	cr_assert_eq(rmdir(M.dir), 0);
-	mount_start(&M, "ro", "ahead_bytes=0");
+	mount_restart(&M, "ro", "ahead_bytes=0");
 	for (int i = 0; i < FILES; i++) {
 		char key[400];
 		data[i] = fx_pattern(LEN, 40 + (unsigned)i);
@@ -1423,9 +1428,7 @@ Test(mount_ahead, sequential_readers_are_fetched_ahead_random_ones_not)
 	/* ahead/ (4 MiB) over the sweep's budget: 8 files read cold before
 	 * the walk is confirmed would sweep the rest of it, and no walk
 	 * would find anything left to fetch */
-	mount_stop(&M);
-	cr_assert_eq(rmdir(M.dir), 0);
-	mount_start(&M, "ro", "ahead_bytes=1M");
+	mount_restart(&M, "ro", "ahead_bytes=1M");
 	for (int i = 0; i < AHEAD_FILES; i++) {
 		ahead_data[i] = fx_pattern(AHEAD_LEN - (size_t)i,
 					   60 + (unsigned)i);
@@ -2036,9 +2039,7 @@ static int64_t s3_bytes_settled(void)
 Test(mount_ahead, readers_that_stop_early_cost_at_most_ahead_bytes)
 {
 	put_big_files();
-	mount_stop(&M);
-	cr_assert_eq(rmdir(M.dir), 0);
-	mount_start(&M, "ro", "ahead_bytes=4M"); /* BIG_BUDGET */
+	mount_restart(&M, "ro", "ahead_bytes=4M"); /* BIG_BUDGET */
 	char path[400];
 	int fds[BIG_FILES + 1];
 	int64_t before = fx_stat_value(D.socket_path,
