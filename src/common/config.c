@@ -602,8 +602,16 @@ static int key_size_field(struct parser *p, const char *key, const char *value,
 			  uint64_t min, uint64_t *field)
 {
 	uint64_t bytes;
-	if (config_parse_size(value, &bytes) < 0 || bytes < min)
+	if (config_parse_size(value, &bytes) < 0)
 		return fail_value(p, key, value, "must be a size like 512M or 8G");
+	if (bytes < min) {
+		char what[64];
+		bool mib = min % (1u << 20) == 0;
+		snprintf(what, sizeof(what), "must be at least %llu%s",
+			 (unsigned long long)(mib ? min >> 20 : min),
+			 mib ? "M" : " bytes");
+		return fail_value(p, key, value, what);
+	}
 	*field = bytes;
 	return 1;
 }

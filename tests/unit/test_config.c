@@ -956,6 +956,20 @@ Test(config, staging_warm)
 		     "staging_warm");
 }
 
+/* A size below a key's least names the least, not a size's syntax (a
+ * journal_size of 1M is a size; "must be a size like 512M" misled). */
+Test(config, a_size_below_the_least_says_the_least)
+{
+	expect_error("[daemon]\njournal_size = 1M\n" DATASET,
+		     "[daemon] journal_size: must be at least 16M (got '1M')");
+	expect_error("[daemon]\nstaging_memory = 8M\n" DATASET,
+		     "[daemon] staging_memory: must be at least 16M (got '8M')");
+	expect_error("[daemon]\nmax_registered = 100\n" DATASET,
+		     "[daemon] max_registered: must be at least 4096 bytes");
+	expect_error("[daemon]\njournal_size = lots\n" DATASET,
+		     "[daemon] journal_size: must be a size like 512M or 8G");
+}
+
 /* The Prometheus endpoint: off unless set; a bare port is loopback; any
  * other address only as written; bad values name the key. */
 Test(config, metrics_listen)
