@@ -2,8 +2,8 @@
 # readbench.sh, gpubench.sh): the S3 endpoint, a ringcached with one
 # dataset, and stopping what they started. perf/run keeps its own harness.
 #
-# The caller sets ROOT (the repository), BUILD_BIN (where ringcached and
-# rc-s3 are), WORK (its scratch folder) before sourcing; SOCK is then the
+# The caller sets ROOT (the repository), BUILD_BIN (where ringcached,
+# ringcache and rc-s3 are), WORK (its scratch folder) before sourcing; SOCK is then the
 # daemon's socket. Functions:
 #   lib_s3_up          the endpoint in RINGCACHE_TEST_S3_* if set (bucket
 #                      made already), else a private RGW in $WORK/rgw;
@@ -74,7 +74,13 @@ EOF
 	DAEMON_PID=$!
 	local _
 	for _ in $(seq 200); do
-		[ -S "$SOCK" ] && return 0
+		# Answering, not only bound: the socket file exists before the
+		# daemon listens (perf/run, daemon_answers).
+		if [ -x "$BUILD_BIN/ringcache" ]; then
+			${RC_RUN:-} "$BUILD_BIN/ringcache" -s "$SOCK" status >/dev/null 2>&1 && return 0
+		elif [ -S "$SOCK" ]; then
+			return 0
+		fi
 		kill -0 "$DAEMON_PID" 2>/dev/null || { tail -n 20 "$WORK/ringcached.log" >&2; return 1; }
 		sleep 0.05
 	done
