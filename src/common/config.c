@@ -235,18 +235,6 @@ static int key_prefetch_window(struct parser *p, const char *key,
 	return 1;
 }
 
-static int key_tier_size(struct parser *p, const char *key,
-			 const char *value)
-{
-	uint64_t bytes;
-	if (config_parse_size(value, &bytes) < 0 || bytes < (16u << 20))
-		return fail_value(p, key, value,
-				  "must be a size of at least 16M, like 64G");
-	p->cfg->tier_bytes = bytes;
-	p->tier_line = p->line;
-	return 1;
-}
-
 static int key_topology_file(struct parser *p, const char *key,
 			     const char *value)
 {
@@ -614,6 +602,15 @@ static int key_size_field(struct parser *p, const char *key, const char *value,
 	}
 	*field = bytes;
 	return 1;
+}
+
+static int key_tier_size(struct parser *p, const char *key,
+			 const char *value)
+{
+	int r = key_size_field(p, key, value, 16u << 20, &p->cfg->tier_bytes);
+	if (r == 1)
+		p->tier_line = p->line;
+	return r;
 }
 
 /* 0: the automatic value (a share of memory). */

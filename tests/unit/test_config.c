@@ -964,6 +964,8 @@ Test(config, a_size_below_the_least_says_the_least)
 		     "[daemon] journal_size: must be at least 16M (got '1M')");
 	expect_error("[daemon]\nstaging_memory = 8M\n" DATASET,
 		     "[daemon] staging_memory: must be at least 16M (got '8M')");
+	expect_error("[daemon]\ntier_size = 8M\n" DATASET,
+		     "[daemon] tier_size: must be at least 16M (got '8M')");
 	expect_error("[daemon]\nmax_registered = 100\n" DATASET,
 		     "[daemon] max_registered: must be at least 4096 bytes");
 	expect_error("[daemon]\njournal_size = lots\n" DATASET,
