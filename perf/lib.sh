@@ -3,8 +3,8 @@
 # dataset, and stopping what they started. perf/run keeps its own harness.
 #
 # The caller sets ROOT (the repository), BUILD_BIN (where ringcached,
-# ringcache and rc-s3 are), WORK (its scratch folder) before sourcing; SOCK is then the
-# daemon's socket. Functions:
+# ringcache and rc-s3 are), WORK (its scratch folder) before sourcing;
+# SOCK is then the daemon's socket. Functions:
 #   lib_s3_up          the endpoint in RINGCACHE_TEST_S3_* if set (bucket
 #                      made already), else a private RGW in $WORK/rgw;
 #                      sets BUCKET and S3_KIND (words for the tables)
