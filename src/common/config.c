@@ -276,6 +276,18 @@ static int key_log_level(struct parser *p, const char *key,
 	return 1;
 }
 
+static int key_nice(struct parser *p, const char *key, const char *value)
+{
+	bool neg = value[0] == '-';
+	uint64_t n;
+	if (cfg_parse_u64(value + neg, 10, &n) < 0 || n > (neg ? 20u : 19u))
+		return fail_value(p, key, value,
+				  "must be a whole number from -20 to 19");
+	p->cfg->nice = neg ? -(int)n : (int)n;
+	p->cfg->nice_set = true;
+	return 1;
+}
+
 /* ---- [s3] -------------------------------------------------------------- */
 
 static int key_endpoint(struct parser *p, const char *key, const char *value)
@@ -743,6 +755,7 @@ static const struct key_spec daemon_keys[] = {
 	FN("log_level", key_log_level),
 	BOOL("mlock", mlock),
 	BOOL("hugepages", hugepages),
+	FN("nice", key_nice),
 	U32("metadata_ttl", metadata_ttl_s, 0, 30 * 86400),
 	FN("metadata_memory", key_metadata_memory),
 	U32("max_sessions", max_sessions, 1, 65536),
@@ -1124,6 +1137,7 @@ static void set_defaults(struct rc_config *cfg)
 	cfg->block_bytes = 1u << 20;
 	cfg->log_level = RC_LOG_INFO;
 	cfg->mlock = false;
+	cfg->nice = -5;
 	cfg->hugepages = true;
 	cfg->metadata_ttl_s = 60;
 	cfg->open_fetches_block = false;

@@ -63,6 +63,8 @@ struct rc_config {
 	int log_level;           /* log_level = info */
 	bool mlock;              /* mlock = false */
 	bool hugepages;          /* hugepages = true (madvise) */
+	int nice;                /* nice = -5 (-20..19; 0: as started) */
+	bool nice_set;           /* nice written in the file */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
 	uint64_t metadata_bytes; /* metadata_memory = 0: memory/16, all shards */
 	bool open_fetches_block; /* open_fetch = head | block */

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -622,6 +623,36 @@ static int writeback_start(struct daemon *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* The daemon does the jobs' work on their critical path (a COMMIT's
+ * acknowledgement, a read's completion) and sits idle otherwise; on a
+ * loaded node its threads waiting for a core are what the jobs wait on
+ * (perf/README.md, "A loaded node"). Linux keeps the nice value per
+ * thread, so it is set before the first thread starts, and every thread
+ * inherits it. A daemon started under nice(1) keeps what it was given
+ * unless the file says otherwise; `nice = 0` leaves it as started. */
+static void apply_nice(const struct rc_config *cfg)
+{
+	if (cfg->nice == 0)
+		return;
+	errno = 0;
+	int now = getpriority(PRIO_PROCESS, 0);
+	if (errno != 0 || now == cfg->nice || (!cfg->nice_set && now != 0))
+		return;
+	if (setpriority(PRIO_PROCESS, 0, cfg->nice) == 0) {
+		log_info("ringcached: running at nice %d", cfg->nice);
+		return;
+	}
+	int e = errno;
+	if (cfg->nice_set)
+		log_warn("ringcached: nice = %d not applied: %s (a nice below "
+			 "the caller's needs CAP_SYS_NICE or RLIMIT_NICE); "
+			 "running at nice %d", cfg->nice, strerror(e), now);
+	else
+		log_info("ringcached: default nice %d not applied: %s; running "
+			 "at nice %d (`nice = 0` in [daemon] keeps it quiet)",
+			 cfg->nice, strerror(e), now);
+}
+
 int daemon_init(struct server *srv, const char *config_path, char *err,
 		size_t errlen)
 {
@@ -636,6 +667,7 @@ int daemon_init(struct server *srv, const char *config_path, char *err,
 		return -1;
 	d->config_path = strdup(config_path);
 	rc_log_level = d->cfg.log_level;
+	apply_nice(&d->cfg);
 	int quota_err = quota_init(&d->quota, &d->cfg);
 	if (have_stat)
 		note_config_file(d, &before);

@@ -68,6 +68,8 @@ conf() { # conf MEMORY
 [daemon]
 socket = $D/rc.sock
 socket_mode = 0660
+; as in the DaemonSet's config (no CAP_SYS_NICE there)
+nice = 0
 memory = $1
 tier_path = $D/tier
 tier_size = 64M

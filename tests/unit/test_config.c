@@ -972,6 +972,41 @@ Test(config, a_size_below_the_least_says_the_least)
 		     "[daemon] journal_size: must be a size like 512M or 8G");
 }
 
+/* nice: -5 unless written; the whole range loads, anything else names
+ * the range. */
+Test(config, nice)
+{
+	struct rc_config c;
+	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
+	cr_assert_eq(c.nice, -5);
+	cr_assert_not(c.nice_set);
+	config_free(&c);
+	static const struct {
+		const char *value;
+		int nice;
+	} ok[] = {{"-20", -20}, {"19", 19}, {"0", 0}, {"-0", 0}, {"7", 7}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "[daemon]\nnice = %s\n" DATASET,
+			 ok[i].value);
+		cr_assert_eq(load(text, &c), 0, "%s: %s", ok[i].value, err);
+		cr_assert_eq(c.nice, ok[i].nice, "%s", ok[i].value);
+		cr_assert(c.nice_set);
+		config_free(&c);
+	}
+	static const char *const bad[] = {"-21", "20", "+3", "--1", "- 1",
+					  "-", "1.5", "high", "4294967291"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[256], want[128];
+		snprintf(text, sizeof(text), "[daemon]\nnice = %s\n" DATASET,
+			 bad[i]);
+		snprintf(want, sizeof(want),
+			 "[daemon] nice: must be a whole number from -20 to 19 "
+			 "(got '%s')", bad[i]);
+		expect_error(text, want);
+	}
+}
+
 /* The Prometheus endpoint: off unless set; a bare port is loopback; any
  * other address only as written; bad values name the key. */
 Test(config, metrics_listen)
