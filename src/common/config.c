@@ -284,7 +284,6 @@ static int key_nice(struct parser *p, const char *key, const char *value)
 		return fail_value(p, key, value,
 				  "must be a whole number from -20 to 19");
 	p->cfg->nice = neg ? -(int)n : (int)n;
-	p->cfg->nice_set = true;
 	return 1;
 }
 

@@ -64,7 +64,6 @@ struct rc_config {
 	bool mlock;              /* mlock = false */
 	bool hugepages;          /* hugepages = true (madvise) */
 	int nice;                /* nice = -5 (-20..19; 0: as started) */
-	bool nice_set;           /* nice written in the file */
 	uint32_t metadata_ttl_s; /* metadata_ttl = 60 (seconds; 0: HEAD every OPEN) */
 	uint64_t metadata_bytes; /* metadata_memory = 0: memory/16, all shards */
 	bool open_fetches_block; /* open_fetch = head | block */
@@ -156,6 +155,9 @@ void config_changes(const struct rc_config *old, const struct rc_config *new,
  * was applied live is not reported again). */
 int config_adopt_value(struct rc_config *running, const struct rc_config *from,
 		       const char *section, const char *key);
+/* True when the file wrote [section] key (false: its default). */
+bool config_written(const struct rc_config *cfg, const char *section,
+		    const char *key);
 /* True for the keys whose values are never logged or shown. */
 bool config_key_is_secret(const char *key);
 

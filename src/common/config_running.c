@@ -1,6 +1,7 @@
 /* config_running.c - owns a config once loaded: the [daemon] and [s3]
  * values as written, which a reload compares (config_changes) and adopts
- * one by one (config_adopt_value); copies of a dataset's config for a
+ * one by one (config_adopt_value) and start-up asks after (config_written:
+ * a key written or left at its default); copies of a dataset's config for a
  * running dataset; and the release of it all, secrets wiped first. */
 #include "config.h"
 
@@ -18,6 +19,12 @@ static struct rc_config_value *find_value(const struct rc_config *cfg,
 		    strcmp(cfg->values[i].key, key) == 0)
 			return &cfg->values[i];
 	return NULL;
+}
+
+bool config_written(const struct rc_config *cfg, const char *section,
+		    const char *key)
+{
+	return find_value(cfg, section, key) != NULL;
 }
 
 static void report_if_changed(const struct rc_config *old,

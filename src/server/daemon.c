@@ -634,16 +634,17 @@ static void apply_nice(const struct rc_config *cfg)
 {
 	if (cfg->nice == 0)
 		return;
+	bool written = config_written(cfg, "daemon", "nice");
 	errno = 0;
 	int now = getpriority(PRIO_PROCESS, 0);
-	if (errno != 0 || now == cfg->nice || (!cfg->nice_set && now != 0))
+	if (errno != 0 || now == cfg->nice || (!written && now != 0))
 		return;
 	if (setpriority(PRIO_PROCESS, 0, cfg->nice) == 0) {
 		log_info("ringcached: running at nice %d", cfg->nice);
 		return;
 	}
 	int e = errno;
-	if (cfg->nice_set)
+	if (written)
 		log_warn("ringcached: nice = %d not applied: %s (a nice below "
 			 "the caller's needs CAP_SYS_NICE or RLIMIT_NICE); "
 			 "running at nice %d", cfg->nice, strerror(e), now);

@@ -979,7 +979,7 @@ Test(config, nice)
 	struct rc_config c;
 	cr_assert_eq(load(DATASET, &c), 0, "%s", err);
 	cr_assert_eq(c.nice, -5);
-	cr_assert_not(c.nice_set);
+	cr_assert_not(config_written(&c, "daemon", "nice"));
 	config_free(&c);
 	static const struct {
 		const char *value;
@@ -991,7 +991,7 @@ Test(config, nice)
 			 ok[i].value);
 		cr_assert_eq(load(text, &c), 0, "%s: %s", ok[i].value, err);
 		cr_assert_eq(c.nice, ok[i].nice, "%s", ok[i].value);
-		cr_assert(c.nice_set);
+		cr_assert(config_written(&c, "daemon", "nice"));
 		config_free(&c);
 	}
 	static const char *const bad[] = {"-21", "20", "+3", "--1", "- 1",
