@@ -578,8 +578,20 @@ Test(limits, plan_entries, .fini = kill_daemon)
 		a.rep->secs[2], a.rep->secs[3], probe.worst,
 		(long long)probe.answers);
 	cr_assert_gt(probe.answers, 0);
-	cr_assert_lt(probe.worst, 5.0, "STATS took %.1f s while plans came",
-		     probe.worst);
+	/* The reactor copies a plan in one turn, so a STATS waits for the
+	 * plan it arrived behind and at most the attacker's next one, whose
+	 * message may be read first (a new connection is armed after the
+	 * turn), plus its own connection and rendering on a busy runner. A
+	 * plan's time is the build's and the runner's (TSan's is ten times
+	 * the plain build's), so the bound scales with it: a fixed 5 s
+	 * failed under TSan on a loaded runner. */
+	double slowest = 0;
+	for (int i = 1; i < 4; i++)
+		if (a.rep->secs[i] > slowest)
+			slowest = a.rep->secs[i];
+	cr_assert_lt(probe.worst, 2 * slowest + 2.0,
+		     "STATS took %.1f s while plans came, each %.1f s at most",
+		     probe.worst, slowest);
 	cr_assert_geq(refused("plan_entries"), 3);
 	cr_assert_geq(refused("plan_entries_per_uid"), 1);
 	cr_assert_geq(refused("registered"), 1);
